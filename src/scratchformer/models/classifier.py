@@ -1,0 +1,58 @@
+"""Encoder-only Transformer classifier (BERT-like).
+
+    input_ids (B, T) -> Embeddings -> Encoder -> hidden (B, T, C) -> pool -> (B, C) -> linear -> (B, K)
+
+Pooling (config field ``pooling``): ``mean`` averages the hidden states of the real (unpadded) tokens;
+``cls`` takes the first position, which the tokenizer must fill with a [CLS] token.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from ..config import ConfigError, ModelConfig
+from ..nn.embedding import Embeddings, positions_for
+from ..nn.layers import Encoder
+from ..nn.masks import padding_mask
+from .init import init_weights
+
+
+class EncoderClassifier(nn.Module):
+    """``forward(input_ids, mask) -> class logits (B, n_classes)``; ``encode`` -> ``(B, T, C)``.
+
+    ``mask (B, T)``: ``True``/1 for real tokens, ``False``/0 for padding; default ``input_ids != pad_id``.
+    """
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        if config.arch != "encoder":
+            raise ConfigError(f"EncoderClassifier needs a config with arch='encoder', got arch={config.arch!r}")
+        self.config = config
+        self.embed = Embeddings(nn.Embedding(config.vocab_size, config.d_model), config)
+        self.encoder = Encoder(config, config.n_layers)
+        self.dropout = nn.Dropout(config.dropout)
+        self.head = nn.Linear(config.d_model, config.n_classes)
+        init_weights(self, config)
+
+    def _mask(self, input_ids: Tensor, mask: Tensor | None) -> Tensor:
+        return padding_mask(input_ids, self.config.pad_id) if mask is None else mask.bool()
+
+    def encode(self, input_ids: Tensor, mask: Tensor | None = None) -> Tensor:
+        """``input_ids (B, T)`` -> last hidden states ``(B, T, C)``."""
+        T = input_ids.size(1)
+        if T > self.config.max_len:
+            raise ValueError(f"input of {T} tokens is longer than max_len={self.config.max_len}")
+        positions = positions_for(T, device=input_ids.device)
+        return self.encoder(self.embed(input_ids, positions), self._mask(input_ids, mask), positions)
+
+    def pool(self, hidden: Tensor, mask: Tensor) -> Tensor:
+        """``(B, T, C)`` hidden states, ``(B, T)`` real-token mask -> ``(B, C)`` sentence vectors."""
+        if self.config.pooling == "cls":
+            return hidden[:, 0]
+        m = mask.to(hidden.dtype).unsqueeze(-1)  # (B, T, 1)
+        return (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
+
+    def forward(self, input_ids: Tensor, mask: Tensor | None = None) -> Tensor:
+        mask = self._mask(input_ids, mask)
+        pooled = self.pool(self.encode(input_ids, mask), mask)  # (B, C)
+        return self.head(self.dropout(pooled))  # (B, n_classes)

@@ -1,0 +1,40 @@
+"""Weight initialisation. The paper does not state one; these are the common, tested choices.
+
+- ``gpt`` (GPT-2): every Linear ~ N(0, 0.02), biases 0; the projections that write into the residual
+  stream (attention ``out_proj`` and FFN ``linear2``) ~ N(0, 0.02 / sqrt(2 N)) so the residual sum does
+  not grow with depth; embeddings ~ N(0, 0.02).
+- ``seq2seq`` and ``encoder`` (the paper's families, as in ``torch.nn.Transformer``, fairseq and
+  tensor2tensor): Linear weights Xavier-uniform, biases 0; token embeddings ~ N(0, C^-1/2) so that after
+  the x sqrt(C) scaling they have unit variance (N(0, 0.02) when unscaled).
+- LayerNorm: weight 1, bias 0.
+"""
+
+from __future__ import annotations
+
+import math
+
+from torch import nn
+
+from ..config import ModelConfig
+
+
+def init_weights(model: nn.Module, cfg: ModelConfig) -> None:
+    n_layers = cfg.n_layers if cfg.arch != "seq2seq" else max(cfg.n_encoder_layers or 0, cfg.n_decoder_layers or 0)
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Linear):
+            if cfg.arch == "gpt":
+                residual_out = name.endswith("out_proj") or name.endswith("linear2")
+                std = 0.02 / math.sqrt(2 * max(n_layers, 1)) if residual_out else 0.02
+                nn.init.normal_(module.weight, std=std)
+            else:
+                nn.init.xavier_uniform_(module.weight)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            std = cfg.d_model ** -0.5 if cfg.scale_embeddings else 0.02
+            nn.init.normal_(module.weight, std=std)
+        elif isinstance(module, nn.LayerNorm):
+            if module.weight is not None:
+                nn.init.ones_(module.weight)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)

@@ -1,0 +1,200 @@
+"""Scaled dot-product attention (§3.2.1) and multi-head attention (§3.2.2).
+
+Notation used in every shape comment:
+
+    B  batch size           T  query (target) length     S  key/value (source) length
+    H  number of heads      D  head size = C / H         C  model size d_model
+
+    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V                          (equation 1)
+    MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,
+        head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
+
+Masks are boolean and ``True`` means *may attend* (see ``masks.py``). A query row whose mask allows no
+key at all (a padded query that sees only padding, say) returns zeros, never NaN, on both paths.
+
+Two implementations of equation 1, one definition:
+
+- ``attention_reference``: the equation line for line (matmul, scale, mask, softmax, matmul). It is the
+  definition, and the only path that returns the attention weights (for plots).
+- ``F.scaled_dot_product_attention``: PyTorch's fused kernel (flash / memory-efficient on GPU).
+
+``attend`` is the one place that chooses between them. Tests prove the two agree, forward and backward.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .kv_cache import KVCache
+from .masks import causal_mask
+
+AttentionImpl = Literal["auto", "reference", "sdpa"]
+
+
+def attention_reference(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
+                        dropout_p: float = 0.0) -> tuple[Tensor, Tensor]:
+    """Equation 1, written out. ``q (B, H, T, D)``, ``k, v (B, H, S, D)``, ``mask`` broadcastable to
+    ``(B, H, T, S)`` with ``True`` = may attend. Returns ``(output (B, H, T, D), weights (B, H, T, S))``.
+
+    Every query row must allow at least one key (``attend`` guarantees it).
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, T, S)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))  # masked keys get exactly zero weight
+    weights = scores.softmax(dim=-1)  # (B, H, T, S), each row sums to 1
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, p=dropout_p)
+    return weights @ v, weights  # (B, H, T, D)
+
+
+def attend(q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None = None, is_causal: bool = False,
+           dropout_p: float = 0.0, need_weights: bool = False,
+           impl: AttentionImpl = "auto") -> tuple[Tensor, Tensor | None]:
+    """Scaled dot-product attention through the reference or the fast path: the one place that chooses.
+
+    ``q (B, H, T, D)``, ``k, v (B, H, S, D)``. ``mask``: boolean, broadcastable to ``(B, H, T, S)``,
+    ``True`` = may attend. ``is_causal``: also forbid attending to later positions; with ``S > T`` the
+    queries are taken to be the last ``T`` positions (incremental decoding). ``impl``: ``"reference"``,
+    ``"sdpa"`` or ``"auto"`` (sdpa, unless the weights are needed). Returns ``(output (B, H, T, D),
+    weights (B, H, T, S) or None)``; weights only come from the reference path.
+    """
+    T, S = q.size(-2), k.size(-2)
+    if is_causal and T == 1:
+        is_causal = False  # a single query at the last position may see every key
+    if is_causal and (mask is not None or T != S or impl == "reference" or need_weights):
+        # sdpa's own is_causal aligns the diagonal top-left and cannot be combined with a mask.
+        mask = causal_mask(T, S, device=q.device) if mask is None else mask & causal_mask(T, S, device=q.device)
+        is_causal = False
+
+    empty_rows = None
+    if mask is not None:
+        # A row that may attend to nothing would be 0/0 = NaN in softmax (and in its gradient). Let such
+        # rows attend everywhere, then zero their output: finite forward and backward, zeros out.
+        empty_rows = ~mask.any(dim=-1, keepdim=True)  # (B, H or 1, T or 1, 1)
+        mask = mask | empty_rows
+
+    if need_weights or impl == "reference":
+        out, weights = attention_reference(q, k, v, mask, dropout_p)
+    else:
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal)
+        weights = None
+
+    if empty_rows is not None:
+        out = out.masked_fill(empty_rows, 0.0)
+        if weights is not None:
+            weights = weights.masked_fill(empty_rows, 0.0)
+    return out, weights
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention (§3.2.2) for self-attention (``memory=None``) and cross-attention.
+
+    W^Q, W^K and W^V are stacked into one ``(3C, C)`` matrix ``in_proj`` (the layout of
+    ``torch.nn.MultiheadAttention``): self-attention projects Q, K and V with a single matmul;
+    cross-attention uses the Q rows on the decoder stream and the K, V rows on the encoder memory.
+
+    ``rope``: a ``RotaryEmbedding`` to rotate queries and keys by their positions (self-attention only).
+    ``impl``: which attention path to use (see ``attend``); ``record`` makes the module keep its last
+    attention weights in ``last_weights`` (see ``record_attention``).
+    """
+
+    def __init__(self, d_model: int, n_heads: int, *, bias: bool = True, dropout: float = 0.0,
+                 rope: nn.Module | None = None) -> None:
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
+        self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)  # [W^Q; W^K; W^V]
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W^O
+        self.dropout = dropout
+        self.rope = rope
+        self.impl: AttentionImpl = "auto"
+        self.record = False
+        self.last_weights: Tensor | None = None
+
+    def _split_heads(self, x: Tensor) -> Tensor:
+        B, L, _ = x.shape
+        return x.view(B, L, self.n_heads, self.head_dim).transpose(1, 2)  # (B, L, C) -> (B, H, L, D)
+
+    def project_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """Keys and values of the encoder memory ``(B, S, C)`` -> two ``(B, H, S, D)`` tensors.
+
+        Cross-attention calls this once per source sentence when decoding with a cache.
+        """
+        C = self.d_model
+        bias = None if self.in_proj.bias is None else self.in_proj.bias[C:]
+        k, v = F.linear(memory, self.in_proj.weight[C:], bias).chunk(2, dim=-1)  # (B, S, C) each
+        return self._split_heads(k), self._split_heads(v)
+
+    def forward(self, x: Tensor, memory: Tensor | None = None, *, mask: Tensor | None = None,
+                is_causal: bool = False, positions: Tensor | None = None, cache: KVCache | None = None,
+                memory_kv: tuple[Tensor, Tensor] | None = None) -> Tensor:
+        """``x (B, T, C)`` -> ``(B, T, C)``.
+
+        - self-attention: ``memory`` and ``memory_kv`` are None; ``cache`` (a ``KVCache``) appends this
+          step's keys/values and attends over all cached ones; ``positions (T,)`` or ``(B, T)`` are the
+          absolute positions of ``x``, used by rotary embeddings.
+        - cross-attention: ``memory (B, S, C)`` is the encoder output, or ``memory_kv`` its keys and
+          values already projected by ``project_kv``.
+        - ``mask``: bool, broadcastable to ``(B, H, T, S)``, ``True`` = may attend; ``is_causal``: also
+          hide later positions.
+        """
+        B, T, C = x.shape
+        if memory is None and memory_kv is None:  # self-attention: one matmul for Q, K and V
+            qkv = self.in_proj(x).view(B, T, 3, self.n_heads, self.head_dim)  # (B, T, 3, H, D)
+            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, T, D)
+            if self.rope is not None:
+                q, k = self.rope(q, positions), self.rope(k, positions)
+            if cache is not None:
+                k, v = cache.update(k, v)  # (B, H, S, D): the past and this step
+        else:  # cross-attention: queries from x, keys and values from the encoder memory
+            bias = None if self.in_proj.bias is None else self.in_proj.bias[:C]
+            q = self._split_heads(F.linear(x, self.in_proj.weight[:C], bias))  # (B, H, T, D)
+            k, v = memory_kv if memory_kv is not None else self.project_kv(memory)  # (B, H, S, D)
+
+        out, weights = attend(q, k, v, mask=mask, is_causal=is_causal,
+                              dropout_p=self.dropout if self.training else 0.0,
+                              need_weights=self.record, impl=self.impl)
+        if self.record:
+            self.last_weights = weights.detach()
+        out = out.transpose(1, 2).reshape(B, T, C)  # (B, H, T, D) -> (B, T, C): concatenate the heads
+        return self.out_proj(out)
+
+
+def set_attention_impl(model: nn.Module, impl: AttentionImpl) -> None:
+    """Use the given attention path in every ``MultiHeadAttention`` of ``model``."""
+    if impl not in ("auto", "reference", "sdpa"):
+        raise ValueError(f"impl={impl!r} is not one of auto, reference, sdpa")
+    for module in model.modules():
+        if isinstance(module, MultiHeadAttention):
+            module.impl = impl
+
+
+@contextmanager
+def record_attention(model: nn.Module) -> Iterator[dict[str, Tensor]]:
+    """Collect attention weights while the block runs, keyed by module name.
+
+    >>> with record_attention(model) as maps:
+    ...     model(src, tgt)
+    >>> maps["decoder.layers.0.cross_attn"].shape  # (B, H, T, S)
+
+    The modules use the reference path meanwhile (the fused kernel does not return weights).
+    """
+    modules = {name: m for name, m in model.named_modules() if isinstance(m, MultiHeadAttention)}
+    maps: dict[str, Tensor] = {}
+    for m in modules.values():
+        m.record, m.last_weights = True, None
+    try:
+        yield maps
+    finally:
+        for name, m in modules.items():
+            if m.last_weights is not None:
+                maps[name] = m.last_weights
+            m.record, m.last_weights = False, None

@@ -1,0 +1,81 @@
+"""Key/value caches for incremental (token-by-token) decoding.
+
+Without a cache, generating token t+1 recomputes the keys and values of all t earlier tokens in every
+layer. They never change (causal masking means earlier positions never see later ones), so we keep
+them:
+
+- ``KVCache``: one self-attention layer's keys and values, preallocated to ``max_len`` positions and
+  filled left to right by ``update`` (it grows by the number of new tokens each step).
+- ``DecoderCache``: a decoder stack's caches: one ``KVCache`` per layer, plus each layer's
+  cross-attention keys/values over the encoder memory, projected once per source sentence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+
+class KVCache:
+    """Preallocated ``(B, H, max_len, D)`` keys and values of one attention layer.
+
+    ``update(k, v)`` writes the new ``(B, H, T, D)`` keys/values after the ``length`` already stored
+    and returns views of all ``length + T`` of them; ``reset()`` empties the cache (no reallocation).
+    """
+
+    def __init__(self, batch_size: int, n_heads: int, head_dim: int, max_len: int, *,
+                 device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> None:
+        shape = (batch_size, n_heads, max_len, head_dim)
+        self.keys = torch.zeros(shape, device=device, dtype=dtype)
+        self.values = torch.zeros(shape, device=device, dtype=dtype)
+        self.length = 0
+
+    @property
+    def max_len(self) -> int:
+        return self.keys.size(2)
+
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Append ``k, v (B, H, T, D)``; return all keys and values so far, ``(B, H, length, D)``."""
+        start, end = self.length, self.length + k.size(2)
+        if end > self.max_len:
+            raise ValueError(f"KV cache is full: {end} positions needed, max_len={self.max_len}")
+        self.keys[:, :, start:end] = k
+        self.values[:, :, start:end] = v
+        self.length = end
+        return self.keys[:, :, :end], self.values[:, :, :end]
+
+    def reset(self) -> None:
+        self.length = 0
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep batch rows ``index`` (a ``(B',)`` LongTensor), e.g. the surviving beams in beam search."""
+        self.keys = self.keys.index_select(0, index)
+        self.values = self.values.index_select(0, index)
+
+
+@dataclass
+class DecoderCache:
+    """Everything a decoder stack remembers between decoding steps."""
+
+    self_attn: list[KVCache]
+    # Per layer: cross-attention (keys, values) of the encoder memory, each (B, H, S, D); None until
+    # the first step projects them.
+    cross_attn: list[tuple[Tensor, Tensor] | None] = field(default_factory=list)
+
+    @property
+    def length(self) -> int:
+        """How many positions have been decoded (and cached) so far."""
+        return self.self_attn[0].length if self.self_attn else 0
+
+    def reset(self) -> None:
+        for c in self.self_attn:
+            c.reset()
+        self.cross_attn = [None] * len(self.self_attn)
+
+    def reorder(self, index: Tensor) -> None:
+        for c in self.self_attn:
+            c.reorder(index)
+        self.cross_attn = [None if kv is None else (kv[0].index_select(0, index), kv[1].index_select(0, index))
+                           for kv in self.cross_attn]

@@ -1,0 +1,163 @@
+"""Residual connections with LayerNorm (§3.1, §5.4), encoder and decoder layers, and the two stacks.
+
+Each sub-layer (attention or feed-forward) is wrapped in a residual connection and a LayerNorm. The
+paper normalises *after* adding the residual ("post-LN"); most modern code normalises the sub-layer's
+*input* instead ("pre-LN"), which keeps an un-normalised residual path from input to output, trains
+stably without a long warm-up, and needs one final LayerNorm at the top of the stack::
+
+    post-LN (paper):  x = LayerNorm(x + Dropout(Sublayer(x)))
+    pre-LN:           x = x + Dropout(Sublayer(LayerNorm(x)))
+
+``ResidualNorm`` is the one place in the code where that choice (config field ``norm``) branches.
+
+Encoder layer (§3.1):  self-attention -> feed-forward
+Decoder layer (§3.1):  masked self-attention -> cross-attention over the encoder memory -> feed-forward
+A decoder-only model (GPT) uses decoder layers without the cross-attention.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+from ..config import ModelConfig
+from .attention import MultiHeadAttention
+from .embedding import RotaryEmbedding
+from .feedforward import FeedForward
+from .kv_cache import DecoderCache, KVCache
+from .masks import key_padding_to_attention_mask
+
+
+def layer_norm(cfg: ModelConfig) -> nn.LayerNorm:
+    return nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps, bias=cfg.bias)
+
+
+class ResidualNorm(nn.Module):
+    """Residual connection + LayerNorm around one sub-layer, post-LN (paper) or pre-LN."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.pre_norm = cfg.norm == "pre"
+        self.norm = layer_norm(cfg)
+        self.dropout = nn.Dropout(cfg.dropout)  # "residual dropout" (§5.4)
+
+    def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+        if self.pre_norm:
+            return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))
+
+
+def _self_attention(cfg: ModelConfig, rope: RotaryEmbedding | None) -> MultiHeadAttention:
+    return MultiHeadAttention(cfg.d_model, cfg.n_heads, bias=cfg.bias, dropout=cfg.attention_dropout, rope=rope)
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention then feed-forward, each with residual + LayerNorm. ``(B, S, C) -> (B, S, C)``."""
+
+    def __init__(self, cfg: ModelConfig, rope: RotaryEmbedding | None = None) -> None:
+        super().__init__()
+        self.self_attn = _self_attention(cfg, rope)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.bias)  # type: ignore[arg-type]
+        self.attn_block = ResidualNorm(cfg)
+        self.ffn_block = ResidualNorm(cfg)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, positions: Tensor | None = None) -> Tensor:
+        """``mask``: bool, broadcastable to ``(B, H, S, S)``, ``True`` = may attend."""
+        x = self.attn_block(x, lambda h: self.self_attn(h, mask=mask, positions=positions))
+        return self.ffn_block(x, self.ffn)
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, cross-attention over the encoder memory (unless ``cross_attention`` is
+    False, as in GPT), then feed-forward; each with residual + LayerNorm. ``(B, T, C) -> (B, T, C)``.
+    """
+
+    def __init__(self, cfg: ModelConfig, cross_attention: bool = True, rope: RotaryEmbedding | None = None) -> None:
+        super().__init__()
+        self.self_attn = _self_attention(cfg, rope)
+        self.self_attn_block = ResidualNorm(cfg)
+        self.cross_attn: MultiHeadAttention | None = None
+        self.cross_attn_block: ResidualNorm | None = None
+        if cross_attention:
+            self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, bias=cfg.bias, dropout=cfg.attention_dropout)
+            self.cross_attn_block = ResidualNorm(cfg)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.bias)  # type: ignore[arg-type]
+        self.ffn_block = ResidualNorm(cfg)
+
+    def forward(self, x: Tensor, memory: Tensor | None = None, *, self_mask: Tensor | None = None,
+                memory_mask: Tensor | None = None, positions: Tensor | None = None,
+                cache: KVCache | None = None, memory_kv: tuple[Tensor, Tensor] | None = None) -> Tensor:
+        """``x (B, T, C)``; ``memory (B, S, C)`` the encoder output (or ``memory_kv``, its projected keys
+        and values). ``self_mask`` (broadcastable to ``(B, H, T, T_total)``) and ``memory_mask``
+        (to ``(B, H, T, S)``) are boolean, ``True`` = may attend; self-attention is always causal.
+        """
+        x = self.self_attn_block(x, lambda h: self.self_attn(
+            h, mask=self_mask, is_causal=True, positions=positions, cache=cache))
+        if self.cross_attn is not None and self.cross_attn_block is not None:
+            if memory is None and memory_kv is None:
+                raise ValueError("this decoder layer has cross-attention: pass the encoder memory")
+            cross_attn = self.cross_attn
+            x = self.cross_attn_block(x, lambda h: cross_attn(h, memory, mask=memory_mask, memory_kv=memory_kv))
+        return self.ffn_block(x, self.ffn)
+
+
+class Encoder(nn.Module):
+    """N encoder layers (+ a final LayerNorm when pre-LN). ``(B, S, C) -> (B, S, C)``."""
+
+    def __init__(self, cfg: ModelConfig, n_layers: int) -> None:
+        super().__init__()
+        rope = RotaryEmbedding(cfg.head_dim, cfg.max_len, cfg.rope_base) if cfg.positional == "rotary" else None
+        self.layers = nn.ModuleList(EncoderLayer(cfg, rope) for _ in range(n_layers))
+        self.norm = layer_norm(cfg) if cfg.norm == "pre" else None
+
+    def forward(self, x: Tensor, key_mask: Tensor | None = None, positions: Tensor | None = None) -> Tensor:
+        """``key_mask (B, S)``: ``True`` for real tokens; padding is never attended to."""
+        mask = None if key_mask is None else key_padding_to_attention_mask(key_mask)  # (B, 1, 1, S)
+        for layer in self.layers:
+            x = layer(x, mask, positions)
+        return x if self.norm is None else self.norm(x)
+
+
+class Decoder(nn.Module):
+    """N decoder layers (+ a final LayerNorm when pre-LN). ``(B, T, C) -> (B, T, C)``."""
+
+    def __init__(self, cfg: ModelConfig, n_layers: int, cross_attention: bool = True) -> None:
+        super().__init__()
+        self.cfg = cfg
+        rope = RotaryEmbedding(cfg.head_dim, cfg.max_len, cfg.rope_base) if cfg.positional == "rotary" else None
+        self.layers = nn.ModuleList(DecoderLayer(cfg, cross_attention, rope) for _ in range(n_layers))
+        self.norm = layer_norm(cfg) if cfg.norm == "pre" else None
+
+    def new_cache(self, batch_size: int, max_len: int | None = None, *, device: torch.device | str | None = None,
+                  dtype: torch.dtype | None = None) -> DecoderCache:
+        """An empty cache for decoding up to ``max_len`` positions (default: the model's)."""
+        cfg = self.cfg
+        max_len = cfg.max_len if max_len is None else max_len
+        self_attn = [KVCache(batch_size, cfg.n_heads, cfg.head_dim, max_len, device=device, dtype=dtype)
+                     for _ in self.layers]
+        return DecoderCache(self_attn, [None] * len(self.layers))
+
+    def forward(self, x: Tensor, memory: Tensor | None = None, *, key_mask: Tensor | None = None,
+                memory_key_mask: Tensor | None = None, positions: Tensor | None = None,
+                cache: DecoderCache | None = None) -> Tensor:
+        """``x (B, T, C)``, ``memory (B, S, C)``.
+
+        ``key_mask (B, T_total)``: ``True`` for real target tokens, covering the cached positions too
+        (``T_total = cache.length + T``); None means no target padding (the causal mask alone).
+        ``memory_key_mask (B, S)``: ``True`` for real source tokens. ``cache``: see ``new_cache``.
+        """
+        self_mask = None if key_mask is None else key_padding_to_attention_mask(key_mask)  # (B, 1, 1, T_total)
+        memory_mask = None if memory_key_mask is None else key_padding_to_attention_mask(memory_key_mask)
+        for i, layer in enumerate(self.layers):
+            layer_cache, memory_kv = None, None
+            if cache is not None:
+                layer_cache = cache.self_attn[i]
+                if layer.cross_attn is not None:
+                    if cache.cross_attn[i] is None:  # first step: project the memory once
+                        cache.cross_attn[i] = layer.cross_attn.project_kv(memory)
+                    memory_kv = cache.cross_attn[i]
+            x = layer(x, memory, self_mask=self_mask, memory_mask=memory_mask, positions=positions,
+                      cache=layer_cache, memory_kv=memory_kv)
+        return x if self.norm is None else self.norm(x)
