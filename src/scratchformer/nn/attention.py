@@ -28,7 +28,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
