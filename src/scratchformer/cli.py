@@ -1,51 +1,178 @@
 """The ``scratchformer`` command: a thin layer over importable functions.
 
-    scratchformer demo [--preset NAME] [key=value ...]
+    scratchformer train [--preset NAME] [--config FILE] [--data PATH ...] [key=value ...] --out DIR [--resume]
+    scratchformer info CKPT
+    scratchformer demo [--preset MODEL_PRESET] [key=value ...]
 
-``demo`` builds a model from a preset, checks its parameter count against the analytic formula, runs a
-forward pass and KV-cached decoding on random tokens, and prints what happened at each step.
+Errors a user can cause end with one line on stderr and a non-zero exit code, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
 
 import torch
 
-from .config import PRESETS, ConfigError, ModelConfig, count_parameters_formula
+from .config import PRESETS, ConfigError, ModelConfig, count_parameters_formula, split_settings
 from .models import build_model
 
+DEFAULT_PRESET = "copy"
 
-def parse_overrides(pairs: Sequence[str]) -> dict[str, object]:
-    """``["d_model=64", "norm=pre", "bias=false"]`` -> typed values (int, float, bool, None or str)."""
-    out: dict[str, object] = {}
+
+# ------------------------------------------------------------------------------------ settings
+
+
+def _toml_loads(text: str) -> dict[str, Any]:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    return tomllib.loads(text)
+
+
+def preset_names() -> list[str]:
+    return sorted(p.name[:-5] for p in resources.files("scratchformer").joinpath("presets").iterdir()
+                  if p.name.endswith(".toml"))
+
+
+def load_preset(name: str) -> dict[str, Any]:
+    if name not in preset_names():
+        raise ConfigError(f"unknown preset {name!r}; choose from {', '.join(preset_names())}")
+    return _toml_loads(resources.files("scratchformer").joinpath("presets", f"{name}.toml").read_text())
+
+
+def load_config_file(path: str) -> dict[str, Any]:
+    """A TOML (or JSON) file of ``key = value`` settings, the same keys as the presets."""
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    text = file.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text) if file.suffix == ".json" else _toml_loads(text)
+    except ValueError as err:
+        raise ConfigError(f"config file {path} is not valid {'JSON' if file.suffix == '.json' else 'TOML'}: "
+                          f"{str(err).splitlines()[0]}") from None
+    if not isinstance(data, dict) or any(isinstance(v, dict) for v in data.values()):
+        raise ConfigError(f"config file {path} must hold flat key = value settings")
+    return data
+
+
+def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
+    """``["d_model=64", "norm=pre"]`` -> ``{"d_model": "64", "norm": "pre"}``; types are checked later
+    against each field's declared type."""
+    out: dict[str, Any] = {}
     for pair in pairs:
-        if "=" not in pair:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
             raise ConfigError(f"expected key=value, got {pair!r}")
-        key, raw = pair.split("=", 1)
-        value: object = raw
-        low = raw.lower()
-        if low in ("true", "false"):
-            value = low == "true"
-        elif low in ("none", "null"):
-            value = None
-        else:
-            for cast in (int, float):
-                try:
-                    value = cast(raw)
-                    break
-                except ValueError:
-                    pass
-        out[key] = value
+        out[key.strip()] = value.strip()
     return out
 
 
-def demo(preset: str, overrides: dict[str, object], seed: int = 0) -> None:
+def resolve_settings(preset: str | None, config: str | None, overrides: dict[str, Any],
+                     resume_from: Path | None = None) -> dict[str, Any]:
+    """Defaults <- preset (or the resumed run's own settings) <- config file <- key=value."""
+    settings: dict[str, Any] = {}
+    if resume_from is not None and preset is None and config is None:
+        saved = json.loads((resume_from / "config.json").read_text())
+        settings.update(saved["train"])
+        settings.update({k: v for k, v in saved["model"].items() if k not in ("vocab_size", "pad_id")})
+    else:
+        settings.update(load_preset(preset or DEFAULT_PRESET))
+    if config:
+        settings.update(load_config_file(config))
+    settings.update(overrides)
+    return settings
+
+
+# ------------------------------------------------------------------------------------ commands
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from .train.trainer import check_out_dir, train
+
+    out = Path(args.out)
+    check_out_dir(out, args.resume)
+    # "--data a.txt max_steps=10": argparse hands the key=value words to --data; take them back.
+    paths = [p for p in (args.data or []) if not _is_setting(p)]
+    args.overrides = [p for p in (args.data or []) if _is_setting(p)] + list(args.overrides)
+    args.data = paths
+    settings = resolve_settings(args.preset, args.config, parse_overrides(args.overrides),
+                                out if args.resume else None)
+    model_kw, train_cfg = split_settings(settings)
+    # Validate the model fields now, before any data is read (vocab_size is filled in from the data).
+    ModelConfig(**{"vocab_size": 1000, "pad_id": 0, **model_kw})
+    data = list(args.data or [])
+    if args.resume and not data:
+        data = json.loads((out / "config.json").read_text()).get("data", []) if (out / "config.json").is_file() else []
+    result = train(model_kw, train_cfg, out, data, resume=args.resume)
+    if result.test or result.val:
+        for split, metrics in (("validation", result.val), ("test", result.test)):
+            if metrics:
+                print(f"{split}: " + ", ".join(f"{k} {_fmt(k, v)}" for k, v in metrics.items()))
+    if result.samples:
+        print("samples:")
+        for line in result.samples:
+            print("  " + line)
+    print(f"trained {result.step} steps in {result.seconds:.0f} s; checkpoints in {out / 'best'} and {out / 'last'}")
+    return 0
+
+
+def _is_setting(word: str) -> bool:
+    key, sep, _ = word.partition("=")
+    return bool(sep) and key.isidentifier() and not Path(word).exists()
+
+
+def _fmt(name: str, value: float) -> str:
+    if name in ("exact_match", "accuracy", "f1"):
+        return f"{100 * value:.2f}%"
+    return f"{value:.4g}"
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from .train.checkpoint import load_checkpoint, resolve
+
+    ckpt = load_checkpoint(args.ckpt)
+    cfg = ckpt.model_config
+    n = sum(p.numel() for p in ckpt.model.parameters())
+    print(f"checkpoint: {resolve(args.ckpt)} (step {ckpt.step}, task {ckpt.train_config.task})")
+    print(f"model: {type(ckpt.model).__name__}, {n:,} parameters (formula {count_parameters_formula(cfg):,})")
+    for key, value in cfg.to_dict().items():
+        print(f"  {key} = {value}")
+    print(f"tokenizer: {type(ckpt.tokenizer).__name__}, {ckpt.tokenizer.vocab_size} tokens")
+    if "labels" in ckpt.extra:
+        print(f"labels: {', '.join(ckpt.extra['labels'])}")
+    metrics_file = resolve(args.ckpt).parent / "metrics.jsonl"
+    if metrics_file.is_file():
+        evals = [json.loads(line) for line in metrics_file.read_text().splitlines() if line.strip()]
+        for split in ("val", "test"):
+            rows = [e for e in evals if e.get("split") == split and e.get("step", 0) <= ckpt.step]
+            if rows:
+                last = rows[-1]
+                values = {k: v for k, v in last.items() if k not in ("step", "split") and isinstance(v, float)}
+                print(f"{split} at step {last['step']}: " + ", ".join(f"{k} {_fmt(k, v)}" for k, v in values.items()))
+    return 0
+
+
+def demo(preset: str, overrides: dict[str, Any], seed: int = 0) -> None:
+    """Build a model, check its parameter count against the formula, run a forward pass and cached decoding."""
     torch.manual_seed(seed)
-    cfg = ModelConfig.preset(preset, **overrides)
+    model_types = ModelConfig.__dataclass_fields__
+    unknown = [k for k in overrides if k not in model_types]
+    if unknown:
+        raise ConfigError(f"unknown model config key {unknown[0]!r}")
+    base = ModelConfig.preset(preset)
+    from .config import _field_types, coerce
+
+    types = _field_types(ModelConfig)
+    cfg = base.replace(**{k: coerce(k, v, types[k]) for k, v in overrides.items()})
     model = build_model(cfg).eval()
     n = sum(p.numel() for p in model.parameters())
     formula = count_parameters_formula(cfg)
@@ -80,21 +207,57 @@ def demo(preset: str, overrides: dict[str, object], seed: int = 0) -> None:
     print(f"KV-cached decoding, one token at a time: max |cached - full| = {diff:.2e}")
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    demo(args.preset, parse_overrides(args.overrides), args.seed)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="scratchformer",
+                                     description="Train and inspect Transformers written from scratch.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("train", help="train a model (default: the copy task)",
+                       description="Train a model. Settings: the preset, then --config, then key=value "
+                                   "(any TrainConfig or ModelConfig field).")
+    p.add_argument("--preset", help=f"one of: {', '.join(preset_names())} (default: {DEFAULT_PRESET})")
+    p.add_argument("--config", help="a TOML file of key = value settings")
+    p.add_argument("--data", nargs="+", metavar="PATH", help="your data: a text file (lm), a TSV or two "
+                   "line-aligned files (translate), a TSV/CSV of text,label (classify)")
+    p.add_argument("--out", required=True, help="run directory (must be new or empty unless --resume)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="settings, e.g. max_steps=500 d_model=64")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("info", help="describe a checkpoint")
+    p.add_argument("ckpt", help="a checkpoint directory, or a run directory (its best/ checkpoint)")
+    p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser("demo", help="build a model, count its parameters, run a forward pass")
+    p.add_argument("--preset", default="paper-base", help=f"a model preset: {', '.join(sorted(PRESETS))}")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="ModelConfig fields to change")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="scratchformer", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_demo = sub.add_parser("demo", help="build a model, count its parameters, run a forward pass")
-    p_demo.add_argument("--preset", default="paper-base", help=f"one of: {', '.join(sorted(PRESETS))}")
-    p_demo.add_argument("--seed", type=int, default=0)
-    p_demo.add_argument("overrides", nargs="*", metavar="key=value", help="ModelConfig fields to change")
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
+    from .data.errors import DataError
+    from .train.checkpoint import CheckpointError
+    from .train.trainer import RunDirError, TrainingError
+
     try:
-        if args.command == "demo":
-            demo(args.preset, parse_overrides(args.overrides), args.seed)
-    except (ConfigError, ValueError) as err:
+        return args.func(args)
+    except TrainingError as err:
+        print(f"scratchformer: error: {err}", file=sys.stderr)
+        return 1
+    except (ConfigError, DataError, CheckpointError, RunDirError, ValueError, OSError) as err:
         print(f"scratchformer: error: {err}", file=sys.stderr)
         return 2
-    return 0
+    except KeyboardInterrupt:
+        print("scratchformer: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -256,3 +256,180 @@ def count_parameters_formula(cfg: ModelConfig) -> int:
         embeddings = src_v * c + 2 * tgt_v * c
     # each stack has its own learned positions and its own embedding LayerNorm
     return embeddings + 2 * (positions + emb_ln) + encoder + decoder
+
+
+# ====================================================================================== training
+
+Task = Literal["copy", "reverse", "sort", "lm", "translate", "classify"]
+TASK_ARCH: dict[str, str] = {"copy": "seq2seq", "reverse": "seq2seq", "sort": "seq2seq", "translate": "seq2seq",
+                             "lm": "gpt", "classify": "encoder"}
+TRAIN_CHOICES: dict[str, tuple[str, ...]] = {
+    "task": tuple(TASK_ARCH),
+    "tokenizer": ("char", "bpe"),
+    "schedule": ("inverse_sqrt", "cosine", "constant"),
+    "truncate": ("warn", "error"),
+    "device": ("auto", "cpu", "cuda"),
+}
+
+
+@dataclass
+class TrainConfig:
+    """Everything about a training run that is not the network: task, data, optimisation, bookkeeping.
+
+    ``batch_size`` is the *global* batch (sequences per optimizer step), whatever ``grad_accum`` and the
+    number of processes: each micro-batch / rank takes its share, so the run computes the same thing.
+    """
+
+    task: Task = "copy"
+    dataset: str | None = None  # a named dataset: tinyshakespeare | multi30k | sst2
+    data_dir: str | None = None
+    # tokenization
+    tokenizer: Literal["char", "bpe"] = "char"
+    bpe_vocab_size: int = 8000
+    lowercase: bool = False
+    # built-in synthetic tasks (copy, reverse, sort)
+    n_symbols: int = 10
+    min_seq_len: int = 4
+    max_seq_len: int = 16
+    n_test: int = 1000
+    train_limit: int = 0  # use only the first N training examples (characters of text for lm); 0 = all
+    eval_limit: int = 0  # evaluate on only the first N examples of each held-out split; 0 = all
+    # sequences longer than the model's max_len: "warn" = truncate and say how many, "error" = refuse
+    truncate: Literal["warn", "error"] = "warn"
+    # optimisation
+    max_steps: int = 1000
+    batch_size: int = 64
+    max_tokens: int = 0  # > 0: seq2seq/classify batches hold at most this many padded tokens instead
+    grad_accum: int = 1
+    lr: float = 1e-3
+    min_lr: float = 0.0
+    schedule: Literal["inverse_sqrt", "cosine", "constant"] = "cosine"
+    warmup_steps: int = 100
+    weight_decay: float = 0.01
+    beta1: float = 0.9
+    beta2: float = 0.98
+    adam_eps: float = 1e-9
+    label_smoothing: float = 0.0
+    grad_clip: float = 1.0  # max global gradient norm; 0 = off
+    # bookkeeping
+    seed: int = 0
+    eval_every: int = 200
+    eval_batches: int = 20  # language modelling: batches per evaluation
+    eval_decode: int = 200  # seq2seq: sentences decoded per evaluation (exact match / BLEU); 0 = none
+    save_every: int = 0  # 0 = at every evaluation
+    log_every: int = 50
+    patience: int = 0  # early stopping: evaluations without a better validation loss; 0 = off
+    bf16: bool = False
+    compile: bool = False
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    num_threads: int = 0  # 0 = torch's default
+
+    def __post_init__(self) -> None:
+        for name, allowed in TRAIN_CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"{name}={getattr(self, name)!r} is not one of {', '.join(allowed)}")
+        positive = ["max_steps", "batch_size", "grad_accum", "eval_every", "log_every", "n_symbols", "min_seq_len",
+                    "max_seq_len", "n_test", "bpe_vocab_size"]
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")
+        for name in ("max_tokens", "warmup_steps", "save_every", "patience", "eval_decode", "num_threads",
+                     "eval_batches", "train_limit", "eval_limit"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name}={getattr(self, name)} must be >= 0")
+        if not self.lr > 0:
+            raise ConfigError(f"lr={self.lr} must be > 0")
+        if not 0 <= self.min_lr <= self.lr:
+            raise ConfigError(f"min_lr={self.min_lr} must be between 0 and lr={self.lr}")
+        if not 0 <= self.label_smoothing < 1:
+            raise ConfigError(f"label_smoothing={self.label_smoothing} must be in [0, 1)")
+        if self.batch_size % self.grad_accum:
+            raise ConfigError(f"batch_size={self.batch_size} is not divisible by grad_accum={self.grad_accum}")
+        if self.min_seq_len > self.max_seq_len:
+            raise ConfigError(f"min_seq_len={self.min_seq_len} is larger than max_seq_len={self.max_seq_len}")
+        if self.n_symbols > 36:
+            raise ConfigError(f"n_symbols={self.n_symbols} must be <= 36")
+
+    @property
+    def arch(self) -> str:
+        return TASK_ARCH[self.task]
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    import typing
+
+    return typing.get_type_hints(cls)
+
+
+def coerce(name: str, value: Any, annotation: Any) -> Any:
+    """Check (and, for strings from the command line, convert) ``value`` against a field's type."""
+    import types
+    import typing
+
+    args = typing.get_args(annotation)
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+            if type(None) in args:
+                return None
+        inner = [a for a in args if a is not type(None)]
+        return coerce(name, value, inner[0])
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{name}={value!r} is not one of {', '.join(map(str, args))}")
+        return value
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+            return value.lower() in ("true", "1", "yes")
+        raise ConfigError(f"{name}={value!r} must be true or false")
+    if annotation is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str):
+            try:
+                return int(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"{name}={value!r} must be an integer")
+    if annotation is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"{name}={value!r} must be a number")
+    if annotation is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{name}={value!r} must be a string")
+    return value
+
+
+def split_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], TrainConfig]:
+    """Flat ``key -> value`` settings (preset, config file, command line) -> (model fields, TrainConfig).
+
+    Every key must be a ``ModelConfig`` or ``TrainConfig`` field; values are type-checked (and strings
+    converted) against the field's type. ``arch`` follows from ``task`` and need not be given.
+    """
+    import difflib
+
+    model_types, train_types = _field_types(ModelConfig), _field_types(TrainConfig)
+    model_kw: dict[str, Any] = {}
+    train_kw: dict[str, Any] = {}
+    for key, value in settings.items():
+        if key in train_types:
+            train_kw[key] = coerce(key, value, train_types[key])
+        elif key in model_types:
+            model_kw[key] = coerce(key, value, model_types[key])
+        else:
+            close = difflib.get_close_matches(key, [*model_types, *train_types], n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigError(f"unknown config key {key!r}{hint}")
+    train = TrainConfig(**train_kw)
+    if model_kw.setdefault("arch", train.arch) != train.arch:
+        raise ConfigError(f"arch={model_kw['arch']!r} does not fit task={train.task!r} (needs arch={train.arch!r})")
+    return model_kw, train

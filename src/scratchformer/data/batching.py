@@ -1,0 +1,93 @@
+"""Padding and length-bucketed batching for variable-length sequences.
+
+Batch-first, with the project's mask convention: ``True`` marks a real token (may be attended to),
+``False`` padding. Right padding is the default; left padding (``left=True``) keeps the last real token
+of every row at the same position, which batched decoding with a decoder-only model needs.
+
+Random batches of sentences waste much of their compute on padding, because each batch is as long as
+its longest member. ``bucket_batches`` groups sequences of similar length, the way fairseq and
+torchtext's ``BucketIterator`` do, while keeping the order random: shuffle all indices, cut them into
+large chunks (``batch_size * bucket_size_multiplier``), sort each chunk by length, cut the chunks into
+batches, and shuffle the order of the batches. A fixed (seed, epoch) always gives the same batches, so a
+resumed run sees exactly the data it would have seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+__all__ = ["bucket_batches", "pad_batch"]
+
+
+def pad_batch(seqs: Sequence[Sequence[int]], pad_id: int = 0, *,
+              left: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pad to the longest sequence: ``(ids, mask)``, ``(B, T)`` long and bool, ``mask`` True = real token."""
+    lengths = torch.tensor([len(s) for s in seqs], dtype=torch.long)  # (B,)
+    width = int(lengths.max()) if len(seqs) else 0
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)  # (B, T)
+    positions = torch.arange(width)  # (T,)
+    if left:
+        mask = positions[None, :] >= (width - lengths)[:, None]  # (B, T)
+    else:
+        mask = positions[None, :] < lengths[:, None]  # (B, T)
+    for row, seq in enumerate(seqs):
+        if len(seq):
+            start = width - len(seq) if left else 0
+            ids[row, start:start + len(seq)] = torch.as_tensor(seq, dtype=torch.long)
+    return ids, mask
+
+
+def bucket_batches(lengths: Sequence[int], batch_size: int | None = None, *, max_tokens: int | None = None,
+                   seed: int, epoch: int, shuffle: bool = True, bucket_size_multiplier: int = 100) -> list[list[int]]:
+    """Indices ``0..len(lengths)-1``, each exactly once, grouped into batches of similar length.
+
+    A batch holds at most ``batch_size`` sequences and, if ``max_tokens`` is given, at most ``max_tokens``
+    padded tokens (``len(batch) * longest``); at least one of the two is required. A single sequence
+    longer than ``max_tokens`` gets a batch of its own rather than being dropped. With
+    ``shuffle=False`` the indices are taken in order and the batches are not reordered (for evaluation;
+    batches are still sorted by length within each chunk). Deterministic given ``(seed, epoch)``.
+    """
+    if batch_size is None and max_tokens is None:
+        raise ValueError("bucket_batches needs batch_size, max_tokens, or both")
+    if (batch_size is not None and batch_size < 1) or (max_tokens is not None and max_tokens < 1):
+        raise ValueError(f"batch_size={batch_size} and max_tokens={max_tokens} must be positive")
+    lengths_arr = np.asarray(lengths, dtype=np.int64)
+    n = len(lengths_arr)
+    if n == 0:
+        return []
+    # Sequences per batch used to size the chunks: given, or what max_tokens holds at the mean length.
+    nominal = batch_size or max(1, max_tokens // max(1, round(float(lengths_arr.mean()))))
+    chunk = nominal * bucket_size_multiplier
+    rng = np.random.default_rng([seed, epoch])  # mixes (seed, epoch) into one well-spread stream
+
+    order = rng.permutation(n) if shuffle else np.arange(n)
+    batches: list[list[int]] = []
+    for start in range(0, n, chunk):
+        part = order[start:start + chunk]
+        part = part[np.argsort(lengths_arr[part], kind="stable")]
+        batches.extend(_cut(part, lengths_arr, batch_size, max_tokens))
+    if shuffle:
+        batches = [batches[i] for i in rng.permutation(len(batches))]
+    return batches
+
+
+def _cut(sorted_idx: np.ndarray, lengths: np.ndarray, batch_size: int | None,
+         max_tokens: int | None) -> list[list[int]]:
+    """Cut indices sorted by ascending length into consecutive batches within the limits."""
+    batches, current, longest = [], [], 0
+    for i in sorted_idx.tolist():
+        length = int(lengths[i])
+        full = batch_size is not None and len(current) == batch_size
+        # Lengths ascend, so the new sequence is the longest: the batch would become (len + 1) x length.
+        too_big = max_tokens is not None and (len(current) + 1) * max(longest, length) > max_tokens
+        if current and (full or too_big):
+            batches.append(current)
+            current, longest = [], 0
+        current.append(i)
+        longest = max(longest, length)
+    if current:
+        batches.append(current)
+    return batches

@@ -1,0 +1,47 @@
+"""Evaluation metrics: BLEU and chrF (sacreBLEU), accuracy and macro-F1, perplexity, exact match."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+
+def perplexity(mean_loss: float) -> float:
+    return math.exp(mean_loss) if mean_loss < 50 else float("inf")
+
+
+def exact_match(predictions: Sequence[Sequence[int] | str], references: Sequence[Sequence[int] | str]) -> float:
+    if not references:
+        return 0.0
+    return sum(list(p) == list(r) for p, r in zip(predictions, references)) / len(references)
+
+
+def accuracy(predictions: Sequence[int], labels: Sequence[int]) -> float:
+    return sum(int(p == y) for p, y in zip(predictions, labels)) / max(1, len(labels))
+
+
+def macro_f1(predictions: Sequence[int], labels: Sequence[int], n_classes: int) -> float:
+    scores = []
+    for c in range(n_classes):
+        tp = sum(1 for p, y in zip(predictions, labels) if p == c and y == c)
+        fp = sum(1 for p, y in zip(predictions, labels) if p == c and y != c)
+        fn = sum(1 for p, y in zip(predictions, labels) if p != c and y == c)
+        scores.append(0.0 if tp == 0 else 2 * tp / (2 * tp + fp + fn))
+    return sum(scores) / max(1, n_classes)
+
+
+def bleu(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[float, str]:
+    """Corpus BLEU of detokenized text with sacreBLEU's defaults (13a tokenizer): (score, signature)."""
+    import sacrebleu
+
+    metric = sacrebleu.metrics.BLEU()
+    score = metric.corpus_score(list(hypotheses), [list(references)])
+    return score.score, str(metric.get_signature())
+
+
+def chrf(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[float, str]:
+    import sacrebleu
+
+    metric = sacrebleu.metrics.CHRF()
+    score = metric.corpus_score(list(hypotheses), [list(references)])
+    return score.score, str(metric.get_signature())

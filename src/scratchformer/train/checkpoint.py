@@ -1,0 +1,148 @@
+"""Checkpoints: a directory per checkpoint, written atomically, loaded without executing code.
+
+    CKPT/model.safetensors   weights (safetensors: no pickle; tied weights stored once)
+    CKPT/config.json         {"model": ModelConfig, "train": TrainConfig, "step": ..., "labels": [...]}
+    CKPT/tokenizer.json      the tokenizer
+    CKPT/trainer_state.pt    optimizer state, step, early-stopping state (torch.load(weights_only=True))
+
+A run directory keeps ``last/`` (the most recent) and ``best/`` (lowest validation loss). Writing goes
+to a temporary sibling directory that is renamed into place, so a crash (even SIGKILL) mid-write leaves
+the previous checkpoint intact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..config import ConfigError, ModelConfig, TrainConfig
+from ..models import build_model
+from ..tokenizers import Tokenizer, load_tokenizer
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that is missing, incomplete, corrupt or of the wrong kind."""
+
+
+@dataclass
+class Checkpoint:
+    model: nn.Module
+    tokenizer: Tokenizer
+    model_config: ModelConfig
+    train_config: TrainConfig
+    step: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def save_checkpoint(directory: Path, model: nn.Module, tokenizer: Tokenizer, model_config: ModelConfig,
+                    train_config: TrainConfig, step: int, trainer_state: dict[str, Any] | None = None,
+                    extra: dict[str, Any] | None = None) -> None:
+    """Write a checkpoint to ``directory`` atomically (temp directory + rename)."""
+    from safetensors.torch import save_model
+
+    directory = Path(directory)
+    tmp = directory.with_name(f".{directory.name}.tmp-{os.getpid()}")
+    old = directory.with_name(f".{directory.name}.old")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_model(model, str(tmp / "model.safetensors"))
+    meta = {"model": model_config.to_dict(), "train": train_config.__dict__.copy(), "step": step, **(extra or {})}
+    (tmp / "config.json").write_text(json.dumps(meta, indent=2))
+    tokenizer.save(tmp)
+    if trainer_state is not None:
+        torch.save(trainer_state, tmp / "trainer_state.pt")
+    _fsync_dir(tmp)
+    shutil.rmtree(old, ignore_errors=True)
+    if directory.exists():
+        os.replace(directory, old)
+    os.replace(tmp, directory)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _fsync_dir(path: Path) -> None:
+    for f in path.iterdir():
+        with open(f, "rb") as fh:
+            os.fsync(fh.fileno())
+
+
+def resolve(path: str | Path) -> Path:
+    """A checkpoint directory from a checkpoint or run directory (a run directory means its ``best/``,
+    else ``last/``); falls back to the previous copy if a crash interrupted the final rename."""
+    path = Path(path)
+    if not path.exists():
+        old = path.with_name(f".{path.name}.old")
+        if old.is_dir():
+            return old
+        raise CheckpointError(f"no checkpoint at {path}")
+    if (path / "model.safetensors").is_file() or not (path / "best").exists() and not (path / "last").exists():
+        if not (path / "config.json").is_file():
+            raise CheckpointError(f"{path} is not a checkpoint (no config.json)")
+        return path
+    for sub in ("best", "last"):
+        for candidate in (path / sub, path / f".{sub}.old"):
+            if (candidate / "config.json").is_file():
+                return candidate
+    raise CheckpointError(f"{path} is a run directory without a complete best/ or last/ checkpoint")
+
+
+def read_meta(ckpt: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads((ckpt / "config.json").read_text())
+        meta["model"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        name = err.__class__.__name__
+        raise CheckpointError(f"{ckpt / 'config.json'} is unreadable or incomplete ({name})") from None
+    return meta
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> Checkpoint:
+    """Load model (eval mode), tokenizer and configs from a checkpoint (or run) directory."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_model
+
+    from ..data.errors import DataError
+
+    ckpt = resolve(path)
+    meta = read_meta(ckpt)
+    try:
+        model_config = ModelConfig.from_dict(meta["model"])
+        train_config = TrainConfig(**meta.get("train", {}))
+    except (ConfigError, TypeError) as err:
+        raise CheckpointError(f"{ckpt / 'config.json'} holds an invalid config: {err}") from None
+    model = build_model(model_config)
+    weights = ckpt / "model.safetensors"
+    if not weights.is_file():
+        raise CheckpointError(f"{weights} is missing")
+    try:
+        load_model(model, str(weights), strict=True, device=str(map_location))
+    except (SafetensorError, RuntimeError, OSError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else err.__class__.__name__
+        raise CheckpointError(f"{weights} is corrupt or does not match config.json: {first}") from None
+    try:
+        tokenizer = load_tokenizer(ckpt)
+    except DataError as err:
+        raise CheckpointError(str(err)) from None
+    extra = {k: v for k, v in meta.items() if k not in ("model", "train", "step")}
+    return Checkpoint(model.eval(), tokenizer, model_config, train_config, int(meta.get("step", 0)), extra)
+
+
+def load_trainer_state(path: str | Path) -> dict[str, Any]:
+    file = Path(path) / "trainer_state.pt"
+    if not file.is_file():
+        raise CheckpointError(f"{file} is missing: cannot resume")
+    try:
+        return torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - any unpickling failure means a corrupt file
+        raise CheckpointError(f"{file} is corrupt ({err.__class__.__name__})") from None
+
+
+def load_model(path: str | Path) -> nn.Module:
+    """The model of a checkpoint (or run) directory, in eval mode."""
+    return load_checkpoint(path).model

@@ -1,0 +1,264 @@
+"""The training loop: one explicit function, no framework.
+
+    for step in range(start, max_steps):
+        seed the RNGs with (seed, step, rank)          -> dropout is reproducible, resume is exact
+        lr = lr_at(step)                               -> a pure function of the step
+        batch = task.global_batch(step)                -> a pure function of (seed, step)
+        for each micro-batch of this rank's share:     -> gradient accumulation, DDP
+            loss = summed loss / tokens in the *global* batch   (so any split computes the same)
+            loss.backward()
+        clip, AdamW step; stop cleanly on a NaN/inf loss
+        every eval_every steps: evaluate, keep best/ and last/, early stopping
+
+A run directory holds ``config.json`` (the resolved configuration), ``metrics.jsonl``, TensorBoard
+files under ``tensorboard/``, and the checkpoints ``last/`` and ``best/`` (see ``checkpoint.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from ..config import ModelConfig, TrainConfig
+from ..models import build_model
+from .checkpoint import load_trainer_state, save_checkpoint
+from .distributed import DistInfo, barrier, broadcast_flag, cleanup, init_distributed
+from .logger import MetricsLogger
+from .optim import lr_at, make_optimizer, set_lr
+from .tasks import Batch, Task, build_task, resolve_model_config, split_rows
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (a NaN/inf loss, say); the last good checkpoint is kept."""
+
+
+class RunDirError(ValueError):
+    """The output directory cannot be used as asked (it exists, or there is nothing to resume)."""
+
+
+@dataclass
+class TrainResult:
+    out_dir: Path
+    model: nn.Module
+    task: Task
+    model_config: ModelConfig
+    step: int
+    val: dict[str, float] = field(default_factory=dict)
+    test: dict[str, float] = field(default_factory=dict)
+    samples: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    stopped_early: bool = False
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device=cuda was asked for, but no CUDA GPU is available")
+    return torch.device(name)
+
+
+def check_out_dir(out: Path, resume: bool) -> None:
+    """Refuse to overwrite a run; refuse to resume from nothing. Called before any work is done."""
+    if resume:
+        if not (out / "last" / "config.json").is_file():
+            raise RunDirError(f"nothing to resume: {out / 'last'} is not a checkpoint")
+    elif out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise RunDirError(f"{out} already exists and is not empty; choose another --out, or add --resume")
+
+
+def _seed_step(seed: int, step: int, rank: int) -> None:
+    torch.manual_seed((seed * 1_000_003 + step) * 131 + rank)
+
+
+def train(model_kw: dict[str, Any], cfg: TrainConfig, out_dir: str | Path, data_paths: list[str] | None = None,
+          *, resume: bool = False, echo: Callable[[str], None] | None = None) -> TrainResult:
+    """Train a model; returns it with its final validation and test metrics.
+
+    ``model_kw``: ``ModelConfig`` fields chosen by the user (the rest follow from the task and data).
+    """
+    out = Path(out_dir)
+    device = pick_device(cfg.device)
+    info = init_distributed(device)
+    if info.enabled and device.type == "cuda":
+        device = torch.device("cuda", info.local_rank)
+        torch.cuda.set_device(device)
+    say = echo or (lambda s: print(s, file=sys.stderr))
+    log = say if info.is_main else (lambda s: None)
+    try:
+        return _train(model_kw, cfg, out, data_paths or [], resume, device, info, log)
+    finally:
+        cleanup(info)
+
+
+def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: list[str], resume: bool,
+           device: torch.device, info: DistInfo, log: Callable[[str], None]) -> TrainResult:
+    check_out_dir(out, resume)
+    if cfg.num_threads:
+        torch.set_num_threads(cfg.num_threads)
+    started = time.perf_counter()
+    torch.manual_seed(cfg.seed)
+    task = build_task(cfg, model_kw, data_paths, log)
+    model_cfg = resolve_model_config(task, model_kw)
+    model = build_model(model_cfg).to(device)
+    optimizer = make_optimizer(model, cfg)
+    start_step, best_loss, bad_evals = 0, math.inf, 0
+    if resume:
+        from safetensors.torch import load_model
+
+        load_model(model, str(out / "last" / "model.safetensors"), device=str(device))
+        state = load_trainer_state(out / "last")
+        optimizer.load_state_dict(state["optimizer"])
+        start_step, best_loss, bad_evals = state["step"], state["best_loss"], state["bad_evals"]
+        log(f"resuming {out} at step {start_step}")
+    n_params = sum(p.numel() for p in model.parameters())
+    if info.is_main:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.json").write_text(json.dumps({"model": model_cfg.to_dict(), "train": cfg.__dict__,
+                                                     "data": data_paths, "parameters": n_params}, indent=2))
+    log(f"{cfg.task}: {model_cfg.arch} with {n_params:,} parameters (d_model {model_cfg.d_model}, "
+        f"{model_cfg.n_layers} layers, {model_cfg.n_heads} heads), vocab {model_cfg.vocab_size}, "
+        f"{info.world_size} process(es) on {device}")
+
+    train_model: nn.Module = model
+    if info.enabled:
+        train_model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda"
+                                                          else None)
+    if cfg.compile:
+        train_model = torch.compile(train_model)  # type: ignore[assignment]
+    metrics = MetricsLogger(out, enabled=info.is_main)
+    autocast = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if cfg.bf16 else contextlib.nullcontext
+
+    def save(step: int, name: str) -> None:
+        if info.is_main:
+            state = {"optimizer": optimizer.state_dict(), "step": step, "best_loss": best_loss, "bad_evals": bad_evals}
+            save_checkpoint(out / name, model, task.tokenizer, model_cfg, cfg, step, state, task.extra_meta)
+
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=cfg.max_steps, initial=start_step, disable=not info.is_main or None, dynamic_ncols=True,
+               desc=cfg.task, file=sys.stderr)
+    parts = info.world_size * cfg.grad_accum
+    val: dict[str, float] = {}
+    stopped_early = False
+    window_tokens, window_start, window_loss, window_steps = 0, time.perf_counter(), 0.0, 0
+    step = start_step
+    model.train()
+    try:
+        for step in range(start_step, cfg.max_steps):
+            _seed_step(cfg.seed, step, info.rank)
+            lr = lr_at(step, cfg)
+            set_lr(optimizer, lr)
+            batch = task.global_batch(step)
+            count = task.count(batch)
+            shards = split_rows(batch, parts)[info.rank * cfg.grad_accum:(info.rank + 1) * cfg.grad_accum]
+            step_loss = accumulate_gradients(task, train_model, shards, count, cfg.label_smoothing, device,
+                                             info.world_size, autocast)
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip or math.inf)
+            if info.enabled:
+                t = torch.tensor([step_loss], device=device)
+                dist.all_reduce(t)
+                step_loss = t.item()
+            step_loss /= count
+            if not (math.isfinite(step_loss) and math.isfinite(float(grad_norm))):
+                raise TrainingError(f"the loss became {step_loss} at step {step + 1}; stopped. The last good "
+                                    f"checkpoint is in {out / 'last'} (try a lower lr or more warmup_steps)")
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            done = step + 1
+            window_tokens += task.n_tokens(batch)
+            window_loss += step_loss
+            window_steps += 1
+            bar.update(1)
+            if done % cfg.log_every == 0 or done == cfg.max_steps:
+                elapsed = time.perf_counter() - window_start
+                tps = window_tokens / max(elapsed, 1e-9)
+                mean = window_loss / window_steps
+                bar.set_postfix(loss=f"{mean:.4f}", lr=f"{lr:.2e}", tok_s=f"{tps:,.0f}")
+                metrics.log(done, "train", loss=mean, lr=lr, grad_norm=float(grad_norm), tokens_per_s=tps)
+                window_tokens, window_start, window_loss, window_steps = 0, time.perf_counter(), 0.0, 0
+            is_eval = done % cfg.eval_every == 0 or done == cfg.max_steps
+            stop = False
+            if is_eval and info.is_main:
+                val = _evaluate(task, model, "val")
+                metrics.log(done, "val", **val)
+                bar.write(f"step {done}: " + ", ".join(f"{k} {v:.4g}" for k, v in val.items()))
+                if val["loss"] < best_loss:
+                    best_loss, bad_evals = val["loss"], 0
+                    save(done, "best")
+                else:
+                    bad_evals += 1
+                    stop = bool(cfg.patience) and bad_evals >= cfg.patience
+            if info.is_main and ((is_eval and not cfg.save_every) or (cfg.save_every and done % cfg.save_every == 0)
+                                 or done == cfg.max_steps or stop):
+                save(done, "last")
+            if is_eval:
+                stop = broadcast_flag(stop, info)
+                barrier(info)
+                if stop:
+                    log(f"early stopping at step {done}: no better validation loss in {cfg.patience} evaluations")
+                    stopped_early = True
+                    break
+    finally:
+        bar.close()
+        metrics.close()
+
+    result = TrainResult(out, model, task, model_cfg, step + 1 if cfg.max_steps > start_step else start_step,
+                         val=val, stopped_early=stopped_early)
+    if info.is_main:
+        if (out / "best" / "model.safetensors").is_file():
+            from safetensors.torch import load_model
+
+            load_model(model, str(out / "best" / "model.safetensors"), device=str(device))
+        if task.has_split("test"):
+            result.test = _evaluate(task, model, "test")
+            MetricsLogger(out, tensorboard=False).log(result.step, "test", **result.test)
+        model.eval()
+        result.samples = task.samples(model)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def accumulate_gradients(task: Task, model: nn.Module, shards: list[Batch], count: int, label_smoothing: float,
+                         device: torch.device, world_size: int = 1,
+                         autocast: Callable[[], Any] = contextlib.nullcontext) -> float:
+    """Backward through this rank's micro-batches; returns their summed (not averaged) loss.
+
+    Each micro-batch's summed loss is divided by ``count``, the number of loss terms in the *global*
+    batch, so micro-batches of different sizes (or token counts) add up to exactly the full-batch
+    gradient. With DDP, gradients are only all-reduced on the last micro-batch (``no_sync``).
+    """
+    total = 0.0
+    for i, shard in enumerate(shards):
+        if world_size == 1 and len(next(iter(shard.values()))) == 0:
+            continue  # fewer rows than micro-batches: nothing to add
+        shard = {k: v.to(device, non_blocking=True) for k, v in shard.items()}
+        last = i == len(shards) - 1
+        ctx = model.no_sync() if world_size > 1 and not last else contextlib.nullcontext()  # type: ignore[operator]
+        with ctx:
+            with autocast():
+                loss_sum = task.loss_sum(model, shard, label_smoothing)
+            # DDP averages gradients over ranks, hence the factor world_size
+            (loss_sum * (world_size / count)).backward()
+        total += loss_sum.item()
+    return total
+
+
+def _evaluate(task: Task, model: nn.Module, split: str) -> dict[str, float]:
+    was_training = model.training
+    model.eval()
+    try:
+        return task.evaluate(model, split)
+    finally:
+        model.train(was_training)

@@ -1,0 +1,343 @@
+"""The training loop: schedules, accumulation, resume after SIGKILL, DDP, checkpoints, logs, bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from scratchformer.cli import main, preset_names
+from scratchformer.config import TrainConfig, split_settings
+from scratchformer.train import checkpoint as ckpt_mod
+from scratchformer.train.optim import lr_at, param_groups
+from scratchformer.train.tasks import LMTask
+from scratchformer.train.trainer import TrainingError, train
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("SCRATCHFORMER_DATA") or REPO.parent / "shared" / "data")
+HAVE_DATA = (DATA / "tinyshakespeare.txt").is_file()
+needs_data = pytest.mark.skipif(not HAVE_DATA, reason=f"shared data not found at {DATA} (set SCRATCHFORMER_DATA)")
+
+TINY = ["d_model=32", "n_heads=2", "n_layers=1", "d_ff=64", "log_every=1"]
+TEXT = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n" * 40)
+
+
+def weights(run: Path, name: str = "last") -> dict[str, torch.Tensor]:
+    return load_file(str(run / name / "model.safetensors"))
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "SCRATCHFORMER_DATA": str(DATA), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "scratchformer", *args], capture_output=True, text=True,
+                          env=full_env, timeout=timeout)
+
+
+@pytest.fixture
+def text_file(tmp_path: Path) -> Path:
+    f = tmp_path / "corpus.txt"
+    f.write_text(TEXT, encoding="utf-8")
+    return f
+
+
+# ------------------------------------------------------------------------------------ schedules, optimizer
+
+
+def test_learning_rate_schedules():
+    cfg = TrainConfig(lr=1.0, warmup_steps=10, max_steps=110, schedule="inverse_sqrt")
+    assert lr_at(0, cfg) == pytest.approx(0.1)
+    assert lr_at(9, cfg) == pytest.approx(1.0)  # peak at the end of warm-up
+    assert lr_at(39, cfg) == pytest.approx(0.5)  # sqrt(10 / 40)
+    cos = TrainConfig(lr=1.0, min_lr=0.1, warmup_steps=10, max_steps=110, schedule="cosine")
+    assert lr_at(9, cos) == pytest.approx(1.0)
+    assert lr_at(59, cos) == pytest.approx(0.55)  # half-way: (1 + 0.1) / 2
+    assert lr_at(109, cos) == pytest.approx(0.1)
+    assert all(lr_at(s, cos) >= lr_at(s + 1, cos) for s in range(10, 109))
+    const = TrainConfig(lr=0.3, warmup_steps=0, schedule="constant")
+    assert lr_at(0, const) == lr_at(500, const) == 0.3
+
+
+def test_no_weight_decay_on_biases_norms_and_embeddings():
+    from scratchformer import GPT, ModelConfig
+
+    model = GPT(ModelConfig(arch="gpt", vocab_size=20, d_model=16, n_heads=2, n_layers=1, d_ff=32, max_len=8))
+    decay, no_decay = param_groups(model, 0.1)
+    names = {id(p): n for n, p in model.named_parameters()}
+    decayed = {names[id(p)] for p in decay["params"]}
+    assert decayed and all(n.endswith("weight") and ("proj" in n or "linear" in n) for n in decayed)
+    assert "embed.token.weight" in {names[id(p)] for p in no_decay["params"]}
+    assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))
+
+
+# ------------------------------------------------------------------------------------ equivalences
+
+
+@pytest.mark.parametrize("task", ["lm", "copy"])
+def test_gradient_accumulation_equals_one_full_batch(text_file, task):
+    """2 micro-batches of 8 give the gradient of 1 batch of 16, also when sequences have different lengths
+    (copy): the loss is divided by the token count of the whole batch, not averaged per micro-batch."""
+    from scratchformer.models import build_model
+    from scratchformer.train.tasks import build_task, resolve_model_config, split_rows
+    from scratchformer.train.trainer import accumulate_gradients
+
+    model_kw, cfg = split_settings(dict(task=task, d_model=32, n_heads=2, n_layers=1, d_ff=64, batch_size=16,
+                                        n_test=20, dropout=0.0, max_len=40))
+    t = build_task(cfg, model_kw, [str(text_file)] if task == "lm" else [], log=lambda s: None)
+    model = build_model(resolve_model_config(t, model_kw))
+    batch = t.global_batch(3)
+    grads = {}
+    for parts in (1, 2):
+        model.zero_grad()
+        shards = split_rows(batch, parts)
+        assert len(shards) == parts
+        accumulate_gradients(t, model, shards, t.count(batch), 0.1, torch.device("cpu"))
+        grads[parts] = {n: p.grad.clone() for n, p in model.named_parameters()}
+    if task == "copy":  # the two halves really have different numbers of target tokens
+        halves = split_rows(batch, 2)
+        assert t.count(halves[0]) != t.count(halves[1])
+    for name, g in grads[1].items():
+        torch.testing.assert_close(grads[2][name], g, atol=1e-7, rtol=1e-5)
+
+
+def test_accumulation_end_to_end_gives_the_same_weights(tmp_path, text_file):
+    runs = {}
+    for accum in (1, 2):
+        model_kw, cfg = split_settings(dict(task="lm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_steps=4,
+                                            batch_size=16, grad_accum=accum, eval_every=4, dropout=0.0, max_len=40))
+        train(model_kw, cfg, tmp_path / f"a{accum}", [str(text_file)], echo=lambda s: None)
+        runs[accum] = weights(tmp_path / f"a{accum}")
+    for name, w in runs[1].items():
+        torch.testing.assert_close(runs[2][name], w, atol=1e-5, rtol=1e-4)
+
+
+def test_resume_after_sigkill_is_bit_identical(tmp_path):
+    args = ["train", "--preset", "copy", *TINY, "max_steps=160", "save_every=20", "eval_every=80",
+            "eval_decode=0", "n_test=20", "dropout=0.1", "num_threads=1"]
+    full = tmp_path / "full"
+    assert run_cli(*args, "--out", str(full)).returncode == 0
+
+    killed = tmp_path / "killed"
+    env = {**os.environ, "SCRATCHFORMER_DATA": str(DATA)}
+    proc = subprocess.Popen([sys.executable, "-m", "scratchformer", *args, "--out", str(killed)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.time() + 120
+    step = 0
+    while time.time() < deadline:
+        cfg = killed / "last" / "config.json"
+        if cfg.is_file():
+            try:
+                step = json.loads(cfg.read_text())["step"]
+            except (ValueError, OSError):
+                step = 0
+            if step >= 40:
+                break
+        time.sleep(0.02)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    saved = json.loads((killed / "last" / "config.json").read_text())["step"]
+    assert 40 <= saved < 160
+    resumed = run_cli("train", "--out", str(killed), "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    a, b = weights(full), weights(killed)
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+    # the optimizer state is identical too
+    sa = torch.load(full / "last" / "trainer_state.pt", weights_only=True)
+    sb = torch.load(killed / "last" / "trainer_state.pt", weights_only=True)
+    assert sa["step"] == sb["step"] == 160
+    for k, v in sa["optimizer"]["state"].items():
+        assert torch.equal(v["exp_avg_sq"], sb["optimizer"]["state"][k]["exp_avg_sq"])
+
+
+def test_two_ddp_processes_match_one(tmp_path, text_file):
+    common = ["--data", str(text_file), "task=lm", "tokenizer=char", *TINY, "max_len=32", "max_steps=6",
+              "batch_size=8", "eval_every=6", "eval_batches=1", "dropout=0.0", "num_threads=1"]
+    one = tmp_path / "one"
+    r = run_cli("train", *common, "--out", str(one))
+    assert r.returncode == 0, r.stderr
+    two = tmp_path / "two"
+    env = {**os.environ, "SCRATCHFORMER_DATA": str(DATA), "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                        "-m", "scratchformer", "train", *common, "--out", str(two)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "2 process(es)" in r.stderr
+    a, b = weights(one), weights(two)
+    for name in a:
+        torch.testing.assert_close(b[name], a[name], atol=1e-5, rtol=1e-4)
+
+
+# ------------------------------------------------------------------------------------ outputs
+
+
+def test_run_directory_checkpoints_and_logs(tmp_path, text_file, capsys):
+    out = tmp_path / "run"
+    assert main(["train", "--data", str(text_file), "task=lm", *TINY, "max_len=32", "max_steps=6",
+                 "batch_size=4", "eval_every=3", "eval_batches=2", "--out", str(out)]) == 0
+    for name in ("best", "last"):
+        files = {p.name for p in (out / name).iterdir()}
+        assert files == {"model.safetensors", "config.json", "tokenizer.json", "trainer_state.pt"}
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    train_rows = [r for r in records if r["split"] == "train"]
+    val_rows = [r for r in records if r["split"] == "val"]
+    assert [r["step"] for r in train_rows] == [1, 2, 3, 4, 5, 6]
+    assert [r["step"] for r in val_rows] == [3, 6]
+    assert all({"loss", "lr", "tokens_per_s"} <= r.keys() for r in train_rows)
+    assert all(math.isclose(r["perplexity"], math.exp(r["loss"]), rel_tol=1e-4) for r in val_rows)
+    assert list((out / "tensorboard").glob("events.out.tfevents.*"))
+    resolved = json.loads((out / "config.json").read_text())
+    assert resolved["model"]["arch"] == "gpt" and resolved["train"]["max_steps"] == 6
+
+    ck = ckpt_mod.load_checkpoint(out / "last")
+    assert ck.step == 6 and not ck.model.training
+    ids = torch.tensor([ck.tokenizer.encode("Speak, speak.")])
+    from safetensors.torch import load_file as lf
+
+    state = lf(str(out / "last" / "model.safetensors"))
+    assert "embed.token.weight" in state  # tied weights stored once, restored by load_model
+    assert ck.model(ids).shape == (1, ids.size(1), ck.tokenizer.vocab_size)
+    capsys.readouterr()
+    assert main(["info", str(out)]) == 0
+    info = capsys.readouterr().out
+    assert "parameters" in info and "val at step" in info
+
+
+def test_nan_loss_stops_cleanly_and_keeps_the_last_good_checkpoint(tmp_path, text_file, monkeypatch):
+    real = LMTask.loss_sum
+    calls = {"n": 0}
+
+    def exploding(self, model, batch, ls):
+        calls["n"] += model.training  # count training steps only, not evaluation batches
+        loss = real(self, model, batch, ls)
+        return loss * float("nan") if calls["n"] > 5 else loss
+
+    monkeypatch.setattr(LMTask, "loss_sum", exploding)
+    model_kw, cfg = split_settings(dict(task="lm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=32,
+                                        max_steps=20, batch_size=4, eval_every=2, eval_batches=1))
+    with pytest.raises(TrainingError, match="nan at step 6"):
+        train(model_kw, cfg, tmp_path / "run", [str(text_file)], echo=lambda s: None)
+    ck = ckpt_mod.load_checkpoint(tmp_path / "run" / "last")
+    assert ck.step == 4 and all(torch.isfinite(p).all() for p in ck.model.parameters())
+
+
+def test_early_stopping(tmp_path, text_file, monkeypatch):
+    losses = iter([3.0, 2.0, 2.5, 2.6, 2.7, 2.8])
+    monkeypatch.setattr(LMTask, "evaluate", lambda self, model, split: {"loss": next(losses)})
+    model_kw, cfg = split_settings(dict(task="lm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=32,
+                                        max_steps=100, batch_size=4, eval_every=2, patience=2))
+    result = train(model_kw, cfg, tmp_path / "run", [str(text_file)], echo=lambda s: None)
+    assert result.stopped_early and result.step == 8
+    assert json.loads((tmp_path / "run" / "best" / "config.json").read_text())["step"] == 4
+
+
+# ------------------------------------------------------------------------------------ data sources
+
+
+def test_translation_from_tsv_and_classification_from_csv(tmp_path, capsys):
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("".join(f"ein haus {i}\ta house {i}\n" for i in range(60)), encoding="utf-8")
+    assert main(["train", "--data", str(pairs), "task=translate", *TINY, "max_steps=3", "batch_size=8",
+                 "eval_every=3", "eval_decode=4", "--out", str(tmp_path / "mt")]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "mt" / "metrics.jsonl").read_text().splitlines()]
+    assert "bleu" in [r for r in rows if r["split"] == "val"][-1]
+    labelled = tmp_path / "reviews.csv"
+    labelled.write_text("text,label\n" + "".join(f'"good, really good {i}",pos\n"bad, bad {i}",neg\n'
+                                                  for i in range(30)), encoding="utf-8")
+    assert main(["train", "--data", str(labelled), "task=classify", *TINY, "max_steps=3", "batch_size=8",
+                 "eval_every=3", "--out", str(tmp_path / "clf")]) == 0
+    meta = json.loads((tmp_path / "clf" / "best" / "config.json").read_text())
+    assert meta["labels"] == ["neg", "pos"] and meta["model"]["n_classes"] == 2
+    assert "accuracy" in capsys.readouterr().out
+
+
+def test_sequences_longer_than_max_len_follow_the_stated_policy(tmp_path, capsys):
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("".join(f"{'x' * 40} {i}\ty {i}\n" for i in range(30)), encoding="utf-8")
+    args = ["train", "--data", str(pairs), "task=translate", *TINY, "max_len=16", "max_steps=2", "batch_size=4",
+            "eval_every=2", "eval_decode=0"]
+    assert main([*args, "truncate=error", "--out", str(tmp_path / "refuse")]) == 2
+    assert "longer than 16 tokens" in capsys.readouterr().err
+    assert main([*args, "--out", str(tmp_path / "warn")]) == 0
+    assert "warning: truncated" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("preset", preset_names())
+def test_every_preset_trains_a_few_steps(tmp_path, preset, capsys):
+    named = {"shakespeare-char": "tinyshakespeare.txt", "multi30k": "multi30k", "sst2": "sst2"}
+    if preset in named and not (DATA / named[preset]).exists():
+        pytest.skip(f"shared data not found at {DATA} (set SCRATCHFORMER_DATA)")
+    os.environ.setdefault("SCRATCHFORMER_DATA", str(DATA))
+    code = main(["train", "--preset", preset, "max_steps=2", "eval_every=2", "eval_batches=1", "eval_decode=3",
+                 "n_test=10", "train_limit=400", "eval_limit=20", "bpe_vocab_size=300", "batch_size=8", "max_tokens=0",
+                 "--out", str(tmp_path / preset)])
+    assert code == 0, capsys.readouterr().err
+    assert (tmp_path / preset / "best" / "model.safetensors").is_file()
+
+
+# ------------------------------------------------------------------------------------ bad input
+
+
+def _one_line_error(capsys, code: int, *needles: str) -> None:
+    err = capsys.readouterr().err.strip()
+    assert code != 0
+    assert "Traceback" not in err
+    last = err.splitlines()[-1]
+    assert last.startswith("scratchformer: error:"), err
+    for needle in needles:
+        assert needle in last, last
+
+
+@pytest.mark.parametrize("argv,needles", [
+    (["d_modle=64"], ["d_modle", "did you mean d_model"]),
+    (["lr=fast"], ["lr='fast'", "number"]),
+    (["max_steps=1.5"], ["max_steps", "integer"]),
+    (["d_model=100", "n_heads=8"], ["d_model=100", "n_heads=8"]),
+    (["--preset", "nope"], ["unknown preset 'nope'"]),
+    (["norm=sideways"], ["norm='sideways'"]),
+    (["task=lm", "--data", "/no/such/file.txt"], ["/no/such/file.txt"]),
+    (["arch=gpt"], ["arch='gpt'", "task='copy'"]),
+    (["--config", "/no/such/config.toml"], ["/no/such/config.toml"]),
+])
+def test_bad_settings_fail_with_one_line(tmp_path, capsys, argv, needles):
+    out = tmp_path / "run"
+    _one_line_error(capsys, main(["train", *argv, "--out", str(out)]), *needles)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("content,needle", [(b"", "is empty"), (b"ok \xff\xfe bad", "not valid UTF-8")])
+def test_bad_data_files_fail_with_one_line(tmp_path, capsys, content, needle):
+    f = tmp_path / "data.txt"
+    f.write_bytes(content)
+    _one_line_error(capsys, main(["train", "task=lm", "--data", str(f), "--out", str(tmp_path / "run")]), needle)
+
+
+def test_existing_output_is_never_overwritten(tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "precious.txt").write_text("keep me")
+    _one_line_error(capsys, main(["train", "--out", str(out)]), "already exists", "--resume")
+    assert (out / "precious.txt").read_text() == "keep me" and len(list(out.iterdir())) == 1
+    _one_line_error(capsys, main(["train", "--out", str(tmp_path / "fresh"), "--resume"]), "nothing to resume")
+
+
+def test_missing_and_corrupt_checkpoints_fail_with_one_line(tmp_path, capsys, text_file):
+    _one_line_error(capsys, main(["info", str(tmp_path / "nowhere")]), "no checkpoint")
+    out = tmp_path / "run"
+    assert main(["train", "--data", str(text_file), "task=lm", *TINY, "max_len=32", "max_steps=2", "batch_size=4",
+                 "eval_every=2", "eval_batches=1", "--out", str(out)]) == 0
+    capsys.readouterr()
+    weights_file = out / "last" / "model.safetensors"
+    weights_file.write_bytes(weights_file.read_bytes()[:100])
+    _one_line_error(capsys, main(["info", str(out / "last")]), "corrupt")
+    (out / "best" / "config.json").write_text("{not json")
+    _one_line_error(capsys, main(["info", str(out / "best")]), "config.json")
