@@ -230,6 +230,14 @@ def test_nan_loss_stops_cleanly_and_keeps_the_last_good_checkpoint(tmp_path, tex
     assert ck.step == 4 and all(torch.isfinite(p).all() for p in ck.model.parameters())
 
 
+def test_bf16_autocast_trains(tmp_path, text_file):
+    model_kw, cfg = split_settings(dict(task="lm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=32,
+                                        max_steps=3, batch_size=4, eval_every=3, eval_batches=1, bf16=True))
+    result = train(model_kw, cfg, tmp_path / "run", [str(text_file)], echo=lambda s: None)
+    assert math.isfinite(result.val["loss"])
+    assert all(p.dtype == torch.float32 for p in result.model.parameters())  # master weights stay fp32
+
+
 def test_early_stopping(tmp_path, text_file, monkeypatch):
     losses = iter([3.0, 2.0, 2.5, 2.6, 2.7, 2.8])
     monkeypatch.setattr(LMTask, "evaluate", lambda self, model, split: {"loss": next(losses)})

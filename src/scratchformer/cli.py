@@ -2,6 +2,12 @@
 
     scratchformer train [--preset NAME] [--config FILE] [--data PATH ...] [key=value ...] --out DIR [--resume]
     scratchformer info CKPT
+    scratchformer generate --ckpt DIR --prompt TEXT [--max-new-tokens N --temperature T --top-k K --top-p P --seed S]
+    scratchformer translate --ckpt DIR [TEXT ... | --input FILE] [--beam N --length-penalty A]
+    scratchformer classify --ckpt DIR [TEXT ... | --input FILE]
+    scratchformer evaluate --ckpt DIR [--split test | --data PATH ...]
+    scratchformer export --ckpt DIR --format onnx|torchscript --out FILE
+    scratchformer plot attention|positions|schedule|curves --out FILE.png ...
     scratchformer demo [--preset MODEL_PRESET] [key=value ...]
 
 Errors a user can cause end with one line on stderr and a non-zero exit code, never a traceback.
@@ -104,6 +110,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     paths = [p for p in (args.data or []) if not _is_setting(p)]
     args.overrides = [p for p in (args.data or []) if _is_setting(p)] + list(args.overrides)
     args.data = paths
+    if args.data_dir:
+        args.overrides.append(f"data_dir={args.data_dir}")
     settings = resolve_settings(args.preset, args.config, parse_overrides(args.overrides),
                                 out if args.resume else None)
     model_kw, train_cfg = split_settings(settings)
@@ -113,6 +121,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.resume and not data:
         data = json.loads((out / "config.json").read_text()).get("data", []) if (out / "config.json").is_file() else []
     result = train(model_kw, train_cfg, out, data, resume=args.resume)
+    if not result.is_main:
+        return 0
     if result.test or result.val:
         for split, metrics in (("validation", result.val), ("test", result.test)):
             if metrics:
@@ -159,6 +169,124 @@ def cmd_info(args: argparse.Namespace) -> int:
                 values = {k: v for k, v in last.items() if k not in ("step", "split") and isinstance(v, float)}
                 print(f"{split} at step {last['step']}: " + ", ".join(f"{k} {_fmt(k, v)}" for k, v in values.items()))
     return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from .inference import generate_text
+    from .train.checkpoint import load_checkpoint
+
+    if not args.prompt:
+        raise ConfigError("--prompt is empty")
+    ckpt = load_checkpoint(args.ckpt)
+    print(generate_text(ckpt, args.prompt, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+                        top_p=args.top_p, seed=args.seed, greedy=args.greedy))
+    return 0
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    from .inference import read_inputs, translate_texts
+    from .train.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(args.ckpt)
+    texts = read_inputs(args.texts, args.input)
+    for line in translate_texts(ckpt, texts, beam=args.beam, length_penalty=args.length_penalty):
+        print(line)
+    return 0
+
+
+def cmd_classify(args: argparse.Namespace) -> int:
+    from .inference import classify_texts, read_inputs
+    from .train.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(args.ckpt)
+    texts = read_inputs(args.texts, args.input)
+    for label, prob in classify_texts(ckpt, texts):
+        print(f"{label}\t{prob:.4f}")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from .inference import evaluate_checkpoint
+    from .train.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(args.ckpt)
+    result = evaluate_checkpoint(ckpt, split=args.split, data=args.data, beam=args.beam,
+                                 length_penalty=args.length_penalty)
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .export import export_onnx, export_torchscript
+    from .train.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(args.ckpt)
+    out = Path(args.out)
+    if out.exists() and not args.force:
+        raise ConfigError(f"{out} exists; choose another --out or add --force")
+    path = (export_onnx if args.format == "onnx" else export_torchscript)(ckpt.model, out)
+    print(f"wrote {path}")
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from . import viz
+
+    out = Path(args.out)
+    if args.what == "positions":
+        path = viz.plot_positional_encoding(args.max_len, args.d_model, out)
+    elif args.what == "schedule":
+        from .config import TrainConfig
+
+        if args.ckpt:
+            from .train.checkpoint import load_checkpoint
+
+            cfg = load_checkpoint(args.ckpt).train_config
+        else:
+            _, cfg = split_settings(resolve_settings(args.preset, None, parse_overrides(args.overrides)))
+        assert isinstance(cfg, TrainConfig)
+        path = viz.plot_lr_schedule(cfg, out)
+    elif args.what == "curves":
+        if not args.run:
+            raise ConfigError("plot curves needs --run DIR (a training run directory)")
+        path = viz.plot_curves(args.run, out)
+    else:  # attention
+        path = _plot_attention(args, out)
+    print(f"wrote {path}")
+    return 0
+
+
+def _plot_attention(args: argparse.Namespace, out: Path) -> Path:
+    from . import viz
+    from .inference import encode_checked
+    from .tokenizers import BOS_ID
+    from .train.checkpoint import load_checkpoint
+
+    if not args.ckpt or not args.text:
+        raise ConfigError("plot attention needs --ckpt DIR and --text TEXT")
+    ckpt = load_checkpoint(args.ckpt)
+    tok, model = ckpt.tokenizer, ckpt.model
+    if ckpt.model_config.arch == "seq2seq":
+        from .inference import translate_texts
+
+        src = encode_checked(tok, args.text, add_eos=True)
+        target = args.target if args.target is not None else translate_texts(ckpt, [args.text], beam=1)[0]
+        tgt = [BOS_ID] + encode_checked(tok, target)
+        maps = viz.attention_maps(model, src=torch.tensor([src]), tgt=torch.tensor([tgt]))
+        kind = args.kind or "decoder.cross_attn"
+        queries = [tok.id_to_token(i) for i in tgt]
+        keys = [tok.id_to_token(i) for i in src] if kind.endswith("cross_attn") or kind.startswith("encoder") \
+            else queries
+        if kind.startswith("encoder"):
+            queries = keys
+    else:
+        ids = encode_checked(tok, args.text) or [BOS_ID]
+        inputs = {"input_ids": torch.tensor([ids])}
+        maps = viz.attention_maps(model, **inputs)
+        kind = args.kind or ("decoder.self_attn" if ckpt.model_config.arch == "gpt" else "encoder.self_attn")
+        queries = keys = [tok.id_to_token(i) for i in ids]
+    return viz.plot_attention(maps, out, query_tokens=queries, key_tokens=keys, kind=kind,
+                              title=f"{kind}: {args.text[:60]}")
 
 
 def demo(preset: str, overrides: dict[str, Any], seed: int = 0) -> None:
@@ -219,11 +347,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("train", help="train a model (default: the copy task)",
                        description="Train a model. Settings: the preset, then --config, then key=value "
-                                   "(any TrainConfig or ModelConfig field).")
+                                   "(any TrainConfig or ModelConfig field).",
+                       epilog="common keys: task (copy|reverse|sort|lm|translate|classify), dataset, max_steps, "
+                              "batch_size, grad_accum, lr, schedule (inverse_sqrt|cosine|constant), warmup_steps, "
+                              "label_smoothing, seed, eval_every, save_every, log_every, patience, bf16, compile; "
+                              "model: d_model, n_heads, n_layers, d_ff, max_len, dropout, norm (post|pre), "
+                              "activation (relu|gelu|gelu_tanh|swiglu), positional (sinusoidal|learned|rotary). "
+                              "All of them: src/scratchformer/config.py.")
     p.add_argument("--preset", help=f"one of: {', '.join(preset_names())} (default: {DEFAULT_PRESET})")
     p.add_argument("--config", help="a TOML file of key = value settings")
     p.add_argument("--data", nargs="+", metavar="PATH", help="your data: a text file (lm), a TSV or two "
                    "line-aligned files (translate), a TSV/CSV of text,label (classify)")
+    p.add_argument("--data-dir", help="where the named datasets (tinyshakespeare, multi30k, sst2) are looked for "
+                   "first; then $SCRATCHFORMER_DATA, then the user cache, else they are downloaded")
     p.add_argument("--out", required=True, help="run directory (must be new or empty unless --resume)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="settings, e.g. max_steps=500 d_model=64")
@@ -232,6 +368,59 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("info", help="describe a checkpoint")
     p.add_argument("ckpt", help="a checkpoint directory, or a run directory (its best/ checkpoint)")
     p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser("generate", help="continue a prompt with a language model")
+    p.add_argument("--ckpt", required=True, help="checkpoint or run directory")
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--max-new-tokens", type=int, default=200)
+    p.add_argument("--temperature", type=float, default=0.8)
+    p.add_argument("--top-k", type=int, default=None)
+    p.add_argument("--top-p", type=float, default=None)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--greedy", action="store_true", help="always take the most likely token (no sampling)")
+    p.set_defaults(func=cmd_generate)
+
+    for name, help_text in (("translate", "translate sentences with an encoder-decoder"),
+                            ("classify", "label texts with a classifier (label and probability per line)")):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--ckpt", required=True, help="checkpoint or run directory")
+        p.add_argument("texts", nargs="*", metavar="TEXT", help="inputs (else --input FILE, else standard input)")
+        p.add_argument("--input", help="a file with one input per line ('-' = standard input)")
+        if name == "translate":
+            p.add_argument("--beam", type=int, default=4, help="beam size (1 = greedy); the paper uses 4")
+            p.add_argument("--length-penalty", type=float, default=0.6, help="alpha of the length penalty (paper: 0.6)")
+            p.set_defaults(func=cmd_translate)
+        else:
+            p.set_defaults(func=cmd_classify)
+
+    p = sub.add_parser("evaluate", help="metrics of a checkpoint on held-out data, as JSON")
+    p.add_argument("--ckpt", required=True, help="checkpoint or run directory")
+    p.add_argument("--split", default="test", help="test (default) or val")
+    p.add_argument("--data", nargs="+", metavar="PATH", help="evaluate on these files instead")
+    p.add_argument("--beam", type=int, default=4)
+    p.add_argument("--length-penalty", type=float, default=0.6)
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("export", help="export a checkpoint's model to ONNX or TorchScript")
+    p.add_argument("--ckpt", required=True, help="checkpoint or run directory")
+    p.add_argument("--format", choices=["onnx", "torchscript"], required=True)
+    p.add_argument("--out", required=True, help="output file")
+    p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("plot", help="draw attention maps, positional encodings, the LR schedule or training curves")
+    p.add_argument("what", choices=["attention", "positions", "schedule", "curves"])
+    p.add_argument("--out", required=True, help="PNG file to write")
+    p.add_argument("--ckpt", help="attention / schedule: a checkpoint or run directory")
+    p.add_argument("--text", help="attention: the input text")
+    p.add_argument("--target", help="attention (seq2seq): the target text (default: the model's translation)")
+    p.add_argument("--kind", help="attention: encoder.self_attn | decoder.self_attn | decoder.cross_attn")
+    p.add_argument("--run", help="curves: a training run directory (with metrics.jsonl)")
+    p.add_argument("--preset", help="schedule: a training preset (default: copy)")
+    p.add_argument("--max-len", type=int, default=100, help="positions: number of positions")
+    p.add_argument("--d-model", type=int, default=128, help="positions: model size")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="schedule: settings, e.g. warmup_steps=4000")
+    p.set_defaults(func=cmd_plot)
 
     p = sub.add_parser("demo", help="build a model, count its parameters, run a forward pass")
     p.add_argument("--preset", default="paper-base", help=f"a model preset: {', '.join(sorted(PRESETS))}")

@@ -85,9 +85,19 @@ class Task:
     tokenizer: Tokenizer
     extra_meta: dict[str, Any]
 
-    def __init__(self, cfg: TrainConfig, model_kw: dict[str, Any], log: Callable[[str], None]) -> None:
+    def __init__(self, cfg: TrainConfig, model_kw: dict[str, Any], log: Callable[[str], None],
+                 tokenizer: Tokenizer | None = None) -> None:
         self.cfg, self.model_kw, self.log = cfg, model_kw, log
         self.extra_meta = {}
+        self.given_tokenizer = tokenizer  # from a checkpoint: use it, never retrain
+
+    def _tokenizer_for(self, texts: list[str]) -> Tokenizer:
+        """The given tokenizer, or a new one trained on the training texts."""
+        if self.given_tokenizer is not None:
+            return self.given_tokenizer
+        if self.cfg.tokenizer == "bpe":
+            return BPETokenizer.train(texts, self.cfg.bpe_vocab_size, lowercase=self.cfg.lowercase)
+        return CharTokenizer.train(texts)
 
     def model_fields(self) -> dict[str, Any]:
         """Model config fields that follow from the data (and defaults for this task)."""
@@ -137,8 +147,8 @@ class Seq2SeqTask(Task):
     """Sequence to sequence: source ids -> ``<bos>`` target ids ``<eos>`` (teacher forcing)."""
 
     def __init__(self, cfg: TrainConfig, model_kw: dict[str, Any], data_paths: list[str],
-                 log: Callable[[str], None]) -> None:
-        super().__init__(cfg, model_kw, log)
+                 log: Callable[[str], None], tokenizer: Tokenizer | None = None) -> None:
+        super().__init__(cfg, model_kw, log, tokenizer)
         self.synthetic: SyntheticTask | None = None
         self.splits: dict[str, list[tuple[list[int], list[int]]]] = {}
         self.texts: dict[str, list[tuple[str, str]]] = {}
@@ -150,7 +160,7 @@ class Seq2SeqTask(Task):
                                            max_len=cfg.max_seq_len, seed=cfg.seed, n_test=cfg.n_test)
             alphabet = sorted({c for s, t in self.synthetic.test_pairs()[:200] for c in s + t}
                               | set("abcdefghijklmnopqrstuvwxyz0123456789"[:cfg.n_symbols]))
-            self.tokenizer = CharTokenizer.train(["".join(alphabet)])
+            self.tokenizer = self._tokenizer_for(["".join(alphabet)])
             self.texts = {"val": self.synthetic.val_pairs(), "test": self.synthetic.test_pairs()}
             self.default_max_len = cfg.max_seq_len + 2
         else:
@@ -167,8 +177,8 @@ class Seq2SeqTask(Task):
                 raise DataError("task=translate needs data: --data PAIRS.tsv, --data SRC TGT, or dataset=multi30k")
             if cfg.train_limit:
                 self.texts["train"] = self.texts["train"][:cfg.train_limit]
-            self.tokenizer = self._train_tokenizer([s for s, _ in self.texts["train"]]
-                                                   + [t for _, t in self.texts["train"]])
+            self.tokenizer = self._tokenizer_for([s for s, _ in self.texts["train"]]
+                                                 + [t for _, t in self.texts["train"]])
             self.default_max_len = 128
         self.max_len = int(model_kw.get("max_len", self.default_max_len))
         if cfg.eval_limit:
@@ -177,11 +187,6 @@ class Seq2SeqTask(Task):
             self.splits[split] = self._encode(pairs, split)
         if "train" in self.splits:
             self.batches = EpochBatches([max(len(s), len(t) + 1) for s, t in self.splits["train"]], cfg)
-
-    def _train_tokenizer(self, texts: list[str]) -> Tokenizer:
-        if self.cfg.tokenizer == "bpe":
-            return BPETokenizer.train(texts, self.cfg.bpe_vocab_size, lowercase=self.cfg.lowercase)
-        return CharTokenizer.train(texts)
 
     def _encode(self, pairs: list[tuple[str, str]], split: str) -> list[tuple[list[int], list[int]]]:
         src = self.tokenizer.encode_batch([s for s, _ in pairs], add_eos=True)
@@ -274,8 +279,8 @@ class LMTask(Task):
     """Next-token prediction on a text: random windows of ``max_len`` tokens (nanoGPT's get_batch)."""
 
     def __init__(self, cfg: TrainConfig, model_kw: dict[str, Any], data_paths: list[str],
-                 log: Callable[[str], None]) -> None:
-        super().__init__(cfg, model_kw, log)
+                 log: Callable[[str], None], tokenizer: Tokenizer | None = None) -> None:
+        super().__init__(cfg, model_kw, log, tokenizer)
         if cfg.dataset == "tinyshakespeare":
             train_text, val_text = load_tinyshakespeare(cfg.data_dir)
         elif cfg.dataset is not None:
@@ -289,10 +294,7 @@ class LMTask(Task):
             raise DataError("task=lm needs data: --data TEXT_FILE [VAL_FILE], or dataset=tinyshakespeare")
         if cfg.train_limit:
             train_text = train_text[:cfg.train_limit]
-        if cfg.tokenizer == "bpe":
-            self.tokenizer = BPETokenizer.train([train_text], cfg.bpe_vocab_size, lowercase=cfg.lowercase)
-        else:
-            self.tokenizer = CharTokenizer.train([train_text])
+        self.tokenizer = self._tokenizer_for([train_text])
         self.block = int(model_kw.get("max_len", 256))
         self.data = {"train": LMDataset(torch.tensor(self.tokenizer.encode(train_text), dtype=torch.long)),
                      "val": LMDataset(torch.tensor(self.tokenizer.encode(val_text), dtype=torch.long))}
@@ -341,8 +343,8 @@ class ClassifyTask(Task):
     """Labelled text -> class. Input ids are truncated to ``max_len`` by the stated policy."""
 
     def __init__(self, cfg: TrainConfig, model_kw: dict[str, Any], data_paths: list[str],
-                 log: Callable[[str], None]) -> None:
-        super().__init__(cfg, model_kw, log)
+                 log: Callable[[str], None], tokenizer: Tokenizer | None = None) -> None:
+        super().__init__(cfg, model_kw, log, tokenizer)
         if cfg.dataset == "sst2":
             raw = load_sst2(cfg.data_dir)
             from ..data import SST2_LABELS
@@ -370,11 +372,7 @@ class ClassifyTask(Task):
             if limit:
                 texts[split] = (t[:limit], y[:limit])
         self.texts = texts
-        all_train = texts["train"][0]
-        if cfg.tokenizer == "bpe":
-            self.tokenizer = BPETokenizer.train(all_train, cfg.bpe_vocab_size, lowercase=cfg.lowercase)
-        else:
-            self.tokenizer = CharTokenizer.train(all_train)
+        self.tokenizer = self._tokenizer_for(texts["train"][0])
         self.max_len = int(model_kw.get("max_len", 128))
         self.splits = {}
         for split, (t, y) in texts.items():
@@ -431,12 +429,11 @@ class ClassifyTask(Task):
 
 
 def build_task(cfg: TrainConfig, model_kw: dict[str, Any], data_paths: list[str],
-               log: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> Task:
-    if cfg.arch == "seq2seq":
-        return Seq2SeqTask(cfg, model_kw, data_paths, log)
-    if cfg.arch == "gpt":
-        return LMTask(cfg, model_kw, data_paths, log)
-    return ClassifyTask(cfg, model_kw, data_paths, log)
+               log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
+               tokenizer: Tokenizer | None = None) -> Task:
+    """The task for ``cfg.task``; pass ``tokenizer`` (a checkpoint's) to reuse it instead of training one."""
+    cls = {"seq2seq": Seq2SeqTask, "gpt": LMTask, "encoder": ClassifyTask}[cfg.arch]
+    return cls(cfg, model_kw, data_paths, log, tokenizer)
 
 
 def resolve_model_config(task: Task, model_kw: dict[str, Any]) -> ModelConfig:

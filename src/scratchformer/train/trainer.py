@@ -59,6 +59,7 @@ class TrainResult:
     samples: list[str] = field(default_factory=list)
     seconds: float = 0.0
     stopped_early: bool = False
+    is_main: bool = True  # False on the other ranks of a distributed run (they print nothing)
 
 
 def pick_device(name: str) -> torch.device:
@@ -143,7 +144,8 @@ def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: li
     def save(step: int, name: str) -> None:
         if info.is_main:
             state = {"optimizer": optimizer.state_dict(), "step": step, "best_loss": best_loss, "bad_evals": bad_evals}
-            save_checkpoint(out / name, model, task.tokenizer, model_cfg, cfg, step, state, task.extra_meta)
+            extra = {**task.extra_meta, "data": [str(Path(p).resolve()) for p in data_paths]}
+            save_checkpoint(out / name, model, task.tokenizer, model_cfg, cfg, step, state, extra)
 
     from tqdm.auto import tqdm
 
@@ -215,7 +217,7 @@ def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: li
         metrics.close()
 
     result = TrainResult(out, model, task, model_cfg, step + 1 if cfg.max_steps > start_step else start_step,
-                         val=val, stopped_early=stopped_early)
+                         val=val, stopped_early=stopped_early, is_main=info.is_main)
     if info.is_main:
         if (out / "best" / "model.safetensors").is_file():
             from safetensors.torch import load_model

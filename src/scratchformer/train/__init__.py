@@ -1,0 +1,1 @@
+"""The training loop and everything around it: optimizer and schedules, checkpoints, logs, DDP."""
