@@ -1,0 +1,195 @@
+"""GPT decoding speed: scratchformer's KV-cached ``generate`` against its own recomputation and against
+Hugging Face ``GPT2LMHeadModel.generate``, side by side in one process.
+
+    python bench/generate_speed.py                          # 512 new tokens, 3 rounds
+    python bench/generate_speed.py --new-tokens 128 --repeats 5 --threads 1
+
+The model: GPT-2 layout with d_model 384, 6 layers, 6 heads, d_ff 1536, GPT-2's vocabulary (50,257) and
+1,024 positions, random weights. One Hugging Face model is created, saved with ``save_pretrained`` and
+loaded into scratchformer with ``interop.gpt2_from_pretrained``, so both hold the same weights and must
+produce the same tokens (checked and printed). Batch 1, greedy decoding of ``--new-tokens`` tokens from
+an 8-token prompt, no eos (both always produce exactly ``--new-tokens`` tokens).
+
+Contestants:
+
+- ``ours``: ``generate(model, prompt, n)`` (KV cache);
+- ``ours-no-cache``: ``generate(..., use_cache=False)``: every step recomputes the whole sequence; this
+  one is so slow that it runs in the first ``--uncached-rounds`` round(s) only (default 1);
+- ``hf``: ``GPT2LMHeadModel.generate(do_sample=False, max_new_tokens=n, use_cache=True)`` (SDPA).
+
+Timing: after a short warm-up, the contestants take turns (round-robin) so that slow phases of a shared
+machine hit all of them; the median round is reported. Peak memory: each contestant also runs once in a
+fresh child process, whose peak resident memory (Linux ``VmHWM``, reset after loading and warm-up) is
+reported above its resident memory just before generating: the extra memory decoding needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from scratchformer.generation import generate
+from scratchformer.interop import gpt2_from_pretrained
+
+PROMPT_LEN = 8
+CONTESTANTS = ("ours", "ours-no-cache", "hf")
+
+
+def _quiet_transformers() -> None:
+    """No progress bars or advice from transformers in the benchmark's output."""
+    import transformers
+
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
+
+
+def make_hf_model(directory: Path) -> None:
+    """Create the random GPT-2 and save it (weights and config) into ``directory``."""
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(vocab_size=50257, n_positions=1024, n_embd=384, n_layer=6, n_head=6,
+                                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                                  bos_token_id=None, eos_token_id=None)  # no eos: fixed output length
+    transformers.GPT2LMHeadModel(cfg).save_pretrained(directory)
+
+
+def load_runner(name: str, directory: Path) -> Callable[[torch.Tensor, int], torch.Tensor]:
+    """A function ``(prompt (1, T), n) -> tokens (1, T + n)`` for one contestant."""
+    if name == "hf":
+        import transformers
+
+        hf = transformers.GPT2LMHeadModel.from_pretrained(directory).eval()
+
+        def run_hf(prompt: torch.Tensor, n: int) -> torch.Tensor:
+            with torch.no_grad():
+                return hf.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False,
+                                   max_new_tokens=n, min_new_tokens=0, use_cache=True, pad_token_id=0,
+                                   eos_token_id=None)
+        return run_hf
+    model = gpt2_from_pretrained(directory).eval()
+    use_cache = name == "ours"
+    return lambda prompt, n: generate(model, prompt, n, use_cache=use_cache)
+
+
+def the_prompt() -> torch.Tensor:
+    return torch.randint(0, 50257, (1, PROMPT_LEN), generator=torch.Generator().manual_seed(1))
+
+
+# ----------------------------------------------------------------------------------- memory
+
+
+def _status_kb(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def child(name: str, directory: Path, n: int) -> None:
+    """Run one contestant once in this (fresh) process; print its extra peak memory as JSON."""
+    run = load_runner(name, directory)
+    prompt = the_prompt()
+    run(prompt, 4)  # one-time initialisation (thread pools, kernels) is not what we measure
+    Path("/proc/self/clear_refs").write_text("5")  # reset the peak (VmHWM) to the current RSS
+    base = _status_kb("VmRSS")
+    run(prompt, n)
+    print(json.dumps({"base_mb": base / 1024, "peak_extra_mb": (_status_kb("VmHWM") - base) / 1024}))
+
+
+def measure_memory(name: str, directory: Path, n: int, threads: int) -> dict[str, float] | None:
+    if platform.system() != "Linux":
+        return None
+    cmd = [sys.executable, __file__, "--child", name, "--model-dir", str(directory), "--new-tokens", str(n),
+           "--threads", str(threads)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+# ----------------------------------------------------------------------------------- main
+
+
+def first_difference(a: list[int], b: list[int]) -> int | None:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--new-tokens", type=int, default=512)
+    parser.add_argument("--repeats", type=int, default=3, help="round-robin rounds (median reported)")
+    parser.add_argument("--uncached-rounds", type=int, default=1, help="rounds that include ours-no-cache")
+    parser.add_argument("--skip-uncached", action="store_true", help="leave ours-no-cache out entirely")
+    parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory child processes")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    parser.add_argument("--child", choices=CONTESTANTS, help=argparse.SUPPRESS)
+    parser.add_argument("--model-dir", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    _quiet_transformers()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.child:
+        child(args.child, args.model_dir, args.new_tokens)
+        return
+
+    n = args.new_tokens
+    names = [c for c in CONTESTANTS if not (args.skip_uncached and c == "ours-no-cache")]
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.machine()}, "
+          f"{os.cpu_count()} CPUs; GPT d 384, 6 layers, 6 heads, vocab 50257; batch 1, prompt {PROMPT_LEN}, "
+          f"greedy, {n} new tokens")
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        make_hf_model(directory)
+        runners = {name: load_runner(name, directory) for name in names}
+        prompt = the_prompt()
+        for run in runners.values():
+            run(prompt, 8)  # warm-up
+
+        times: dict[str, list[float]] = {name: [] for name in names}
+        outputs: dict[str, list[int]] = {}
+        for r in range(args.repeats):
+            for name, run in runners.items():
+                if name == "ours-no-cache" and r >= args.uncached_rounds:
+                    continue
+                t = time.perf_counter()
+                out = run(prompt, n)
+                times[name].append(time.perf_counter() - t)
+                outputs[name] = out[0].tolist()
+            print(f"  round {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items() if len(v) > r))
+
+        memory = {} if args.no_memory else {name: measure_memory(name, directory, n, torch.get_num_threads())
+                                             for name in names}
+
+    print(f"\n{'contestant':<15} {'median s':>9} {'tokens/s':>9} {'peak extra MB':>14}")
+    med = {name: statistics.median(v) for name, v in times.items()}
+    for name in names:
+        mem = memory.get(name)
+        mem_s = f"{mem['peak_extra_mb']:.1f}" if mem else "-"
+        print(f"{name:<15} {med[name]:>9.2f} {n / med[name]:>9.1f} {mem_s:>14}   ({len(times[name])} runs)")
+    print(f"\nours vs hf:            {med['hf'] / med['ours']:.2f}x faster (target >= 1.2x)")
+    if "ours-no-cache" in med:
+        print(f"ours vs ours-no-cache: {med['ours-no-cache'] / med['ours']:.2f}x faster (target >= 5x)")
+    for name in names:
+        if name != "ours":
+            diff = first_difference(outputs["ours"], outputs[name])
+            verdict = "identical tokens" if diff is None else f"tokens differ from position {diff}"
+            print(f"ours vs {name}: {verdict} ({len(outputs[name]) - PROMPT_LEN} new tokens)")
+
+
+if __name__ == "__main__":
+    main()

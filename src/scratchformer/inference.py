@@ -1,0 +1,183 @@
+"""Using trained checkpoints: generate, translate, classify and evaluate. The CLI is a thin layer over these.
+
+Every function takes a loaded ``Checkpoint`` (``train.checkpoint.load_checkpoint``), so the tokenizer and
+configuration are always the ones the model was trained with.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from .data.batching import pad_batch
+from .data.errors import DataError
+from .generation import beam_search, generate, greedy_translate
+from .metrics import bleu, chrf
+from .models import GPT, EncoderClassifier, Seq2SeqTransformer
+from .tokenizers import BOS_ID, EOS_ID, PAD_ID, UNK_ID, CharTokenizer, Tokenizer
+from .train.checkpoint import Checkpoint, CheckpointError
+
+KIND_NAMES = {"gpt": "a language model (GPT)", "seq2seq": "an encoder-decoder", "encoder": "a classifier"}
+
+
+def require(ckpt: Checkpoint, arch: str, command: str) -> None:
+    """Refuse a checkpoint of the wrong model family for ``command``, in one line."""
+    have = ckpt.model_config.arch
+    if have != arch:
+        raise CheckpointError(f"this checkpoint holds {KIND_NAMES[have]}; '{command}' needs {KIND_NAMES[arch]}")
+
+
+def read_inputs(texts: Iterable[str], input_file: str | None) -> list[str]:
+    """Inputs from the arguments, else ``--input FILE`` (one per line; '-' = stdin), else stdin."""
+    from .data.files import read_lines
+
+    lines = list(texts)
+    if not lines:
+        if input_file and input_file != "-":
+            lines = read_lines(input_file)
+        elif input_file == "-" or not sys.stdin.isatty():
+            lines = [line.rstrip("\n") for line in sys.stdin]
+    lines = [line for line in lines if line.strip()]
+    if not lines:
+        raise DataError("no input: give texts as arguments, --input FILE, or lines on standard input")
+    return lines
+
+
+def encode_checked(tokenizer: Tokenizer, text: str, **kw: Any) -> list[int]:
+    """Encode, refusing characters a character-level model has never seen (they would become <unk>)."""
+    ids = tokenizer.encode(text, **kw)
+    if isinstance(tokenizer, CharTokenizer) and UNK_ID in ids:
+        unknown = sorted({c for c in text if tokenizer.encode(c) == [UNK_ID]})
+        raise DataError(f"the model's vocabulary has no {', '.join(repr(c) for c in unknown)} (in {text[:40]!r})")
+    return ids
+
+
+def _bar(n: int, desc: str) -> tqdm:
+    return tqdm(total=n, desc=desc, disable=None if n > 64 else True, file=sys.stderr, leave=False)
+
+
+# ---------------------------------------------------------------------------------- commands
+
+
+def generate_text(ckpt: Checkpoint, prompt: str, max_new_tokens: int = 200, *, temperature: float = 1.0,
+                  top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
+                  greedy: bool = False) -> str:
+    require(ckpt, "gpt", "generate")
+    model = ckpt.model
+    assert isinstance(model, GPT)
+    ids = encode_checked(ckpt.tokenizer, prompt) or [BOS_ID]
+    ids = ids[-model.config.max_len:]
+    out = generate(model, torch.tensor([ids]), max_new_tokens, do_sample=not greedy, temperature=temperature,
+                   top_k=top_k, top_p=top_p, seed=seed)
+    return ckpt.tokenizer.decode(out[0].tolist())
+
+
+def translate_ids(model: Seq2SeqTransformer, sources: list[list[int]], *, beam: int = 4,
+                  length_penalty: float = 0.6, batch_size: int = 64, desc: str = "translating") -> list[list[int]]:
+    """Decode many sources in batches of similar length; results in input order."""
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    results: dict[int, list[int]] = {}
+    bar = _bar(len(sources), desc)
+    for start in range(0, len(order), batch_size):
+        idx = order[start:start + batch_size]
+        src, mask = pad_batch([sources[i] for i in idx], PAD_ID)
+        max_new = min(model.config.max_len, src.size(1) + 50)  # §6.1: input length + 50
+        if beam > 1:
+            hyps = beam_search(model, src, mask, bos_id=BOS_ID, eos_id=EOS_ID, beam_size=beam,
+                               length_penalty=length_penalty, max_new_tokens=max_new)
+        else:
+            hyps = greedy_translate(model, src, mask, bos_id=BOS_ID, eos_id=EOS_ID, max_new_tokens=max_new)
+        results.update(zip(idx, hyps))
+        bar.update(len(idx))
+    bar.close()
+    return [results[i] for i in range(len(sources))]
+
+
+def translate_texts(ckpt: Checkpoint, texts: list[str], *, beam: int = 4, length_penalty: float = 0.6) -> list[str]:
+    require(ckpt, "seq2seq", "translate")
+    model = ckpt.model
+    assert isinstance(model, Seq2SeqTransformer)
+    limit = model.config.max_len
+    sources = []
+    for text in texts:
+        ids = encode_checked(ckpt.tokenizer, text, add_eos=True)
+        if len(ids) > limit:
+            raise DataError(f"input of {len(ids)} tokens is longer than the model's max_len={limit}: {text[:40]!r}...")
+        sources.append(ids)
+    hyps = translate_ids(model, sources, beam=beam, length_penalty=length_penalty)
+    return [ckpt.tokenizer.decode(h) for h in hyps]
+
+
+def classify_texts(ckpt: Checkpoint, texts: list[str], batch_size: int = 128) -> list[tuple[str, float]]:
+    require(ckpt, "encoder", "classify")
+    model = ckpt.model
+    assert isinstance(model, EncoderClassifier)
+    labels = ckpt.extra.get("labels") or [str(i) for i in range(model.config.n_classes)]
+    limit = model.config.max_len
+    out: list[tuple[str, float]] = []
+    bar = _bar(len(texts), "classifying")
+    for start in range(0, len(texts), batch_size):
+        rows = [encode_checked(ckpt.tokenizer, t)[:limit] or [PAD_ID] for t in texts[start:start + batch_size]]
+        ids, mask = pad_batch(rows, PAD_ID)
+        with torch.no_grad():
+            probs = model(ids, mask).softmax(-1)
+        p, k = probs.max(-1)
+        out += [(labels[int(i)], float(q)) for i, q in zip(k, p)]
+        bar.update(len(rows))
+    bar.close()
+    return out
+
+
+def evaluate_checkpoint(ckpt: Checkpoint, *, split: str = "test", data: list[str] | None = None, beam: int = 4,
+                        length_penalty: float = 0.6) -> dict[str, Any]:
+    """The metrics of a checkpoint on a held-out split of its task's data (or on ``data`` files).
+
+    Translation: sacreBLEU BLEU and chrF (with their signatures) of beam search and greedy decoding.
+    Classification: accuracy and macro-F1. Language modelling: loss and perplexity. Synthetic tasks:
+    exact match. Always also the teacher-forced loss.
+    """
+    from .train.tasks import build_task
+
+    cfg = ckpt.train_config
+    if data:
+        cfg.dataset = None
+    model_kw = {k: v for k, v in ckpt.model_config.to_dict().items() if k not in ("vocab_size", "pad_id")}
+    paths = data if data else ckpt.extra.get("data", [])
+    task = build_task(cfg, model_kw, paths, log=lambda s: print(s, file=sys.stderr), tokenizer=ckpt.tokenizer)
+    if data:  # the given file is the evaluation set
+        split = "val" if task.has_split("val") else split
+    if not task.has_split(split):
+        raise DataError(f"this checkpoint's data has no {split!r} split; use --split val or --data PATH")
+    model = ckpt.model
+    result: dict[str, Any] = {"split": split, "examples": None}
+    if cfg.task == "translate":
+        pairs = task.splits[split]  # type: ignore[attr-defined]
+        refs = [t for _, t in task.texts[split]]  # type: ignore[attr-defined]
+        sources = [s for s, _ in pairs]
+        result["examples"] = len(sources)
+        result.update({k: v for k, v in task.evaluate(model, split).items() if k in ("loss", "perplexity")})
+        for name, k in (("beam", beam), ("greedy", 1)):
+            ids = translate_ids(model, sources, beam=k, length_penalty=length_penalty, desc=f"{name} decoding")
+            hyps = [ckpt.tokenizer.decode(h) for h in ids]
+            b, b_sig = bleu(hyps, refs)
+            c, c_sig = chrf(hyps, refs)
+            result[name] = {"beam_size": k, "bleu": round(b, 2), "chrf": round(c, 2)}
+            if k > 1:
+                result[name]["length_penalty"] = length_penalty
+        result["bleu_signature"], result["chrf_signature"] = b_sig, c_sig
+        result["bleu"], result["chrf"] = result["beam"]["bleu"], result["beam"]["chrf"]
+        return result
+    metrics = task.evaluate(model, split)
+    if cfg.task == "lm":
+        result["examples"] = f"{cfg.eval_batches} x {cfg.batch_size} windows of {model.config.max_len} tokens"
+    else:
+        result["examples"] = len(task.splits[split])  # type: ignore[attr-defined]
+    result.update(metrics)
+    return result
+
+
+__all__ = ["classify_texts", "evaluate_checkpoint", "generate_text", "read_inputs", "translate_ids", "translate_texts"]
