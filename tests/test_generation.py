@@ -75,13 +75,13 @@ def test_gpt_cached_equals_uncached_and_the_naive_loop_past_max_len(positional):
 def test_gpt_uses_the_cache_while_it_fits_then_slides(monkeypatch):
     m = gpt(max_len=8)
     calls = []
-    forward = m.forward
+    hidden_states = m.hidden_states  # generate projects only the last position's hidden state
 
     def recording(ids, *args, cache=None, **kw):
         calls.append((ids.size(1), cache is not None))
-        return forward(ids, *args, cache=cache, **kw)
+        return hidden_states(ids, *args, cache=cache, **kw)
 
-    monkeypatch.setattr(m, "forward", recording)
+    monkeypatch.setattr(m, "hidden_states", recording)
     generate(m, torch.randint(0, 37, (2, 3)), 10)
     # the prompt at once, then one token per step until 8 are cached, then windows of the last 8
     assert calls == [(3, True)] + [(1, True)] * 5 + [(8, False)] * 4

@@ -131,14 +131,19 @@ def generate(model: GPT, input_ids: Tensor, max_new_tokens: int, *, do_sample: b
     finished = torch.zeros(B, dtype=torch.bool, device=device) if eos_id is not None else None
     cur = T  # tokens[:, :cur] are known
     with _eval_mode(model):
+        # Only the last position's logits are needed: project its hidden state alone, with the (V, C)
+        # output matrix transposed once per call to (C, V), a layout whose matrix-vector product runs
+        # about 2x faster on CPU (batch-1 decoding is bound by reading this matrix).
+        out_t = model.output_weight().t().contiguous()  # (C, V)
         for _ in range(max_new_tokens):
             if cache is not None and cur <= max_len:  # feed what the cache has not seen yet
                 start = cache.length  # 0 on the first step: the whole prompt at once
-                logits = model(tokens[:, start:cur], None if mask is None else mask[:, :cur], cache=cache)
+                h = model.hidden_states(tokens[:, start:cur], None if mask is None else mask[:, :cur], cache=cache)
             else:  # too long for the model: the last max_len tokens (of every row, pads included)
                 lo = max(0, cur - max_len)
-                logits = model(tokens[:, lo:cur], None if mask is None else mask[:, lo:cur])
-            nxt = _next_token(logits[:, -1], do_sample, temperature, top_k, top_p, generator)  # (B,)
+                h = model.hidden_states(tokens[:, lo:cur], None if mask is None else mask[:, lo:cur])
+            logits = h[:, -1] @ out_t  # (B, V)
+            nxt = _next_token(logits, do_sample, temperature, top_k, top_p, generator)  # (B,)
             if finished is not None:
                 nxt = nxt.masked_fill(finished, eos_id)
                 finished |= nxt == eos_id

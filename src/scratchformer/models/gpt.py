@@ -45,7 +45,14 @@ class GPT(nn.Module):
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, *,
                 position_ids: Tensor | None = None, cache: DecoderCache | None = None) -> Tensor:
-        """``input_ids (B, T)`` -> next-token logits ``(B, T, V)``.
+        """``input_ids (B, T)`` -> next-token logits ``(B, T, V)``: the final linear layer applied to
+        ``hidden_states`` (same arguments)."""
+        return F.linear(self.hidden_states(input_ids, attention_mask, position_ids=position_ids, cache=cache),
+                        self.output_weight())  # (B, T, V)
+
+    def hidden_states(self, input_ids: Tensor, attention_mask: Tensor | None = None, *,
+                      position_ids: Tensor | None = None, cache: DecoderCache | None = None) -> Tensor:
+        """``input_ids (B, T)`` -> the last layer's output ``(B, T, C)``, before the vocabulary projection.
 
         ``attention_mask (B, T_total)``: ``True``/1 for real tokens, ``False``/0 for padding (left
         padding for batched prompts of different lengths); it covers the cached positions too
@@ -61,8 +68,7 @@ class GPT(nn.Module):
         if position_ids is None:
             position_ids = positions_for(T, past, key_mask, device=input_ids.device)
         x = self.embed(input_ids, position_ids)  # (B, T, C)
-        x = self.decoder(x, key_mask=key_mask, positions=position_ids, cache=cache)  # (B, T, C)
-        return F.linear(x, self.output_weight())  # (B, T, V)
+        return self.decoder(x, key_mask=key_mask, positions=position_ids, cache=cache)  # (B, T, C)
 
     @torch.no_grad()
     def num_parameters(self) -> int:
