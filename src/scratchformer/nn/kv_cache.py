@@ -50,9 +50,16 @@ class KVCache:
         self.length = 0
 
     def reorder(self, index: Tensor) -> None:
-        """Keep batch rows ``index`` (a ``(B',)`` LongTensor), e.g. the surviving beams in beam search."""
-        self.keys = self.keys.index_select(0, index)
-        self.values = self.values.index_select(0, index)
+        """Keep batch rows ``index`` (a ``(B',)`` LongTensor), e.g. the surviving beams in beam search.
+
+        Only the filled ``length`` positions are copied (the rest is never read before being written).
+        """
+        n = self.length
+        keys = self.keys.new_empty((index.numel(), *self.keys.shape[1:]))  # never read past length
+        values = self.values.new_empty((index.numel(), *self.values.shape[1:]))
+        keys[:, :, :n] = self.keys[:, :, :n].index_select(0, index)
+        values[:, :, :n] = self.values[:, :, :n].index_select(0, index)
+        self.keys, self.values = keys, values
 
 
 @dataclass
