@@ -13,6 +13,7 @@ has to be saved in a checkpoint, and resuming a run replays exactly the same bat
 from __future__ import annotations
 
 import sys
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
@@ -81,7 +82,9 @@ class EpochBatches:
         return batches[step - first]
 
 
-class Task:
+class Task(ABC):
+    """What the training loop needs from a task (see the module docstring)."""
+
     tokenizer: Tokenizer
     extra_meta: dict[str, Any]
 
@@ -103,22 +106,25 @@ class Task:
         """Model config fields that follow from the data (and defaults for this task)."""
         return {"vocab_size": self.tokenizer.vocab_size, "pad_id": PAD_ID}
 
+    @abstractmethod
     def global_batch(self, step: int) -> Batch:
-        raise NotImplementedError
+        """The whole batch of optimizer step ``step``: a pure function of (seed, step)."""
 
+    @abstractmethod
     def count(self, batch: Batch) -> int:
         """How many loss terms (tokens or examples) the global batch has: the loss is divided by it."""
-        raise NotImplementedError
 
     def n_tokens(self, batch: Batch) -> int:
         """Input tokens in a batch (for the tokens/s figure)."""
         return self.count(batch)
 
+    @abstractmethod
     def loss_sum(self, model: nn.Module, batch: Batch, label_smoothing: float) -> Tensor:
-        raise NotImplementedError
+        """The *summed* loss of a batch (divided by the global ``count`` by the caller)."""
 
+    @abstractmethod
     def evaluate(self, model: nn.Module, split: str) -> dict[str, float]:
-        raise NotImplementedError
+        """Metrics on a held-out split: ``loss`` and the task's own (perplexity, exact match, ...)."""
 
     def samples(self, model: nn.Module) -> list[str]:
         return []
