@@ -17,6 +17,7 @@ Impossible configurations raise ``ConfigError`` (a ``ValueError``) with a messag
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from dataclasses import dataclass, fields
@@ -384,24 +385,15 @@ def coerce(name: str, value: Any, annotation: Any) -> Any:
         if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
             return value.lower() in ("true", "1", "yes")
         raise ConfigError(f"{name}={value!r} must be true or false")
-    if annotation is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
+    if annotation in (int, float):
+        kind = "an integer" if annotation is int else "a number"
+        numeric = (int,) if annotation is int else (int, float)
+        if isinstance(value, numeric) and not isinstance(value, bool):
+            return annotation(value)
         if isinstance(value, str):
-            try:
-                return int(value)
-            except ValueError:
-                pass
-        raise ConfigError(f"{name}={value!r} must be an integer")
-    if annotation is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                pass
-        raise ConfigError(f"{name}={value!r} must be a number")
+            with contextlib.suppress(ValueError):  # a string that does not parse falls through to the error
+                return annotation(value)
+        raise ConfigError(f"{name}={value!r} must be {kind}")
     if annotation is str:
         if isinstance(value, str):
             return value
