@@ -6,6 +6,8 @@
 Peers, all at the same shapes, same random token batches, same AdamW:
 
 - ``hf-gpt2``:  Hugging Face ``GPT2LMHeadModel`` (its default attention implementation, SDPA);
+- ``x-transformers``: lucidrains' ``TransformerWrapper`` + ``Decoder`` (``pip install x-transformers``;
+  skipped with a note if it is not installed), flash/SDPA attention, tied embeddings;
 - ``torch.nn``: a GPT built from ``torch.nn.TransformerEncoder`` (pre-LN, GELU, causal mask via
   ``is_causal``), learned positions and a tied output layer, the way a careful user would write it.
 
@@ -102,7 +104,17 @@ class TorchNNGPT(nn.Module):
         return F.linear(x, self.tok.weight)
 
 
-PEERS = {"scratchformer": ours, "hf-gpt2": hf_gpt2, "torch.nn": TorchNNGPT}
+def x_transformers_gpt(c: BenchConfig) -> nn.Module:
+    """lucidrains' x-transformers with its plain GPT settings (pre-LN, GELU, learned absolute positions,
+    tied embeddings off by default: we tie them, as the others do)."""
+    from x_transformers import Decoder, TransformerWrapper
+
+    return TransformerWrapper(num_tokens=c.vocab, max_seq_len=c.block, tie_embedding=True,
+                              attn_layers=Decoder(dim=c.d_model, depth=c.n_layers, heads=c.n_heads, ff_mult=4,
+                                                  attn_dim_head=c.d_model // c.n_heads, attn_flash=True))
+
+
+PEERS = {"scratchformer": ours, "hf-gpt2": hf_gpt2, "x-transformers": x_transformers_gpt, "torch.nn": TorchNNGPT}
 
 
 # ------------------------------------------------------------------------------------ measuring
@@ -186,6 +198,12 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     names = args.peers.split(",")
+    if "x-transformers" in names:
+        try:
+            import x_transformers  # noqa: F401
+        except ImportError:
+            print("x-transformers is not installed (pip install x-transformers): left out")
+            names.remove("x-transformers")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}")
     results = {}
     for cname in CONFIGS if args.config == "all" else [args.config]:

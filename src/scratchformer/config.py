@@ -288,6 +288,9 @@ class TrainConfig:
     tokenizer: Literal["char", "bpe"] = "char"
     bpe_vocab_size: int = 8000
     lowercase: bool = False
+    # fine-tuning (task=classify): start from a pretrained BERT encoder, e.g. "all-MiniLM-L6-v2", or a
+    # folder with config.json + model.safetensors + tokenizer.json; its architecture and tokenizer are used
+    init_from: str | None = None
     # built-in synthetic tasks (copy, reverse, sort)
     n_symbols: int = 10
     min_seq_len: int = 4
@@ -348,6 +351,8 @@ class TrainConfig:
             raise ConfigError(f"batch_size={self.batch_size} is not divisible by grad_accum={self.grad_accum}")
         if self.min_seq_len > self.max_seq_len:
             raise ConfigError(f"min_seq_len={self.min_seq_len} is larger than max_seq_len={self.max_seq_len}")
+        if self.init_from is not None and self.task != "classify":
+            raise ConfigError(f"init_from works with task=classify (a pretrained BERT encoder), not task={self.task}")
         if self.n_symbols > 36:
             raise ConfigError(f"n_symbols={self.n_symbols} must be <= 36")
 

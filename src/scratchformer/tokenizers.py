@@ -7,6 +7,7 @@ characters or pieces, not ``EOS_ID``; they are added only through ``add_bos`` / 
 
 - ``CharTokenizer``: one token per character seen in training (Tiny Shakespeare: 65 + 4 = 69), the
   char-rnn / nanoGPT setup. Characters not seen in training encode to ``UNK_ID``.
+- ``PretrainedTokenizer``: a pretrained model's own tokenizer (BERT's WordPiece), for fine-tuning.
 - ``BPETokenizer``: byte-pair encoding (Sennrich et al., 2016), the subword scheme of the paper's
   translation experiments, trained and run by Hugging Face ``tokenizers``. We use GPT-2's byte-level
   variant: text is NFKC-normalized (optionally lower-cased), split into words by the GPT-2 regex and
@@ -33,7 +34,8 @@ from .data.errors import DataError
 from .data.files import atomic_write_text
 
 __all__ = [
-    "BOS_ID", "EOS_ID", "PAD_ID", "SPECIAL_TOKENS", "UNK_ID", "BPETokenizer", "CharTokenizer", "Tokenizer",
+    "BOS_ID", "EOS_ID", "PAD_ID", "SPECIAL_TOKENS", "UNK_ID", "BPETokenizer", "CharTokenizer", "PretrainedTokenizer",
+    "Tokenizer",
     "load_tokenizer",
 ]
 
@@ -204,6 +206,58 @@ class BPETokenizer(Tokenizer):
         return {"hf": json.loads(self.hf.to_str())}
 
 
+class PretrainedTokenizer(Tokenizer):
+    """A pretrained model's own tokenizer (e.g. BERT's WordPiece), read from its ``tokenizer.json``.
+
+    Its ids are the pretrained model's, so they do not follow the four fixed ids above except ``<pad>``:
+    the tokenizer must pad with id 0 (BERT's ``[PAD]`` is 0). ``encode`` adds the model's own special
+    tokens (``[CLS] ... [SEP]`` for BERT), as the model was trained with them; ``add_bos``/``add_eos``
+    are not supported. Padding and truncation stored in the file are switched off: batches are padded by
+    ``pad_batch`` and long inputs follow the ``truncate`` setting like every other tokenizer.
+    """
+
+    kind = "pretrained"
+
+    def __init__(self, hf: HFTokenizer) -> None:
+        hf.no_padding()
+        hf.no_truncation()
+        pad = hf.token_to_id("[PAD]") if hf.token_to_id("[PAD]") is not None else hf.token_to_id("<pad>")
+        if pad != PAD_ID:
+            raise DataError(f"this pretrained tokenizer pads with id {pad}; scratchformer needs padding id {PAD_ID}")
+        self.hf = hf
+        self.unk_id = hf.token_to_id("[UNK]") if hf.token_to_id("[UNK]") is not None else UNK_ID  # type: ignore[misc]
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> PretrainedTokenizer:
+        return cls(HFTokenizer.from_file(str(path)))
+
+    @property
+    def vocab_size(self) -> int:
+        return self.hf.get_vocab_size(with_added_tokens=True)
+
+    def _encode(self, text: str) -> list[int]:
+        return self.hf.encode(text).ids
+
+    def encode(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> list[int]:
+        if add_bos or add_eos:
+            raise ValueError("a pretrained tokenizer adds its own special tokens; add_bos/add_eos are not supported")
+        return self._encode(text)
+
+    def encode_batch(self, texts: list[str], *, add_bos: bool = False, add_eos: bool = False) -> list[list[int]]:
+        if add_bos or add_eos:
+            raise ValueError("a pretrained tokenizer adds its own special tokens; add_bos/add_eos are not supported")
+        return [e.ids for e in self.hf.encode_batch(list(texts))]
+
+    def decode(self, ids: Sequence[int], *, skip_special: bool = True) -> str:
+        return self.hf.decode([self._check_id(i) for i in ids], skip_special_tokens=skip_special)
+
+    def id_to_token(self, i: int) -> str:
+        return self.hf.id_to_token(self._check_id(i))
+
+    def _to_json(self) -> dict[str, Any]:
+        return {"hf": json.loads(self.hf.to_str())}
+
+
 class _Counted:
     """An iterable over texts that counts characters on the way, to detect an empty corpus."""
 
@@ -228,6 +282,8 @@ def load_tokenizer(directory: str | Path) -> Tokenizer:
             return CharTokenizer(state["chars"])
         if kind == "bpe":
             return BPETokenizer(HFTokenizer.from_str(json.dumps(state["hf"])))
+        if kind == "pretrained":
+            return PretrainedTokenizer(HFTokenizer.from_str(json.dumps(state["hf"])))
         raise ValueError(f"unknown tokenizer kind {kind!r}")
     except Exception as err:  # JSON, key, type and tokenizers (Rust) errors all mean "corrupt"
         detail = str(err).splitlines()[0] if str(err) else type(err).__name__

@@ -378,6 +378,12 @@ class ClassifyTask(Task):
             if limit:
                 texts[split] = (t[:limit], y[:limit])
         self.texts = texts
+        if cfg.init_from and self.given_tokenizer is None:  # fine-tuning: the pretrained model's own tokenizer
+            from ..pretrained import find_pretrained
+            from ..tokenizers import PretrainedTokenizer
+
+            self.given_tokenizer = PretrainedTokenizer.from_file(find_pretrained(cfg.init_from, cfg.data_dir)
+                                                                 / "tokenizer.json")
         self.tokenizer = self._tokenizer_for(texts["train"][0])
         self.max_len = int(model_kw.get("max_len", 128))
         self.splits = {}

@@ -90,6 +90,11 @@ def train(model_kw: dict[str, Any], cfg: TrainConfig, out_dir: str | Path, data_
     ``model_kw``: ``ModelConfig`` fields chosen by the user (the rest follow from the task and data).
     """
     out = Path(out_dir)
+    from ..config import ConfigError
+
+    model_kw = {**model_kw, "arch": model_kw.get("arch", cfg.arch)}  # the task decides the family
+    if model_kw["arch"] != cfg.arch:
+        raise ConfigError(f"arch={model_kw['arch']!r} does not fit task={cfg.task!r} (needs arch={cfg.arch!r})")
     device = pick_device(cfg.device)
     info = init_distributed(device)
     if info.enabled and device.type == "cuda":
@@ -111,8 +116,13 @@ def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: li
     started = time.perf_counter()
     torch.manual_seed(cfg.seed)
     task = build_task(cfg, model_kw, data_paths, log)
-    model_cfg = resolve_model_config(task, model_kw)
-    model = build_model(model_cfg).to(device)
+    if cfg.init_from:
+        model = _pretrained_classifier(cfg, model_kw, task, log)
+        model_cfg = model.config
+    else:
+        model_cfg = resolve_model_config(task, model_kw)
+        model = build_model(model_cfg)
+    model = model.to(device)
     optimizer = make_optimizer(model, cfg)
     start_step, best_loss, bad_evals = 0, math.inf, 0
     if resume:
@@ -188,13 +198,14 @@ def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: li
                 tps = window_tokens / max(elapsed, 1e-9)
                 mean = window_loss / window_steps
                 bar.set_postfix(loss=f"{mean:.4f}", lr=f"{lr:.2e}", tok_s=f"{tps:,.0f}")
-                metrics.log(done, "train", loss=mean, lr=lr, grad_norm=float(grad_norm), tokens_per_s=tps)
+                metrics.log(done, "train", loss=mean, lr=lr, grad_norm=float(grad_norm), tokens_per_s=tps,
+                            time_s=time.perf_counter() - started)
                 window_tokens, window_start, window_loss, window_steps = 0, time.perf_counter(), 0.0, 0
             is_eval = done % cfg.eval_every == 0 or done == cfg.max_steps
             stop = False
             if is_eval and info.is_main:
                 val = _evaluate(task, model, "val")
-                metrics.log(done, "val", **val)
+                metrics.log(done, "val", **val, time_s=time.perf_counter() - started)
                 bar.write(f"step {done}: " + ", ".join(f"{k} {v:.4g}" for k, v in val.items()))
                 if val["loss"] < best_loss:
                     best_loss, bad_evals = val["loss"], 0
@@ -230,6 +241,24 @@ def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: li
         result.samples = task.samples(model)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _pretrained_classifier(cfg: TrainConfig, model_kw: dict[str, Any], task: Task,
+                           log: Callable[[str], None]) -> nn.Module:
+    """A classifier whose encoder is the pretrained BERT ``cfg.init_from`` (its head freshly initialised)."""
+    from ..config import ConfigError
+    from ..interop import bert_from_pretrained
+    from ..pretrained import find_pretrained
+
+    own = {"arch", "pooling", "max_len"}  # max_len here only limits the inputs (see ClassifyTask)
+    clash = sorted(set(model_kw) - own)
+    if clash:
+        raise ConfigError(f"init_from={cfg.init_from} fixes the architecture; remove {', '.join(clash)}")
+    folder = find_pretrained(cfg.init_from, cfg.data_dir)  # type: ignore[arg-type]
+    n_classes = task.model_fields().get("n_classes", 2)
+    model = bert_from_pretrained(folder, n_classes=n_classes, pooling=model_kw.get("pooling", "mean"))
+    log(f"initialised from {folder} (the classification head is new)")
+    return model.train()
 
 
 def accumulate_gradients(task: Task, model: nn.Module, shards: list[Batch], count: int, label_smoothing: float,

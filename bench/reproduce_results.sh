@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Reproduce every trained-model number in RESULTS.md, one run after another (about 2 hours on 2 CPU
+# cores; run nothing else meanwhile: the wall times in RESULTS.md were measured on a quiet machine).
+#
+#   SCRATCHFORMER_DATA=../shared/data bash bench/reproduce_results.sh [NAME ...]
+#
+# NAME: copy reverse sort shakespeare-char shakespeare-char-large multi30k sst2 sst2-minilm (default: all).
+# Each run goes to runs/NAME (checkpoints, metrics.jsonl, TensorBoard) with its console log in
+# runs/NAME.log and `scratchformer evaluate` of its best checkpoint in runs/NAME.eval.json; then
+# bench/results_artifacts.py copies the small files and draws the plots into results/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export SCRATCHFORMER_DATA="${SCRATCHFORMER_DATA:-../shared/data}"
+names=("$@")
+[ ${#names[@]} -eq 0 ] && names=(copy reverse sort shakespeare-char shakespeare-char-large multi30k sst2 sst2-minilm)
+mkdir -p runs
+for name in "${names[@]}"; do
+    if [ -e "runs/$name" ]; then echo "runs/$name exists: move it away to run $name again" >&2; exit 1; fi
+    start=$(date +%s)
+    scratchformer train --preset "$name" --out "runs/$name" 2>&1 | tee "runs/$name.log"
+    echo "wall time: $(( $(date +%s) - start )) s" | tee -a "runs/$name.log"
+    if [ "$name" != "shakespeare-char" ] && [ "$name" != "shakespeare-char-large" ]; then
+        scratchformer evaluate --ckpt "runs/$name" > "runs/$name.eval.json"
+    else
+        scratchformer evaluate --ckpt "runs/$name" --split val > "runs/$name.eval.json"
+    fi
+done
+python bench/results_artifacts.py "${names[@]}"

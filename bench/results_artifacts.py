@@ -1,0 +1,79 @@
+"""Copy the small files of finished runs into results/ and draw their pictures (used by RESULTS.md).
+
+    python bench/results_artifacts.py [NAME ...]      # default: every runs/NAME that exists
+
+For each run ``runs/NAME``: its ``metrics.jsonl``, ``config.json``, console log (progress-bar redraws
+removed) and ``NAME.eval.json`` go to ``results/NAME/``, with ``curves.png`` (viz.plot_curves) and, by task,
+sample outputs (``samples.txt``) and for translation the cross-attention of a real test sentence
+(``cross_attention.png``). Checkpoints stay in runs/ (too big for git).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNS, RESULTS = ROOT / "runs", ROOT / "results"
+ALL = ["copy", "reverse", "sort", "shakespeare-char", "shakespeare-char-large", "multi30k", "sst2", "sst2-minilm"]
+
+
+def clean_log(text: str) -> str:
+    lines = [line.rsplit("\r", 1)[-1] for line in text.splitlines()]
+    return "\n".join(line for line in lines if line.strip() and not re.match(r"^\w+:\s+\d+%\|", line)) + "\n"
+
+
+def samples(name: str, run: Path) -> str:
+    from scratchformer.data import load_multi30k
+    from scratchformer.inference import classify_texts, generate_text, translate_texts
+    from scratchformer.train.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(run)
+    task = ckpt.train_config.task
+    if task == "translate":
+        pairs = load_multi30k()["test"][:8]
+        sources = [s for s, _ in pairs]
+        beam = translate_texts(ckpt, sources, beam=4, length_penalty=0.6)
+        greedy = translate_texts(ckpt, sources, beam=1)
+        return "".join(f"de:     {s}\nref:    {r}\nbeam:   {b}\ngreedy: {g}\n\n"
+                       for (s, r), b, g in zip(pairs, beam, greedy))
+    if task == "lm":
+        return "".join(f"--- sample {i + 1} (temperature 0.8, top-k 50, seed {i}) ---\n"
+                       f"{generate_text(ckpt, chr(10), 400, temperature=0.8, top_k=50, seed=i)}\n\n" for i in range(2))
+    if task == "classify":
+        texts = ["a gorgeous , witty , seductive movie .", "the plot is nothing but boilerplate clichés .",
+                 "it 's not a bad film , just a forgettable one .", "an utterly charming and hilarious film ."]
+        return "".join(f"{label:>9} {p:.2f}  {t}\n" for t, (label, p) in zip(texts, classify_texts(ckpt, texts)))
+    return ""
+
+
+def main(names: list[str]) -> int:
+    from scratchformer import viz
+    from scratchformer.cli import main as cli
+
+    for name in names or [n for n in ALL if (RUNS / n).is_dir()]:
+        run, out = RUNS / name, RESULTS / name
+        out.mkdir(parents=True, exist_ok=True)
+        for src, dst in [(run / "metrics.jsonl", "metrics.jsonl"), (run / "config.json", "config.json"),
+                         (RUNS / f"{name}.eval.json", "eval.json")]:
+            if src.is_file():
+                shutil.copyfile(src, out / dst)
+        if (RUNS / f"{name}.log").is_file():
+            (out / "train.log").write_text(clean_log((RUNS / f"{name}.log").read_text(errors="replace")))
+        keys = ("loss",)
+        viz.plot_curves(run, out / "curves.png", metrics=keys)
+        text = samples(name, run)
+        if text:
+            (out / "samples.txt").write_text(text)
+        if name == "multi30k":
+            sentence = "Ein Mädchen in einem Karateanzug bricht ein Brett mit einem Tritt."  # test sentence 3
+            cli(["plot", "attention", "--ckpt", str(run), "--text", sentence, "--kind", "decoder.cross_attn",
+                 "--out", str(out / "cross_attention.png")])
+        print(f"results/{name}: " + ", ".join(sorted(p.name for p in out.iterdir())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

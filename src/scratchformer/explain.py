@@ -1,0 +1,152 @@
+"""``scratchformer explain``: the data flow of a model for one example input, stage by stage.
+
+Runs one forward pass with hooks on the paper's blocks and prints, in the order they run, each stage with
+the tensor shape it produces and the parameters it owns::
+
+    embedding      (B, T) ids -> (B, T, C)            token table V x C, x sqrt(C), + positions
+    self-attention (B, T, C) -> scores (B, H, T, S)   -> (B, T, C)
+    feed-forward   (B, T, C) -> (B, T, d_ff) -> (B, T, C)
+    add & norm     ...
+    logits         (B, T, V)
+
+and then the total parameter count next to ``count_parameters_formula`` (they must agree). Parameters
+shared between stages (tied embeddings) are counted where they first appear.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from .config import ModelConfig, count_parameters_formula
+from .models import build_model
+from .nn.attention import MultiHeadAttention
+from .nn.embedding import Embeddings
+from .nn.feedforward import FeedForward
+from .nn.layers import DecoderLayer, EncoderLayer, ResidualNorm
+
+__all__ = ["explain"]
+
+
+def _shape(t: Tensor) -> str:
+    return "(" + ", ".join(str(d) for d in t.shape) + ")"
+
+
+class _Trace:
+    """Rows of (depth, stage, shapes, parameters) collected by forward hooks, in execution order."""
+
+    def __init__(self, model: nn.Module, cfg: ModelConfig) -> None:
+        self.model, self.cfg = model, cfg
+        self.rows: list[tuple[int, str, str, int | None]] = []
+        self.seen: set[int] = set()  # ids of parameters already counted
+
+    def new_params(self, module: nn.Module) -> int:
+        n = 0
+        for p in module.parameters():
+            if id(p) not in self.seen:
+                self.seen.add(id(p))
+                n += p.numel()
+        return n
+
+    def hook(self, name: str, module: nn.Module):  # noqa: ANN201 - a forward hook
+        cfg = self.cfg
+        depth = name.count(".layers.") + 1 if ".layers." in name else 0
+
+        def after(mod: nn.Module, args: tuple, out: Tensor) -> None:
+            if isinstance(mod, Embeddings):
+                scale = " x sqrt(C)" if mod.scale != 1.0 else ""
+                pos = {"sinusoidal": " + sinusoidal PE", "learned": " + learned positions", "rotary": " (RoPE in q, k)"}
+                what = f"{name}: {cfg.vocab_size} x {cfg.d_model} table{scale}{pos[cfg.positional]}"  # type: ignore[index]
+                if mod.norm is not None:
+                    what += " + LayerNorm"
+                self.rows.append((0, what, f"{_shape(args[0])} ids -> {_shape(out)}", self.new_params(mod)))
+            elif isinstance(mod, MultiHeadAttention):
+                kind = ("cross-attention (k, v: encoder memory)" if name.endswith("cross_attn") else
+                        "masked self-attention" if ".decoder." in f".{name}" else "self-attention")
+                w = mod.last_weights
+                scores = f"scores {_shape(w)} -> " if w is not None else ""
+                self.rows.append((depth, f"{kind}, {mod.n_heads} heads of d_k={cfg.d_model // cfg.n_heads}",
+                                  f"{scores}{_shape(out)}", self.new_params(mod)))
+            elif isinstance(mod, FeedForward):
+                inner = (*out.shape[:-1], cfg.d_ff)
+                act = cfg.activation
+                self.rows.append((depth, f"feed-forward {cfg.d_model}->{cfg.d_ff}->{cfg.d_model} ({act})",
+                                  f"({', '.join(map(str, inner))}) -> {_shape(out)}", self.new_params(mod)))
+            elif isinstance(mod, ResidualNorm):
+                what = "add & LayerNorm (post-LN)" if not mod.pre_norm else "residual add (pre-LN)"
+                self.rows.append((depth, what, _shape(out), self.new_params(mod)))
+            elif isinstance(mod, nn.LayerNorm):
+                self.rows.append((0, f"{name}: final LayerNorm", _shape(out), self.new_params(mod)))
+            elif isinstance(mod, nn.Linear):
+                label = "classification head" if name == "head" else "output projection (logits)"
+                self.rows.append((0, f"{name}: {label}", f"{_shape(args[0])} -> {_shape(out)}",
+                                  self.new_params(mod)))
+
+        return after
+
+    def layer_header(self, name: str):  # noqa: ANN201 - a forward pre-hook
+        def before(mod: nn.Module, args: tuple) -> None:
+            kind = "encoder" if isinstance(mod, EncoderLayer) else "decoder"
+            self.rows.append((1, f"{name} ({kind} layer)", "", None))
+
+        return before
+
+
+def explain(cfg: ModelConfig, *, batch: int = 1, length: int = 8, target_length: int | None = None,
+            seed: int = 0) -> str:
+    """The data-flow table of a freshly built ``cfg`` model on a random ``(batch, length)`` input."""
+    torch.manual_seed(seed)
+    model = build_model(cfg).eval()
+    length = min(length, cfg.max_len)
+    T = min(target_length or length, cfg.max_len)
+    trace = _Trace(model, cfg)
+    handles = []
+    for name, mod in model.named_modules():
+        if isinstance(mod, (EncoderLayer, DecoderLayer)):
+            handles.append(mod.register_forward_pre_hook(trace.layer_header(name)))
+        top_norm = isinstance(mod, nn.LayerNorm) and name in ("encoder.norm", "decoder.norm")
+        if isinstance(mod, (Embeddings, MultiHeadAttention, FeedForward, ResidualNorm)) or top_norm or (
+                isinstance(mod, nn.Linear) and name in ("head", "lm_head")):
+            handles.append(mod.register_forward_hook(trace.hook(name, mod)))
+        if isinstance(mod, MultiHeadAttention):
+            mod.record = True
+    ids = torch.randint(4, cfg.vocab_size, (batch, length))
+    lines = [f"{cfg.arch} model: d_model C={cfg.d_model}, heads H={cfg.n_heads} (d_k={cfg.d_model // cfg.n_heads}), "
+             f"d_ff={cfg.d_ff}, vocab V={cfg.vocab_size}, norm={cfg.norm}, activation={cfg.activation}, "
+             f"positions={cfg.positional}"]
+    try:
+        with torch.no_grad():
+            if cfg.arch == "seq2seq":
+                tgt = torch.randint(4, cfg.target_vocab_size, (batch, T))
+                lines.append(f"input: source ids (B={batch}, S={length}), target ids so far (B={batch}, T={T}) "
+                             "(random ids: shapes, not meaning)")
+                out = model(ids, tgt)
+            else:
+                lines.append(f"input: token ids (B={batch}, T={length}) (random ids: shapes, not meaning)")
+                out = model(ids)
+    finally:
+        for h in handles:
+            h.remove()
+        for mod in model.modules():
+            if isinstance(mod, MultiHeadAttention):
+                mod.record, mod.last_weights = False, None
+    if cfg.arch != "encoder" and getattr(model, "lm_head", None) is None:
+        trace.rows.append((0, "logits = h @ table^T (tied embedding)",
+                           _shape(out), 0))
+    if cfg.arch == "encoder":
+        trace.rows.insert(len(trace.rows) - 1, (0, f"{cfg.pooling} pooling over real tokens",
+                                                f"({batch}, {cfg.d_model})", 0))
+    width = max(2 * d + len(s) for d, s, _, _ in trace.rows) + 2
+    lines.append("")
+    lines.append(f"{'stage':<{width}}{'output shape':<36}{'parameters':>12}")
+    for depth, stage, shape, n in trace.rows:
+        count = "" if n is None else f"{n:,}"
+        lines.append(f"{'  ' * depth + stage:<{width}}{shape:<36}{count:>12}")
+    total = sum(p.numel() for p in model.parameters())
+    formula = count_parameters_formula(cfg)
+    counted = sum(n for *_, n in trace.rows if n)
+    lines.append("")
+    lines.append(f"total parameters: {total:,} (sum of the stages: {counted:,}; analytic formula: {formula:,}: "
+                 f"{'match' if total == formula == counted else 'MISMATCH'})")
+    lines.append(f"output: {_shape(out)}")
+    return "\n".join(lines)

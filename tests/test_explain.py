@@ -1,0 +1,49 @@
+"""`scratchformer explain`: every stage in order, shapes that follow from the config, totals that add up."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from scratchformer.cli import main
+from scratchformer.config import ModelConfig, count_parameters_formula
+from scratchformer.explain import explain
+
+
+def _total(text: str) -> int:
+    return int(re.search(r"total parameters: ([\d,]+)", text).group(1).replace(",", ""))
+
+
+@pytest.mark.parametrize("arch", ["seq2seq", "gpt", "encoder"])
+def test_explain_lists_every_block_and_the_total_matches_the_formula(arch):
+    cfg = ModelConfig(arch=arch, vocab_size=50, d_model=32, n_heads=4, n_layers=2, d_ff=48, max_len=16)
+    text = explain(cfg, batch=2, length=5, target_length=3)
+    assert _total(text) == count_parameters_formula(cfg) == sum(p.numel() for p in __import__(
+        "scratchformer").build_model(cfg).parameters())
+    assert "match" in text and "MISMATCH" not in text
+    n_ffn = {"seq2seq": 4, "gpt": 2, "encoder": 2}[arch]
+    assert text.count("feed-forward 32->48->32") == n_ffn
+    assert "(2, 5, 48) -> (2, 5, 32)" in text or arch == "seq2seq"
+    if arch == "seq2seq":
+        assert text.count("cross-attention") == 2
+        assert "scores (2, 4, 3, 5)" in text  # cross-attention (B, H, T, S): 3 target queries, 5 source keys
+        assert "scores (2, 4, 3, 3)" in text and "scores (2, 4, 5, 5)" in text
+        assert text.rstrip().endswith("output: (2, 3, 50)")
+    elif arch == "gpt":
+        assert text.count("masked self-attention") == 2 and "cross-attention" not in text
+        assert text.rstrip().endswith("output: (2, 5, 50)")
+    else:
+        assert "mean pooling" in text and text.rstrip().endswith("output: (2, 2)")
+
+
+def test_explain_command_takes_model_and_training_presets(capsys):
+    assert main(["explain", "--preset", "paper-base", "n_layers=1", "--length", "4"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("(encoder layer)") == 1 and out.count("(decoder layer)") == 1  # n_layers reaches both stacks
+    assert "scores (1, 8, 4, 4)" in out
+    assert main(["explain", "--preset", "shakespeare-char"]) == 0
+    out = capsys.readouterr().out
+    assert "vocab_size=69 assumed" in out and "masked self-attention" in out
+    assert main(["explain", "--preset", "nope"]) == 2
+    assert "unknown preset 'nope'" in capsys.readouterr().err

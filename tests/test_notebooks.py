@@ -1,0 +1,79 @@
+"""The tutorial notebooks (notebooks/*.py, jupytext percent format) run end to end in tiny mode."""
+
+from __future__ import annotations
+
+import os
+import runpy
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOKS = REPO / "notebooks"
+DATA = Path(os.environ.get("SCRATCHFORMER_DATA") or REPO.parent / "shared" / "data")
+
+# notebook -> the dataset file it needs (None: no data), and the pictures it promises, relative to the
+# working directory it runs in
+SPECS: dict[str, tuple[str | None, list[str]]] = {
+    "01_build_a_transformer.py": (None, []),
+    "02_copy_task_attention.py": (None, [
+        "out/notebooks/02_copy_task/cross_attention_before.png",
+        "out/notebooks/02_copy_task/cross_attention_after.png",
+        "out/notebooks/02_copy_task/training_curves.png",
+    ]),
+    "03_char_gpt.py": ("tinyshakespeare.txt", []),
+    "04_translate_beam_search.py": ("multi30k/train.de.gz", []),
+}
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def test_every_notebook_is_tested():
+    assert sorted(p.name for p in NOTEBOOKS.glob("[0-9][0-9]_*.py")) == sorted(SPECS)
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_notebook_format(name):
+    text = (NOTEBOOKS / name).read_text(encoding="utf-8")
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert lines[0] == "# %% [markdown]", f"{name} must start with a markdown cell"
+    assert lines[1].startswith("# # "), f"{name}'s first cell should be a title"
+    assert 'TINY = os.environ.get("SCRATCHFORMER_NOTEBOOK_TINY") == "1"' in text
+    code_cells = text.count("\n# %%\n") + text.startswith("# %%\n")
+    markdown_cells = text.count("# %% [markdown]")
+    assert code_cells >= 3 and markdown_cells >= 3, (code_cells, markdown_cells)
+
+
+def run_notebook(name: str, workdir: Path, monkeypatch: pytest.MonkeyPatch, data: Path) -> dict:
+    monkeypatch.chdir(workdir)
+    monkeypatch.setenv("SCRATCHFORMER_NOTEBOOK_TINY", "1")
+    monkeypatch.setenv("SCRATCHFORMER_DATA", str(data))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(workdir / "cache"))  # never find (or fill) a user's cache
+    return runpy.run_path(str(NOTEBOOKS / name), run_name="__main__")
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_notebook_runs_in_tiny_mode(name, tmp_path, monkeypatch):
+    needs, pictures = SPECS[name]
+    if needs is not None and not (DATA / needs).is_file():
+        pytest.skip(f"{name} needs {needs}: shared data not found at {DATA} (set SCRATCHFORMER_DATA)")
+    namespace = run_notebook(name, tmp_path, monkeypatch, DATA)
+    assert namespace["TINY"] is True
+    for picture in pictures:
+        path = tmp_path / picture
+        assert path.is_file(), f"{name} promised {picture}"
+        assert path.read_bytes()[:8] == PNG_SIGNATURE
+    if name.startswith("02"):
+        assert 0.0 <= namespace["diagonal"] <= 1.0
+        assert 0.0 <= namespace["em"] <= 1.0
+    if name.startswith("03"):
+        assert namespace["found"] is not None  # trained on Tiny Shakespeare, not on the fallback text
+        assert namespace["val_loss"] > 0
+    if name.startswith("04"):
+        assert set(namespace["scores"]) == {"greedy", "beam 4"}
+        assert "tok:13a" in namespace["signature"]
+
+
+def test_char_gpt_notebook_falls_back_to_builtin_text_without_data(tmp_path, monkeypatch):
+    namespace = run_notebook("03_char_gpt.py", tmp_path, monkeypatch, tmp_path / "no-data-here")
+    assert namespace["found"] is None and namespace["DATASET"] is None
+    assert namespace["val_loss"] > 0
