@@ -87,7 +87,8 @@ def copy_task(out: Path) -> None:
     model_kw = dict(arch="seq2seq", d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.0)
     cfg = TrainConfig(task="copy", max_steps=600, batch_size=64, lr=3e-3, warmup_steps=60, eval_every=100,
                       n_test=100, eval_decode=100, log_every=20, seed=0)
-    with tempfile.TemporaryDirectory() as run:
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Path(tmp) / "copy-task"  # the curves' title names the run folder
         result = train(model_kw, cfg, run, echo=lambda s: None)
         viz.plot_curves(run, out / "copy_curves.png", metrics=("loss",))
         model, tok = result.model.eval(), result.task.tokenizer

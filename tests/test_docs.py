@@ -54,3 +54,88 @@ def test_the_excerpt_tool_finds_functions_methods_and_constants():
     assert method.startswith("def forward(self") and "pre_norm" in method
     with pytest.raises(KeyError):
         build.excerpt("src/scratchformer/nn/masks.py", "no_such_function")
+
+
+def _snippets(page: Path) -> list[str]:
+    """The page's own ```python blocks (the "Try it" examples), not the excerpts included from the source."""
+    return re.findall(r"(?<!-->\n)```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
+
+
+SNIPPETS = [(page, i, code) for page in PAGES for i, code in enumerate(_snippets(page))]
+
+
+@pytest.mark.parametrize(("page", "index", "code"), SNIPPETS, ids=[f"{p.name}-{i}" for p, i, _ in SNIPPETS])
+def test_every_try_it_example_runs_and_its_true_claims_hold(page, index, code, tmp_path, monkeypatch, capsys):
+    """Each example runs as printed; a top-level ``print(expr)  # True ...`` line is also checked to print True."""
+    import ast
+
+    monkeypatch.chdir(tmp_path)
+    lines = code.splitlines()
+    tree = ast.parse(code)
+    checks = []
+    for node in tree.body:
+        call = node.value if isinstance(node, ast.Expr) else None
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "print"
+                and len(call.args) == 1 and re.search(r"#\s*True\b", lines[node.end_lineno - 1])):
+            checks.append((node.lineno, ast.get_source_segment(code, call.args[0])))
+    namespace: dict = {}
+    exec(compile(tree, f"{page.name} example {index}", "exec"), namespace)
+    capsys.readouterr()
+    for lineno, expr in checks:
+        value = eval(expr, namespace)
+        assert bool(value) is True, f"{page.name} line {lineno} of the example claims True for {expr}"
+
+
+def _transcripts() -> list[tuple[str, str, list[str]]]:
+    """Console blocks that start with ``$ scratchformer explain ...``: (file, command, printed lines)."""
+    found = []
+    for page in [*PAGES, ROOT / "README.md"]:
+        for block in re.findall(r"^```\w*\n(\$ scratchformer explain .*?)^```", page.read_text(encoding="utf-8"),
+                                re.M | re.S):
+            command, *printed = block.rstrip("\n").split("\n")
+            found.append((page.name, command[2:], printed))
+    return found
+
+
+TRANSCRIPTS = _transcripts()
+
+
+def test_the_pages_show_explain_output():
+    assert len(TRANSCRIPTS) >= 4, [t[:2] for t in TRANSCRIPTS]
+
+
+@pytest.mark.parametrize(("name", "command", "printed"), TRANSCRIPTS, ids=[f"{n}: {c}" for n, c, _ in TRANSCRIPTS])
+def test_every_explain_transcript_is_what_the_command_prints(name, command, printed, capsys):
+    """What a page shows after ``$ scratchformer explain ...`` is the command's real output; a ``...`` line
+    stands for lines left out, and the pieces between must appear in order, line for line."""
+    import shlex
+
+    from scratchformer.cli import main
+
+    assert main(shlex.split(command)[1:]) == 0
+    captured = capsys.readouterr()
+    actual = [line.rstrip() for line in (captured.err + captured.out).splitlines()]
+    pieces, piece = [], []
+    for line in printed:
+        if line.strip() == "...":
+            pieces.append(piece)
+            piece = []
+        else:
+            piece.append(line.rstrip())
+    pieces.append(piece)
+    at = 0
+    for piece in filter(None, pieces):
+        starts = [i for i in range(at, len(actual) - len(piece) + 1) if actual[i:i + len(piece)] == piece]
+        assert starts, f"{name}: `{command}` does not print:\n" + "\n".join(piece) + "\n--- it prints:\n" + \
+            "\n".join(actual)
+        at = starts[0] + len(piece)
+
+
+def test_every_test_the_pages_name_exists():
+    """The pages point readers at the tests that prove a claim; a renamed test must not leave a dead name."""
+    defined = set()
+    for path in (ROOT / "tests").glob("test_*.py"):
+        defined |= set(re.findall(r"^def (test_\w+)", path.read_text(encoding="utf-8"), re.M))
+    for page in [*PAGES, DOCS / "README.md", ROOT / "README.md"]:
+        for name in set(re.findall(r"`(test_\w+)`", page.read_text(encoding="utf-8"))):
+            assert name in defined, f"{page.name} names {name}, which no test defines"

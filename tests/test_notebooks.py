@@ -10,7 +10,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "notebooks"
-DATA = Path(os.environ.get("SCRATCHFORMER_DATA") or REPO.parent / "shared" / "data")
+# resolved now: the notebooks run in a temporary working directory, where a relative path would not point here
+DATA = Path(os.environ.get("SCRATCHFORMER_DATA") or REPO.parent / "shared" / "data").resolve()
 
 # notebook -> the dataset file it needs (None: no data), and the pictures it promises, relative to the
 # working directory it runs in

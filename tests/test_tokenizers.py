@@ -190,3 +190,16 @@ def test_load_errors_are_one_line_data_errors(tmp_path: Path) -> None:
         with pytest.raises(DataError, match="tokenizer.json is not a valid tokenizer file") as err:
             load_tokenizer(tmp_path)
         assert "\n" not in str(err.value)
+
+
+def test_bpe_token_labels_are_readable_text(bpe: BPETokenizer) -> None:
+    """Plots label tokens with ``token_label``: the piece's text, "▁" for a leading space, not "Ġ"."""
+    ids = bpe.encode("the cat", add_bos=True, add_eos=True)
+    labels = [bpe.token_label(i) for i in ids]
+    assert labels[0] == "<bos>" and labels[-1] == "<eos>"
+    assert "".join(labels[1:-1]).replace("▁", " ") == "the cat"
+    assert any(label.startswith("▁") for label in labels) and not any("Ġ" in label for label in labels)
+    umlaut = bpe.encode("ä")  # two bytes; a piece that is half a character keeps its byte-level symbol
+    assert all(bpe.token_label(i) for i in umlaut)
+    chars = CharTokenizer.train(["ab c"])
+    assert [chars.token_label(i) for i in chars.encode("a c")] == ["a", " ", "c"]

@@ -275,8 +275,8 @@ def _plot_attention(args: argparse.Namespace, out: Path) -> Path:
         tgt = [BOS_ID] + encode_checked(tok, target)
         maps = viz.attention_maps(model, src=torch.tensor([src]), tgt=torch.tensor([tgt]))
         kind = args.kind or "decoder.cross_attn"
-        queries = [tok.id_to_token(i) for i in tgt]
-        keys = [tok.id_to_token(i) for i in src] if kind.endswith("cross_attn") or kind.startswith("encoder") \
+        queries = [tok.token_label(i) for i in tgt]
+        keys = [tok.token_label(i) for i in src] if kind.endswith("cross_attn") or kind.startswith("encoder") \
             else queries
         if kind.startswith("encoder"):
             queries = keys
@@ -285,9 +285,14 @@ def _plot_attention(args: argparse.Namespace, out: Path) -> Path:
         inputs = {"input_ids": torch.tensor([ids])}
         maps = viz.attention_maps(model, **inputs)
         kind = args.kind or ("decoder.self_attn" if ckpt.model_config.arch == "gpt" else "encoder.self_attn")
-        queries = keys = [tok.id_to_token(i) for i in ids]
-    return viz.plot_attention(maps, out, query_tokens=queries, key_tokens=keys, kind=kind,
-                              title=f"{kind}: {args.text[:60]}")
+        queries = keys = [tok.token_label(i) for i in ids]
+        target = None
+    title = f"{kind}: {_shorten(args.text)}" + (f"\n-> {_shorten(target)}" if target is not None else "")
+    return viz.plot_attention(maps, out, query_tokens=queries, key_tokens=keys, kind=kind, title=title)
+
+
+def _shorten(text: str, limit: int = 90) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def demo(preset: str, overrides: dict[str, Any], seed: int = 0) -> None:

@@ -141,7 +141,7 @@ def explain(cfg: ModelConfig, *, batch: int = 1, length: int = 8, target_length:
     lines.append(f"{'stage':<{width}}{'output shape':<36}{'parameters':>12}")
     for depth, stage, shape, n in trace.rows:
         count = "" if n is None else f"{n:,}"
-        lines.append(f"{'  ' * depth + stage:<{width}}{shape:<36}{count:>12}")
+        lines.append(f"{'  ' * depth + stage:<{width}}{shape:<36}{count:>12}".rstrip())
     total = sum(p.numel() for p in model.parameters())
     formula = count_parameters_formula(cfg)
     counted = sum(n for *_, n in trace.rows if n)

@@ -70,6 +70,10 @@ class Tokenizer(ABC):
     def id_to_token(self, i: int) -> str:
         """The token string of id ``i``."""
 
+    def token_label(self, i: int) -> str:
+        """Id ``i`` as a person reads it, for plots: the token's text (``id_to_token`` by default)."""
+        return self.id_to_token(i)
+
     @abstractmethod
     def _to_json(self) -> dict[str, Any]: ...
 
@@ -201,6 +205,17 @@ class BPETokenizer(Tokenizer):
     def id_to_token(self, i: int) -> str:
         """The token as the BPE vocabulary stores it: byte-level symbols, e.g. ``"Ġthe"`` for " the"."""
         return self.hf.id_to_token(self._check_id(i))
+
+    def token_label(self, i: int) -> str:
+        """The token's text with a leading space shown as ``▁`` (SentencePiece's word-start mark): ``"▁the"``
+        rather than the byte-level ``"Ġthe"``. A piece that is only part of a UTF-8 character keeps its
+        byte-level form."""
+        if i < len(SPECIAL_TOKENS):
+            return SPECIAL_TOKENS[i]
+        text = self.hf.decode([self._check_id(i)], skip_special_tokens=False)
+        if not text or "\ufffd" in text:
+            return self.id_to_token(i)
+        return "▁" + text[1:] if text.startswith(" ") else text
 
     def _to_json(self) -> dict[str, Any]:
         return {"hf": json.loads(self.hf.to_str())}

@@ -99,9 +99,10 @@ def _label(token: str) -> str:
 
 
 def _tick_plan(tokens: Sequence[str], inches_per_token: float) -> tuple[list[int], list[str], float]:
-    """Tick positions, labels and font size: every token if there is room, else every k-th."""
-    fontsize = float(np.clip(inches_per_token * 72 * 0.75, 6.0, 9.0))
-    step = max(1, math.ceil(fontsize * 1.5 / 72 / inches_per_token))  # 1.5 x the font size between labels
+    """Tick positions, labels and font size: every token if there is room (down to a 6-point font), else
+    every k-th."""
+    fontsize = float(np.clip(inches_per_token * 72 / 1.25, 6.0, 9.0))
+    step = max(1, math.ceil(fontsize * 1.25 / 72 / inches_per_token))  # 1.25 x the font size between labels
     positions = list(range(0, len(tokens), step))
     return positions, [_label(tokens[i]) for i in positions], fontsize
 
@@ -182,7 +183,7 @@ def plot_attention(maps: dict[str, Tensor], path: str | os.PathLike, *, query_to
         shown += f", heads {', '.join(map(str, head_idx))} of {H}" if n_cols < H else ""
     left = 0.55 + _text_inches(y_ticks[1], y_ticks[2])
     bottom = 0.35 + _text_inches(x_ticks[1], x_ticks[2])
-    top_margin = 0.6 + 0.22 * shown.count("\n")
+    top_margin = 0.6 + 0.22 * ((title or "").count("\n") + shown.count("\n"))
     right = 1.15
     grid_w, grid_h = n_cols * panel_w + (n_cols - 1) * gap, n_rows * panel_h + (n_rows - 1) * gap
     fig_w, fig_h = left + grid_w + right, bottom + grid_h + top_margin
@@ -282,7 +283,7 @@ def plot_lr_schedule(train_cfg: TrainConfig, path: str | os.PathLike) -> Path:
     ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
     ax.grid(alpha=0.3)
     detail = f", min {train_cfg.min_lr:g}" if train_cfg.schedule == "cosine" else ""
-    ax.set_title(f"{train_cfg.schedule} schedule: peak {train_cfg.lr:g}{detail}, {n:,} steps, warm-up {warmup:,}")
+    ax.set_title(f"{train_cfg.schedule} schedule: peak {train_cfg.lr:.3g}{detail}, {n:,} steps, warm-up {warmup:,}")
     return _save(fig, path)
 
 
