@@ -17,7 +17,6 @@ from matplotlib.figure import Figure
 
 from scratchformer import ModelConfig, build_model, viz
 from scratchformer.config import TrainConfig
-from scratchformer.nn.feedforward import FeedForward
 from scratchformer.nn.masks import causal_mask, combine_masks, key_padding_to_attention_mask, padding_mask
 from scratchformer.tokenizers import BOS_ID
 from scratchformer.train.trainer import train

@@ -135,3 +135,17 @@ def test_export_and_plot_commands_write_files(runs, capsys, tmp_path):
         png = tmp_path / f"{argv[0]}-{len(list(tmp_path.iterdir()))}.png"
         assert main(["plot", *argv, "--out", str(png)]) == 0, capsys.readouterr().err
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_output_into_a_closed_pipe_ends_quietly():
+    """`scratchformer ... | head -1`: once the reader is gone, the command stops without a traceback or an
+    error message (exit status 141, as a shell reports SIGPIPE)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "scratchformer", "explain", "--preset", "copy"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader leaves before the first line is written
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141
+    assert stderr == ""
