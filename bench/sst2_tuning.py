@@ -47,6 +47,9 @@ CANDIDATES: dict[str, tuple[str, dict[str, object]]] = {  # name -> (preset, cha
     "drop0.3-ls0.1-cls": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "pooling": "cls"}),
     "minilm-1200": ("sst2-minilm", {"max_steps": 1200, "warmup_steps": 150}),
     "minilm-3600": ("sst2-minilm", {"max_steps": 3600, "warmup_steps": 300}),
+    "minilm-lr5e-5": ("sst2-minilm", {"lr": 5e-5}),
+    "minilm-lr2e-4": ("sst2-minilm", {"lr": 2e-4}),
+    "minilm-ls0.1": ("sst2-minilm", {"label_smoothing": 0.1}),
 }
 
 
