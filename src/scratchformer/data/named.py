@@ -110,19 +110,23 @@ def find_dataset(name: str, data_dir: str | Path | None = None) -> Path:
         if all((root / f.path).is_file() for f in files):
             return root / dataset_path
 
-    cache = cache_dir()
+    expected = ", ".join(f.path for f in files)
+    searched = ", ".join(str(r) for r in roots)
+    download_missing(files, cache_dir(), f"dataset {name!r}",
+                     f"put {expected} in a folder and pass --data-dir DIR or set {ENV_VAR}=DIR (searched: {searched})")
+    return cache_dir() / dataset_path
+
+
+def download_missing(files: tuple[DataFile, ...], root: Path, what: str, hint: str) -> None:
+    """Download each of ``files`` that ``root`` lacks. A network or disk failure becomes one DataError:
+    "``what`` is not available locally and could not be downloaded (reason); ``hint``"."""
     try:
         for f in files:
-            if not (cache / f.path).is_file():
-                _download(f, cache / f.path)
+            if not (root / f.path).is_file():
+                _download(f, root / f.path)
     except (urllib.error.URLError, http.client.HTTPException, OSError) as err:
         reason = getattr(err, "reason", None) or err
-        expected = ", ".join(f.path for f in files)
-        searched = ", ".join(str(r) for r in roots)
-        raise DataError(f"dataset {name!r} is not available locally and could not be downloaded ({reason}); "
-                        f"put {expected} in a folder and pass --data-dir DIR or set {ENV_VAR}=DIR "
-                        f"(searched: {searched})") from None
-    return cache / dataset_path
+        raise DataError(f"{what} is not available locally and could not be downloaded ({reason}); {hint}") from None
 
 
 def _download(file: DataFile, dest: Path) -> None:
