@@ -45,6 +45,8 @@ CANDIDATES: dict[str, tuple[str, dict[str, object]]] = {  # name -> (preset, cha
     "drop0.4-ls0.1-wd0.1": ("sst2", {"dropout": 0.4, "label_smoothing": 0.1, "weight_decay": 0.1}),
     "drop0.3-ls0.1-bpe16k": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "bpe_vocab_size": 16000}),
     "drop0.3-ls0.1-cls": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "pooling": "cls"}),
+    "drop0.3-ls0.1-max": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "pooling": "max"}),
+    "drop0.3-ls0.1-lr1e-3": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "lr": 1e-3}),
     "minilm-1200": ("sst2-minilm", {"max_steps": 1200, "warmup_steps": 150}),
     "minilm-3600": ("sst2-minilm", {"max_steps": 3600, "warmup_steps": 300}),
     "minilm-lr5e-5": ("sst2-minilm", {"lr": 5e-5}),

@@ -27,14 +27,14 @@ Arch = Literal["seq2seq", "gpt", "encoder"]
 Norm = Literal["post", "pre"]
 Activation = Literal["relu", "gelu", "gelu_tanh", "swiglu"]
 Positional = Literal["sinusoidal", "learned", "rotary"]
-Pooling = Literal["mean", "cls"]
+Pooling = Literal["mean", "max", "cls"]
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "arch": ("seq2seq", "gpt", "encoder"),
     "norm": ("post", "pre"),
     "activation": ("relu", "gelu", "gelu_tanh", "swiglu"),
     "positional": ("sinusoidal", "learned", "rotary"),
-    "pooling": ("mean", "cls"),
+    "pooling": ("mean", "max", "cls"),
 }
 
 # The defaults of each family for the fields that default to None.

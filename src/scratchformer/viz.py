@@ -315,7 +315,7 @@ def plot_curves(run_dir: str | os.PathLike, path: str | os.PathLike, metrics: It
               "test": dict(ls="none", marker="*", ms=12)}
     colors: dict[str, str] = {}
 
-    def draw(ax: Any, metric: str, scale: float = 1.0) -> None:
+    def draw(ax: Any, metric: str, scale: float = 1.0, dashed: bool = False) -> None:
         color = colors.setdefault(metric, f"C{len(colors)}")
         for split, style in styles.items():
             points = series.get((split, metric))
@@ -323,6 +323,8 @@ def plot_curves(run_dir: str | os.PathLike, path: str | os.PathLike, metrics: It
                 steps = sorted(points)
                 if split == "train" and ("val", metric) in series:
                     style = {**style, "alpha": 0.5}  # the noisier curve behind the held-out one
+                if dashed and split != "test":
+                    style = {**style, "ls": "--"}  # visible even where it lies on top of another score
                 ax.plot(steps, [points[s] * scale for s in steps], color=color, label=f"{split} {metric}", **style)
 
     loss_ax = axes[0]
@@ -338,9 +340,9 @@ def plot_curves(run_dir: str | os.PathLike, path: str | os.PathLike, metrics: It
 
     if scores:
         score_ax = axes[1]
-        for metric in scores:
-            draw(score_ax, metric, 100.0 if metric in _FRACTION_METRICS else 1.0)
-        score_ax.set_ylabel("score (%, BLEU/chrF points)")
+        for i, metric in enumerate(scores):
+            draw(score_ax, metric, 100.0 if metric in _FRACTION_METRICS else 1.0, dashed=i > 0)
+        score_ax.set_ylabel(", ".join(m + (" (%)" if m in _FRACTION_METRICS else "") for m in scores))
         score_ax.set_title("held-out quality")
         score_ax.set_ylim(0, 102)
         score_ax.legend(frameon=False, fontsize=9, loc="lower right")

@@ -3,11 +3,13 @@
     input_ids (B, T) -> Embeddings -> Encoder -> hidden (B, T, C) -> pool -> (B, C) -> linear -> (B, K)
 
 Pooling (config field ``pooling``): ``mean`` averages the hidden states of the real (unpadded) tokens;
+``max`` takes each feature's largest value over the real tokens (as a CNN text classifier pools);
 ``cls`` takes the first position, which the tokenizer must fill with a [CLS] token.
 """
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from ..config import ConfigError, ModelConfig
@@ -49,6 +51,8 @@ class EncoderClassifier(nn.Module):
         """``(B, T, C)`` hidden states, ``(B, T)`` real-token mask -> ``(B, C)`` sentence vectors."""
         if self.config.pooling == "cls":
             return hidden[:, 0]
+        if self.config.pooling == "max":  # padding can never win: it is set to the lowest number first
+            return hidden.masked_fill(~mask.unsqueeze(-1), torch.finfo(hidden.dtype).min).amax(1)
         m = mask.to(hidden.dtype).unsqueeze(-1)  # (B, T, 1)
         return (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
 
