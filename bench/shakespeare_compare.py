@@ -41,7 +41,6 @@ def main() -> None:
     parser.add_argument("runs", nargs="+", help="run directories or checkpoints of task=lm on tinyshakespeare")
     parser.add_argument("--context", type=int, default=64, help="characters of context per window (default 64)")
     args = parser.parse_args()
-    torch.manual_seed(0)
     _, val_text = load_tinyshakespeare()
     for run in args.runs:
         ckpt = load_checkpoint(run)
