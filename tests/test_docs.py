@@ -1,9 +1,12 @@
-"""The walkthrough in docs/: code excerpts identical to the source, every page linked, every picture present."""
+"""The walkthrough in docs/: code excerpts identical to the source, every page linked, every picture present,
+the "Try it" examples and `scratchformer explain` transcripts true, every named test real."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -67,8 +70,6 @@ SNIPPETS = [(page, i, code) for page in PAGES for i, code in enumerate(_snippets
 @pytest.mark.parametrize(("page", "index", "code"), SNIPPETS, ids=[f"{p.name}-{i}" for p, i, _ in SNIPPETS])
 def test_every_try_it_example_runs_and_its_true_claims_hold(page, index, code, tmp_path, monkeypatch, capsys):
     """Each example runs as printed; a top-level ``print(expr)  # True ...`` line is also checked to print True."""
-    import ast
-
     monkeypatch.chdir(tmp_path)
     lines = code.splitlines()
     tree = ast.parse(code)
@@ -108,8 +109,6 @@ def test_the_pages_show_explain_output():
 def test_every_explain_transcript_is_what_the_command_prints(name, command, printed, capsys):
     """What a page shows after ``$ scratchformer explain ...`` is the command's real output; a ``...`` line
     stands for lines left out, and the pieces between must appear in order, line for line."""
-    import shlex
-
     from scratchformer.cli import main
 
     assert main(shlex.split(command)[1:]) == 0
