@@ -14,7 +14,9 @@ from ``train`` (examples of at least 15 words that are no part of a longer examp
 training example that is part of one of them (its phrases) is removed from the training data. Each
 candidate, the preset with the listed changes, is trained on the rest with the held-out sentences as its
 validation set (``task=classify --data train.tsv held_out.tsv``), once, seed 0 (early stopping as in its
-preset); reported are its accuracy and loss on the held-out sentences at its last evaluation.
+preset); reported are its accuracy and loss on the held-out sentences at its last evaluation. A
+candidate with ``init_from="@PRESET"`` is first pretrained with that (``task=mlm``) preset on the same
+training texts (never the held-out ones), then fine-tuned from it.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ CANDIDATES: dict[str, tuple[str, dict[str, object]]] = {  # name -> (preset, cha
     "drop0.3-ls0.1-cls": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "pooling": "cls"}),
     "drop0.3-ls0.1-max": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "pooling": "max"}),
     "drop0.3-ls0.1-lr1e-3": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "lr": 1e-3}),
+    # "@PRESET": first pretrain with PRESET (task=mlm) on the same training texts, then fine-tune from it
+    "mlm-pretrained": ("sst2", {"init_from": "@sst2-mlm"}),
     "minilm-1200": ("sst2-minilm", {"max_steps": 1200, "warmup_steps": 150}),
     "minilm-3600": ("sst2-minilm", {"max_steps": 3600, "warmup_steps": 300}),
     "minilm-lr5e-5": ("sst2-minilm", {"lr": 5e-5}),
@@ -85,8 +89,14 @@ def main() -> int:
         write_tsv(held_tsv, texts, labels, held)
         for name in args.only or list(CANDIDATES):
             preset, changes = CANDIDATES[name]
-            model_kw, cfg = split_settings({**load_preset(preset), **changes, "dataset": None})
             start = time.perf_counter()
+            if str(changes.get("init_from", "")).startswith("@"):  # pretrain on the training texts only
+                pre_kw, pre_cfg = split_settings({**load_preset(changes["init_from"][1:]), "dataset": None})
+                pre = train(pre_kw, pre_cfg, Path(tmp) / f"{name}-pretrain", [str(train_tsv)], echo=lambda s: None)
+                print(json.dumps({"pretrained": name, "mlm_val": {k: round(v, 4) for k, v in pre.val.items()},
+                                  "steps": pre.step, "seconds": round(time.perf_counter() - start)}), flush=True)
+                changes = {**changes, "init_from": str(pre.out_dir)}
+            model_kw, cfg = split_settings({**load_preset(preset), **changes, "dataset": None})
             result = train(model_kw, cfg, Path(tmp) / name, [str(train_tsv), str(held_tsv)], echo=lambda s: None)
             print(json.dumps({"candidate": name, "preset": preset, "changes": changes,
                               "held_out_accuracy": round(100 * result.val["accuracy"], 2),

@@ -119,6 +119,22 @@ def test_evaluate_reports_json_metrics(runs, capsys):
     assert lm["perplexity"] == pytest.approx(torch.tensor(lm["loss"]).exp().item(), rel=1e-4)
 
 
+def test_evaluate_several_classifiers_as_an_ensemble(runs, capsys):
+    assert main(["evaluate", "--ckpt", str(runs["clf"]), "--split", "val"]) == 0
+    single = json.loads(capsys.readouterr().out)
+    # the same model twice: the mean of identical probabilities is those probabilities
+    assert main(["evaluate", "--ckpt", str(runs["clf"]), str(runs["clf"]), "--split", "val"]) == 0
+    both = json.loads(capsys.readouterr().out)
+    assert both["examples"] == single["examples"] and len(both["members"]) == 2
+    assert both["accuracy"] == single["accuracy"] and both["f1"] == single["f1"]
+    assert both["loss"] == pytest.approx(single["loss"], rel=1e-4)
+    assert all(m["accuracy"] == single["accuracy"] for m in both["members"])
+    # a language model cannot vote on labels: one line, no traceback
+    assert main(["evaluate", "--ckpt", str(runs["clf"]), str(runs["lm"])]) != 0
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and "a classifier" in err.splitlines()[-1], err
+
+
 def test_export_and_plot_commands_write_files(runs, capsys, tmp_path):
     pytest.importorskip("onnxruntime", reason="onnxruntime is a dependency of the export command")
     out = tmp_path / "copy.onnx"

@@ -5,7 +5,7 @@
     scratchformer generate --ckpt DIR --prompt TEXT [--max-new-tokens N --temperature T --top-k K --top-p P --seed S]
     scratchformer translate --ckpt DIR [TEXT ... | --input FILE] [--beam N --length-penalty A]
     scratchformer classify --ckpt DIR [TEXT ... | --input FILE]
-    scratchformer evaluate --ckpt DIR [--split test | --data PATH ...]
+    scratchformer evaluate --ckpt DIR [DIR ...] [--split test | --data PATH ...]   (several DIRs: an ensemble)
     scratchformer export --ckpt DIR --format onnx|torchscript --out FILE
     scratchformer plot attention|positions|schedule|curves --out FILE.png ...
     scratchformer explain [--preset NAME] [key=value ...]
@@ -86,17 +86,19 @@ def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
 
 def resolve_settings(preset: str | None, config: str | None, overrides: dict[str, Any],
                      resume_from: Path | None = None) -> dict[str, Any]:
-    """Defaults <- preset (or the resumed run's own settings) <- config file <- key=value."""
+    """Defaults <- preset (or the resumed run's own settings) <- config file <- key=value.
+
+    Fine-tuning (``init_from``) without a named preset starts from the bare defaults: the default preset's
+    model settings would contradict the pretrained model's architecture."""
     settings: dict[str, Any] = {}
+    chosen = {**(load_config_file(config) if config else {}), **overrides}
     if resume_from is not None and preset is None and config is None:
         saved = json.loads((resume_from / "config.json").read_text())
         settings.update(saved["train"])
         settings.update({k: v for k, v in saved["model"].items() if k not in ("vocab_size", "pad_id")})
-    else:
+    elif preset is not None or not chosen.get("init_from"):
         settings.update(load_preset(preset or DEFAULT_PRESET))
-    if config:
-        settings.update(load_config_file(config))
-    settings.update(overrides)
+    settings.update(chosen)
     return settings
 
 
@@ -208,12 +210,15 @@ def cmd_classify(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from .inference import evaluate_checkpoint
+    from .inference import evaluate_checkpoint, evaluate_ensemble
     from .train.checkpoint import load_checkpoint
 
-    ckpt = load_checkpoint(args.ckpt)
-    result = evaluate_checkpoint(ckpt, split=args.split, data=args.data, beam=args.beam,
-                                 length_penalty=args.length_penalty)
+    if len(args.ckpt) > 1:
+        ckpts = [(path, load_checkpoint(path)) for path in args.ckpt]
+        result = evaluate_ensemble(ckpts, split=args.split, data=args.data)
+    else:
+        result = evaluate_checkpoint(load_checkpoint(args.ckpt[0]), split=args.split, data=args.data, beam=args.beam,
+                                     length_penalty=args.length_penalty)
     print(json.dumps(result, indent=2))
     return 0
 
@@ -365,7 +370,7 @@ def explain_config(preset: str, overrides: dict[str, Any]) -> tuple[ModelConfig,
         vocab = train.bpe_vocab_size if train.tokenizer == "bpe" else (
             train.n_symbols + 4 if train.task in ("copy", "reverse", "sort") else 69)
         note = f"vocab_size={vocab} assumed (the real one comes from the tokenizer; set vocab_size=N to change)"
-    if train.task == "classify":
+    if train.task in ("classify", "mlm"):
         model_kw.setdefault("n_classes", 2)
     return ModelConfig(**{**model_kw, "vocab_size": int(vocab)}), note
 
@@ -393,7 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a model (default: the copy task)",
                        description="Train a model. Settings: the preset, then --config, then key=value "
                                    "(any TrainConfig or ModelConfig field).",
-                       epilog="common keys: task (copy|reverse|sort|lm|translate|classify), dataset, max_steps, "
+                       epilog="common keys: task (copy|reverse|sort|lm|translate|classify|mlm), dataset, max_steps, "
                               "batch_size, grad_accum, lr, schedule (inverse_sqrt|cosine|constant), warmup_steps, "
                               "label_smoothing, seed, eval_every, save_every, log_every, patience, bf16, compile; "
                               "model: d_model, n_heads, n_layers, d_ff, max_len, dropout, norm (post|pre), "
@@ -402,7 +407,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preset", help=f"one of: {', '.join(preset_names())} (default: {DEFAULT_PRESET})")
     p.add_argument("--config", help="a TOML file of key = value settings")
     p.add_argument("--data", nargs="+", metavar="PATH", help="your data: a text file (lm), a TSV or two "
-                   "line-aligned files (translate), a TSV/CSV of text,label (classify)")
+                   "line-aligned files (translate), a TSV/CSV of text,label (classify), "
+                   "a text file of one example a line or a TSV/CSV (mlm)")
     p.add_argument("--data-dir", help="where the named datasets (tinyshakespeare, multi30k, sst2) are looked for "
                    "first; then $SCRATCHFORMER_DATA, then the user cache, else they are downloaded")
     p.add_argument("--out", required=True, help="run directory (must be new or empty unless --resume)")
@@ -439,7 +445,9 @@ def build_parser() -> argparse.ArgumentParser:
             p.set_defaults(func=cmd_classify)
 
     p = sub.add_parser("evaluate", help="metrics of a checkpoint on held-out data, as JSON")
-    p.add_argument("--ckpt", required=True, help="checkpoint or run directory")
+    p.add_argument("--ckpt", required=True, nargs="+", metavar="DIR",
+                   help="checkpoint or run directory; several classifiers: evaluate them as an ensemble "
+                        "(the mean of their class probabilities)")
     p.add_argument("--split", default="test", help="test (default) or val")
     p.add_argument("--data", nargs="+", metavar="PATH", help="evaluate on these files instead")
     p.add_argument("--beam", type=int, default=4)

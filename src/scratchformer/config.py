@@ -261,9 +261,9 @@ def count_parameters_formula(cfg: ModelConfig) -> int:
 
 # ====================================================================================== training
 
-Task = Literal["copy", "reverse", "sort", "lm", "translate", "classify"]
+Task = Literal["copy", "reverse", "sort", "lm", "translate", "classify", "mlm"]
 TASK_ARCH: dict[str, str] = {"copy": "seq2seq", "reverse": "seq2seq", "sort": "seq2seq", "translate": "seq2seq",
-                             "lm": "gpt", "classify": "encoder"}
+                             "lm": "gpt", "classify": "encoder", "mlm": "encoder"}
 TRAIN_CHOICES: dict[str, tuple[str, ...]] = {
     "task": tuple(TASK_ARCH),
     "tokenizer": ("char", "bpe"),
@@ -289,8 +289,11 @@ class TrainConfig:
     bpe_vocab_size: int = 8000
     lowercase: bool = False
     # fine-tuning (task=classify): start from a pretrained BERT encoder, e.g. "all-MiniLM-L6-v2", or a
-    # folder with config.json + model.safetensors + tokenizer.json; its architecture and tokenizer are used
+    # folder with config.json + model.safetensors + tokenizer.json, or a scratchformer run or checkpoint
+    # directory (a task=mlm run, say); its architecture and tokenizer are used
     init_from: str | None = None
+    # masked-token pretraining (task=mlm): the fraction of tokens chosen for prediction (BERT: 0.15)
+    mask_prob: float = 0.15
     # built-in synthetic tasks (copy, reverse, sort)
     n_symbols: int = 10
     min_seq_len: int = 4
@@ -345,6 +348,8 @@ class TrainConfig:
             raise ConfigError(f"lr={self.lr} must be > 0")
         if not 0 <= self.min_lr <= self.lr:
             raise ConfigError(f"min_lr={self.min_lr} must be between 0 and lr={self.lr}")
+        if not 0 < self.mask_prob < 1:
+            raise ConfigError(f"mask_prob={self.mask_prob} must be between 0 and 1")
         if not 0 <= self.label_smoothing < 1:
             raise ConfigError(f"label_smoothing={self.label_smoothing} must be in [0, 1)")
         if self.batch_size % self.grad_accum:

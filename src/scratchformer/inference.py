@@ -29,6 +29,9 @@ def require(ckpt: Checkpoint, arch: str, command: str) -> None:
     have = ckpt.model_config.arch
     if have != arch:
         raise CheckpointError(f"this checkpoint holds {KIND_NAMES[have]}; '{command}' needs {KIND_NAMES[arch]}")
+    if arch == "encoder" and ckpt.train_config.task == "mlm":
+        raise CheckpointError(f"this checkpoint is a pretrained encoder (task=mlm) whose classifier head is untrained; "
+                              f"fine-tune it first (task=classify init_from=DIR) for '{command}'")
 
 
 def read_inputs(texts: Iterable[str], input_file: str | None) -> list[str]:
@@ -180,4 +183,44 @@ def evaluate_checkpoint(ckpt: Checkpoint, *, split: str = "test", data: list[str
     return result
 
 
-__all__ = ["classify_texts", "evaluate_checkpoint", "generate_text", "read_inputs", "translate_ids", "translate_texts"]
+def evaluate_ensemble(ckpts: list[tuple[str, Checkpoint]], *, split: str = "test",
+                      data: list[str] | None = None) -> dict[str, Any]:
+    """Accuracy, macro-F1 and loss of several classifiers voting together: the mean of their class
+    probabilities; also each member's own scores. ``ckpts``: (name, checkpoint) pairs, the name its
+    directory, say. Each model reads the examples through its own tokenizer, so the members may differ in
+    size, vocabulary or initialisation (several seeds of one preset, say); they must share the labels."""
+    from .train.tasks import ClassifyTask, build_task
+
+    if not ckpts:
+        raise DataError("an ensemble needs at least one checkpoint")
+    for _, ckpt in ckpts:
+        require(ckpt, "encoder", "an ensemble evaluation")
+    members: list[dict[str, Any]] = []
+    total: torch.Tensor | None = None
+    first: ClassifyTask | None = None
+    for path, ckpt in ckpts:
+        cfg = ckpt.train_config
+        if data:
+            cfg.dataset = None
+        model_kw = {k: v for k, v in ckpt.model_config.to_dict().items() if k not in ("vocab_size", "pad_id")}
+        task = build_task(cfg, model_kw, data or ckpt.extra.get("data", []), log=lambda s: print(s, file=sys.stderr),
+                          tokenizer=ckpt.tokenizer)
+        assert isinstance(task, ClassifyTask)
+        name = "val" if data and task.has_split("val") else split
+        if not task.has_split(name):
+            raise DataError(f"the data of {path} has no {split!r} split; use --split val or --data PATH")
+        if first is not None and (task.labels != first.labels or
+                                  [y for _, y in task.splits[name]] != [y for _, y in first.splits[name]]):
+            raise DataError(f"{path} has other labels or examples than {ckpts[0][0]}; an ensemble "
+                            "needs the same data")
+        probs = task.probabilities(ckpt.model, name)
+        members.append({"ckpt": path, **task.score(probs, name)})
+        total = probs if total is None else total + probs
+        first, split = first or task, name
+    assert first is not None and total is not None
+    return {"split": split, "examples": len(first.splits[split]), "members": members,
+            **first.score(total / len(ckpts), split)}
+
+
+__all__ = ["classify_texts", "evaluate_checkpoint", "evaluate_ensemble", "generate_text", "read_inputs",
+           "translate_ids", "translate_texts"]

@@ -5,6 +5,10 @@
 Pooling (config field ``pooling``): ``mean`` averages the hidden states of the real (unpadded) tokens;
 ``max`` takes each feature's largest value over the real tokens (as a CNN text classifier pools);
 ``cls`` takes the first position, which the tokenizer must fill with a [CLS] token.
+
+The same module serves masked-token pretraining (``task=mlm``): ``forward(..., predict_tokens=chosen)``
+scores the vocabulary at the chosen positions through the tied token embeddings, so a pretrained run
+is a classifier whose encoder has learnt something and whose head is still untrained.
 """
 
 from __future__ import annotations
@@ -56,7 +60,14 @@ class EncoderClassifier(nn.Module):
         m = mask.to(hidden.dtype).unsqueeze(-1)  # (B, T, 1)
         return (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
 
-    def forward(self, input_ids: Tensor, mask: Tensor | None = None) -> Tensor:
+    def forward(self, input_ids: Tensor, mask: Tensor | None = None, *,
+                predict_tokens: Tensor | None = None) -> Tensor:
+        """Class logits ``(B, n_classes)``; with ``predict_tokens`` (a ``(B, T)`` bool mask of positions),
+        instead the logits over the vocabulary at those positions, ``(N, V)`` for N chosen positions: the
+        hidden states times the token embedding matrix (tied, as BERT's masked-token head), which is
+        what masked-token pretraining (``task=mlm``) trains."""
         mask = self._mask(input_ids, mask)
-        pooled = self.pool(self.encode(input_ids, mask), mask)  # (B, C)
-        return self.head(self.dropout(pooled))  # (B, n_classes)
+        hidden = self.encode(input_ids, mask)  # (B, T, C)
+        if predict_tokens is not None:
+            return hidden[predict_tokens.bool()] @ self.embed.token.weight.T  # (N, C) @ (C, V) -> (N, V)
+        return self.head(self.dropout(self.pool(hidden, mask)))  # (B, C) -> (B, n_classes)

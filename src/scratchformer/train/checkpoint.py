@@ -92,6 +92,16 @@ def resolve(path: str | Path) -> Path:
     raise CheckpointError(f"{path} is a run directory without a complete best/ or last/ checkpoint")
 
 
+def find_checkpoint(path: str | Path) -> Path | None:
+    """The checkpoint directory if ``path`` is a scratchformer checkpoint or run directory, else ``None``
+    (a Hugging Face model folder, a model's name, nothing at all)."""
+    try:
+        ckpt = resolve(path)
+        return ckpt if {"model", "train"} <= read_meta(ckpt).keys() else None
+    except CheckpointError:
+        return None
+
+
 def read_meta(ckpt: Path) -> dict[str, Any]:
     try:
         meta = json.loads((ckpt / "config.json").read_text())

@@ -8,6 +8,8 @@ has to be saved in a checkpoint, and resuming a run replays exactly the same bat
 - ``Seq2SeqTask``: copy / reverse / sort (built-in, infinite fresh data) and translation.
 - ``LMTask``: language modelling on a text (random windows of ``max_len`` tokens, as nanoGPT).
 - ``ClassifyTask``: labelled text.
+- ``MaskedLMTask``: masked-token prediction (BERT's pretraining objective) on text, to pretrain an encoder
+  that a classifier is then fine-tuned from (``init_from=RUN_DIR``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -38,7 +41,7 @@ from ..data import (
 from ..data.errors import DataError
 from ..generation import generate, greedy_translate
 from ..metrics import accuracy, bleu, exact_match, macro_f1, perplexity
-from ..tokenizers import BOS_ID, EOS_ID, PAD_ID, BPETokenizer, CharTokenizer, Tokenizer
+from ..tokenizers import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, BPETokenizer, CharTokenizer, Tokenizer
 
 Batch = dict[str, Tensor]
 
@@ -380,10 +383,12 @@ class ClassifyTask(Task):
         self.texts = texts
         if cfg.init_from and self.given_tokenizer is None:  # fine-tuning: the pretrained model's own tokenizer
             from ..pretrained import find_pretrained
-            from ..tokenizers import PretrainedTokenizer
+            from ..tokenizers import PretrainedTokenizer, load_tokenizer
+            from .checkpoint import find_checkpoint
 
-            self.given_tokenizer = PretrainedTokenizer.from_file(find_pretrained(cfg.init_from, cfg.data_dir)
-                                                                 / "tokenizer.json")
+            run = find_checkpoint(cfg.init_from)
+            self.given_tokenizer = load_tokenizer(run) if run else PretrainedTokenizer.from_file(
+                find_pretrained(cfg.init_from, cfg.data_dir) / "tokenizer.json")
         self.tokenizer = self._tokenizer_for(texts["train"][0])
         self.max_len = int(model_kw.get("max_len", 128))
         self.splits = {}
@@ -418,17 +423,24 @@ class ClassifyTask(Task):
         return F.cross_entropy(logits.float(), batch["labels"], label_smoothing=label_smoothing, reduction="sum")
 
     @torch.no_grad()
-    def evaluate(self, model: nn.Module, split: str) -> dict[str, float]:
+    def probabilities(self, model: nn.Module, split: str) -> Tensor:
+        """The model's class probabilities ``(N, n_classes)`` for the examples of ``split``, in order."""
         rows = self.splits[split]
         device = next(model.parameters()).device
-        total, preds = 0.0, []
-        for i in range(0, len(rows), 256):
-            batch = {k: v.to(device) for k, v in self.collate(rows[i:i + 256]).items()}
-            total += self.loss_sum(model, batch, 0.0).item()
-            preds += model(batch["ids"], batch["mask"]).argmax(-1).tolist()
-        labels = [y for _, y in rows]
-        loss = total / max(1, len(rows))
+        out = [model(b["ids"].to(device), b["mask"].to(device)).float().softmax(-1).cpu()
+               for b in (self.collate(rows[i:i + 256]) for i in range(0, len(rows), 256))]
+        return torch.cat(out) if out else torch.zeros(0, len(self.labels))
+
+    def score(self, probs: Tensor, split: str) -> dict[str, float]:
+        """Loss (mean negative log-probability of the true class), accuracy and macro-F1 of ``probs``."""
+        labels = [y for _, y in self.splits[split]]
+        truth = probs[torch.arange(len(labels)), torch.tensor(labels, dtype=torch.long)]
+        loss = float(-truth.clamp(min=1e-12).log().mean()) if labels else 0.0
+        preds = probs.argmax(-1).tolist()
         return {"loss": loss, "accuracy": accuracy(preds, labels), "f1": macro_f1(preds, labels, len(self.labels))}
+
+    def evaluate(self, model: nn.Module, split: str) -> dict[str, float]:
+        return self.score(self.probabilities(model, split), split)
 
     def samples(self, model: nn.Module) -> list[str]:
         split = "test" if "test" in self.splits else "val"
@@ -440,10 +452,152 @@ class ClassifyTask(Task):
         return [f"{self.labels[int(p.argmax())]:>10} {p.max().item():.2f}  {t[:70]!r}" for p, t in zip(probs, texts)]
 
 
+# ====================================================================================== masked-token pretraining
+
+MASK_ID = BOS_ID  # an encoder never sees <bos> otherwise, so masked-token pretraining uses it as [MASK]
+
+
+def mask_tokens(ids: Tensor, real: Tensor, prob: float, vocab_size: int,
+                gen: torch.Generator) -> tuple[Tensor, Tensor]:
+    """BERT's corruption (Devlin et al. 2019, §3.1): choose each real token with probability ``prob``;
+    of the chosen, 80 % become ``MASK_ID``, 10 % a random token, 10 % stay. Returns (inputs, chosen),
+    both ``(B, T)``; at least one token is chosen, so a batch always has something to predict."""
+    chosen = (torch.rand(ids.shape, generator=gen) < prob) & real
+    if not chosen.any():
+        chosen[0, 0] = bool(real[0, 0])
+    r = torch.rand(ids.shape, generator=gen)
+    inputs = ids.clone()
+    inputs[chosen & (r < 0.8)] = MASK_ID
+    swap = chosen & (r >= 0.8) & (r < 0.9)
+    inputs[swap] = torch.randint(len(SPECIAL_TOKENS), vocab_size, (int(swap.sum()),), generator=gen)
+    return inputs, chosen
+
+
+class MaskedLMTask(Task):
+    """Masked-token prediction on texts (one example a line, or the text column of labelled data).
+
+    The model is an ``EncoderClassifier``; ``model(inputs, mask, predict_tokens=chosen)`` returns the
+    logits over the vocabulary at the chosen positions, through the (tied) token embedding matrix, so
+    pretraining adds no parameters and the classifier head is left as it was. The validation masks are
+    drawn once with a fixed seed, so the validation loss of every evaluation is comparable.
+    """
+
+    def __init__(self, cfg: TrainConfig, model_kw: dict[str, Any], data_paths: list[str],
+                 log: Callable[[str], None], tokenizer: Tokenizer | None = None) -> None:
+        super().__init__(cfg, model_kw, log, tokenizer)
+        if cfg.dataset == "sst2":  # the sentences and phrases of the training split; no labels are used
+            raw = load_sst2(cfg.data_dir)
+            texts = {"train": raw["train"][0], "val": raw["dev"][0]}
+        elif cfg.dataset is not None:
+            raise DataError(f"dataset {cfg.dataset!r} cannot be used for task=mlm (try sst2, or --data TEXT_FILE)")
+        elif data_paths:
+            if len(data_paths) > 2:
+                raise DataError("task=mlm takes one file, or a training and a validation file")
+            found = [_text_lines(path) for path in data_paths]
+            if len(found) == 1:
+                n_val = max(1, len(found[0]) // 10)
+                found = [found[0][n_val:], found[0][:n_val]]
+                log(f"held out the first {n_val} of {n_val + len(found[0])} lines for validation")
+            texts = {"train": found[0], "val": found[1]}
+        else:
+            raise DataError("task=mlm needs data: --data TEXT_FILE [VAL_FILE] (one example a line, or a labelled "
+                            "TSV/CSV), or dataset=sst2")
+        if cfg.train_limit:
+            texts["train"] = texts["train"][:cfg.train_limit]
+        if cfg.eval_limit:
+            texts["val"] = texts["val"][:cfg.eval_limit]
+        self.texts = texts
+        self.tokenizer = self._tokenizer_for(texts["train"])
+        self.max_len = int(model_kw.get("max_len", 128))
+        self.splits = {split: [(ids or [PAD_ID], 0) for ids in
+                               self._check_lengths(self.tokenizer.encode_batch(t), self.max_len, split)]
+                       for split, t in texts.items()}
+        self.batches = EpochBatches([len(ids) for ids, _ in self.splits["train"]], cfg)
+
+    def model_fields(self) -> dict[str, Any]:
+        return {**super().model_fields(), "n_classes": 2, "max_len": 128}
+
+    def has_split(self, split: str) -> bool:
+        return split in self.splits
+
+    def _masked(self, rows: list[list[int]], gen: torch.Generator) -> Batch:
+        ids, real = pad_batch(rows, PAD_ID)
+        inputs, chosen = mask_tokens(ids, real.bool(), self.cfg.mask_prob, self.tokenizer.vocab_size, gen)
+        return {"ids": inputs, "mask": real, "targets": ids, "chosen": chosen}
+
+    def global_batch(self, step: int) -> Batch:
+        rows = [self.splits["train"][i][0] for i in self.batches(step)]
+        return self._masked(rows, step_generator(self.cfg.seed, step, salt=17))
+
+    def count(self, batch: Batch) -> int:
+        return int(batch["chosen"].sum())
+
+    def n_tokens(self, batch: Batch) -> int:
+        return int(batch["mask"].sum())
+
+    def loss_sum(self, model: nn.Module, batch: Batch, label_smoothing: float) -> Tensor:
+        logits = model(batch["ids"], batch["mask"], predict_tokens=batch["chosen"])  # (chosen tokens, V)
+        return F.cross_entropy(logits.float(), batch["targets"][batch["chosen"]], label_smoothing=label_smoothing,
+                               reduction="sum")
+
+    def _val_batches(self, split: str) -> list[Batch]:
+        gen = torch.Generator().manual_seed(1234)  # the same masks at every evaluation
+        rows = [ids for ids, _ in self.splits[split]]
+        return [self._masked(rows[i:i + 256], gen) for i in range(0, len(rows), 256)]
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, split: str) -> dict[str, float]:
+        device = next(model.parameters()).device
+        total, right, count = 0.0, 0, 0
+        for batch in self._val_batches(split):
+            batch = {k: v.to(device) for k, v in batch.items()}
+            logits = model(batch["ids"], batch["mask"], predict_tokens=batch["chosen"]).float()
+            targets = batch["targets"][batch["chosen"]]
+            total += F.cross_entropy(logits, targets, reduction="sum").item()
+            right += int((logits.argmax(-1) == targets).sum())
+            count += targets.numel()
+        loss = total / max(1, count)
+        return {"loss": loss, "perplexity": perplexity(loss), "accuracy": right / max(1, count)}
+
+    @torch.no_grad()
+    def samples(self, model: nn.Module) -> list[str]:
+        """A few validation texts with their masked tokens, each as ``[true -> predicted]``."""
+        device = next(model.parameters()).device
+        batch = self._masked([ids for ids, _ in self.splits["val"][:5]], torch.Generator().manual_seed(99))
+        predicted = model(batch["ids"].to(device), batch["mask"].to(device),
+                          predict_tokens=batch["chosen"].to(device)).argmax(-1).tolist()
+        lines, k = [], 0
+        piece = self.tokenizer.decode
+        for row in range(batch["ids"].size(0)):
+            words = []
+            for t in range(int(batch["mask"][row].sum())):
+                true = int(batch["targets"][row, t])
+                if batch["chosen"][row, t]:
+                    words.append(f"[{piece([true]).strip()} -> {piece([predicted[k]]).strip()}]")
+                    k += 1
+                else:
+                    words.append(piece([true]).strip())
+            lines.append(" ".join(words))
+        return lines
+
+
+def _text_lines(path: str) -> list[str]:
+    """Texts of a labelled ``.tsv``/``.csv`` file (the labels are ignored), or the non-empty lines of a text file."""
+    suffix = Path(Path(path).name.removesuffix(".gz")).suffix.lower()
+    if suffix in (".tsv", ".csv"):
+        return read_labelled(path)[0]
+    lines = [line.strip() for line in read_text(path).splitlines() if line.strip()]
+    if not lines:
+        raise DataError(f"{path} has no text")
+    return lines
+
+
 def build_task(cfg: TrainConfig, model_kw: dict[str, Any], data_paths: list[str],
                log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
                tokenizer: Tokenizer | None = None) -> Task:
     """The task for ``cfg.task``; pass ``tokenizer`` (a checkpoint's) to reuse it instead of training one."""
+    if cfg.task == "mlm":
+        return MaskedLMTask(cfg, model_kw, data_paths, log, tokenizer)
     cls = {"seq2seq": Seq2SeqTask, "gpt": LMTask, "encoder": ClassifyTask}[cfg.arch]
     return cls(cfg, model_kw, data_paths, log, tokenizer)
 

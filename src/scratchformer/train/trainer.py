@@ -32,7 +32,7 @@ from torch import nn
 
 from ..config import ModelConfig, TrainConfig
 from ..models import build_model
-from .checkpoint import load_trainer_state, save_checkpoint
+from .checkpoint import find_checkpoint, load_trainer_state, read_meta, save_checkpoint
 from .distributed import DistInfo, barrier, broadcast_flag, cleanup, init_distributed
 from .logger import MetricsLogger
 from .optim import lr_at, make_optimizer, set_lr
@@ -115,6 +115,10 @@ def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: li
         torch.set_num_threads(cfg.num_threads)
     started = time.perf_counter()
     torch.manual_seed(cfg.seed)
+    if cfg.init_from and "max_len" not in model_kw:  # inputs as long as the pretrained run's model takes
+        run = find_checkpoint(cfg.init_from)
+        if run is not None:
+            model_kw = {**model_kw, "max_len": read_meta(run)["model"]["max_len"]}
     task = build_task(cfg, model_kw, data_paths, log)
     if cfg.init_from:
         model = _pretrained_classifier(cfg, model_kw, task, log)
@@ -250,6 +254,9 @@ def _pretrained_classifier(cfg: TrainConfig, model_kw: dict[str, Any], task: Tas
     from ..interop import bert_from_pretrained
     from ..pretrained import find_pretrained
 
+    run = find_checkpoint(cfg.init_from)  # type: ignore[arg-type]
+    if run is not None:
+        return _classifier_from_run(run, model_kw, task, log)
     own = {"arch", "pooling", "max_len"}  # max_len here only limits the inputs (see ClassifyTask)
     clash = sorted(set(model_kw) - own)
     if clash:
@@ -258,6 +265,38 @@ def _pretrained_classifier(cfg: TrainConfig, model_kw: dict[str, Any], task: Tas
     n_classes = task.model_fields().get("n_classes", 2)
     model = bert_from_pretrained(folder, n_classes=n_classes, pooling=model_kw.get("pooling", "mean"))
     log(f"initialised from {folder} (the classification head is new)")
+    return model.train()
+
+
+def _classifier_from_run(run: Path, model_kw: dict[str, Any], task: Task, log: Callable[[str], None]) -> nn.Module:
+    """A classifier that starts from the encoder of a scratchformer checkpoint (a ``task=mlm`` run, say):
+    the same architecture and weights, a new head for this task's classes. ``pooling`` and ``dropout``
+    may be chosen anew; other model settings, if given, must agree with the checkpoint's."""
+    from ..config import ConfigError
+    from ..models import EncoderClassifier
+    from .checkpoint import load_checkpoint
+
+    base = load_checkpoint(run)
+    have = base.model_config
+    if have.arch != "encoder":
+        raise ConfigError(f"init_from={run} holds a {have.arch} model; a classifier starts only from an encoder "
+                          "(a task=mlm or task=classify run)")
+    clash = [f"{k}={v!r} (it has {getattr(have, k)!r})" for k, v in sorted(model_kw.items())
+             if k not in ("arch", "pooling", "dropout", "max_len") and getattr(have, k) != v]
+    if clash:
+        raise ConfigError(f"init_from={run} fixes the architecture; remove or match {', '.join(clash)}")
+    max_len = getattr(task, "max_len", have.max_len)
+    if max_len > have.max_len:
+        raise ConfigError(f"max_len={max_len} is longer than the max_len={have.max_len} of init_from={run}; "
+                          f"set max_len={have.max_len} or less")
+    fields = {**have.to_dict(), "n_classes": task.model_fields().get("n_classes", 2),
+              "pooling": model_kw.get("pooling", have.pooling), "dropout": model_kw.get("dropout", have.dropout)}
+    model = EncoderClassifier(ModelConfig(**fields))
+    encoder = {k: v for k, v in base.model.state_dict().items() if not k.startswith("head.")}
+    missing, unexpected = model.load_state_dict(encoder, strict=False)
+    assert not unexpected and all(k.startswith("head.") for k in missing), (missing, unexpected)
+    log(f"initialised from {run} (step {base.step} of a task={base.train_config.task} run; the classification "
+        "head is new)")
     return model.train()
 
 

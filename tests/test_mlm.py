@@ -1,0 +1,102 @@
+"""Masked-token pretraining (task=mlm) and fine-tuning a classifier from it (init_from=RUN_DIR)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from scratchformer.cli import main
+from scratchformer.config import ModelConfig
+from scratchformer.models import EncoderClassifier
+from scratchformer.tokenizers import PAD_ID, SPECIAL_TOKENS
+from scratchformer.train.checkpoint import load_checkpoint
+from scratchformer.train.tasks import MASK_ID, mask_tokens
+
+TINY = ["d_model=32", "n_heads=2", "n_layers=1", "d_ff=64", "log_every=1", "dropout=0.0"]
+WORDS = ["good", "bad", "film", "plot", "great", "dull", "actors", "story", "fun", "boring", "the", "a"]
+
+
+def test_mask_tokens_follows_bert_proportions_and_never_touches_padding():
+    ids = torch.randint(len(SPECIAL_TOKENS), 1000, (200, 100))
+    real = torch.ones_like(ids, dtype=torch.bool)
+    real[:, 80:] = False  # padding
+    inputs, chosen = mask_tokens(ids, real, 0.15, 1000, torch.Generator().manual_seed(0))
+    assert not chosen[:, 80:].any() and torch.equal(inputs[:, 80:], ids[:, 80:])
+    assert chosen[:, :80].float().mean().item() == pytest.approx(0.15, abs=0.01)
+    masked = (inputs == MASK_ID) & chosen
+    kept = (inputs == ids) & chosen
+    assert masked.sum() / chosen.sum() == pytest.approx(0.8, abs=0.02)
+    assert kept.sum() / chosen.sum() == pytest.approx(0.1 + 0.1 / 996, abs=0.02)  # a random swap can hit itself
+    assert torch.equal(inputs[~chosen], ids[~chosen])  # nothing else changes
+    again = mask_tokens(ids, real, 0.15, 1000, torch.Generator().manual_seed(0))
+    assert torch.equal(again[0], inputs) and torch.equal(again[1], chosen)  # a pure function of the generator
+
+
+def test_mask_tokens_always_chooses_something():
+    ids = torch.tensor([[7, 8, PAD_ID]])
+    _, chosen = mask_tokens(ids, ids != PAD_ID, 1e-9, 20, torch.Generator().manual_seed(0))
+    assert chosen.sum() == 1
+
+
+def test_predict_tokens_scores_the_vocabulary_through_the_tied_embeddings():
+    model = EncoderClassifier(ModelConfig(arch="encoder", vocab_size=50, d_model=16, n_heads=2, n_layers=1,
+                                          d_ff=32, n_classes=3, dropout=0.0)).eval()
+    ids = torch.randint(4, 50, (2, 7))
+    chosen = torch.zeros(2, 7, dtype=torch.bool)
+    chosen[0, 1] = chosen[1, 5] = True
+    logits = model(ids, predict_tokens=chosen)
+    hidden = model.encode(ids)
+    assert logits.shape == (2, 50)
+    assert torch.allclose(logits, hidden[chosen] @ model.embed.token.weight.T)
+    assert model(ids).shape == (2, 3)  # without predict_tokens: class logits, as before
+
+
+def test_pretrain_then_fine_tune_a_classifier_from_the_run(tmp_path, capsys):
+    g = torch.Generator().manual_seed(0)
+    # each line repeats two random words four times: a masked token is predictable from its context only
+    pairs = torch.randint(len(WORDS), (300, 2), generator=g).tolist()
+    lines = [" ".join([WORDS[a]] * 4 + [WORDS[b]] * 4) for a, b in pairs]
+    text = tmp_path / "reviews.txt"
+    text.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    mlm = tmp_path / "mlm"
+    assert main(["train", "--data", str(text), "task=mlm", *TINY, "tokenizer=bpe", "bpe_vocab_size=300", "max_len=32",
+                 "max_steps=150", "batch_size=32",
+                 "lr=3e-3", "warmup_steps=10", "eval_every=50", "--out", str(mlm)]) == 0
+    out = capsys.readouterr()
+    assert "->" in out.out  # samples: [true -> predicted] for the masked tokens
+    val = [json.loads(r) for r in (mlm / "metrics.jsonl").read_text().splitlines() if '"val"' in r]
+    # the words are equally frequent: guessing without context costs log 12 = 2.48 nats; context does better
+    assert val[-1]["loss"] < math.log(len(WORDS)) - 0.5 and val[-1]["loss"] < val[0]["loss"]
+    assert main(["evaluate", "--ckpt", str(mlm), "--split", "val"]) == 0
+    assert json.loads(capsys.readouterr().out)["loss"] == pytest.approx(val[-1]["loss"], rel=1e-4)
+    # a pretrained encoder has no trained classifier: one line, not a traceback
+    assert main(["classify", "--ckpt", str(mlm), "good film"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and "fine-tune it first" in err.splitlines()[-1]
+
+    labelled = tmp_path / "labelled.tsv"
+    labelled.write_text("sentence\tlabel\n" + "".join(f"{t}\t{int('good' in t or 'great' in t)}\n" for t in lines))
+    clf = tmp_path / "clf"
+    assert main(["train", "--data", str(labelled), "task=classify", f"init_from={mlm}", "d_model=32", "dropout=0.1",
+                 "pooling=max", "max_len=32", "max_steps=1", "batch_size=8", "lr=1e-9", "eval_every=1",
+                 "--out", str(clf)]) == 0
+    assert "initialised from" in capsys.readouterr().err
+    base, tuned = load_checkpoint(mlm), load_checkpoint(clf)
+    assert tuned.model_config.dropout == 0.1 and tuned.model_config.pooling == "max"
+    assert tuned.tokenizer.encode("good film") == base.tokenizer.encode("good film")  # the run's own tokenizer
+    before, after = base.model.state_dict(), tuned.model.state_dict()
+    for name, value in before.items():  # one step at lr 1e-9: the encoder is the pretrained one
+        if not name.startswith("head."):
+            assert torch.allclose(after[name], value, atol=1e-6), name
+
+    # settings that contradict the checkpoint's architecture are refused before any work
+    assert main(["train", "--data", str(labelled), "task=classify", f"init_from={mlm}", "d_model=64",
+                 "--out", str(tmp_path / "clash")]) != 0
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "d_model=64" in err and "(it has 32)" in err
+    assert main(["train", "--data", str(labelled), "task=classify", f"init_from={mlm}", "max_len=64",
+                 "--out", str(tmp_path / "long")]) != 0
+    assert "set max_len=32 or less" in capsys.readouterr().err
