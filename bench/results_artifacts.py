@@ -5,7 +5,9 @@
 For each run ``runs/NAME``: its ``metrics.jsonl``, ``config.json``, console log (progress-bar redraws
 removed) and ``NAME.eval.json`` go to ``results/NAME/``, with ``curves.png`` (viz.plot_curves) and, by task,
 sample outputs (``samples.txt``) and for translation the cross-attention of a real test sentence
-(``cross_attention.png``). Checkpoints stay in runs/ (too big for git).
+(``cross_attention.png``). Where ``runs/NAME-ensemble.eval.json`` exists (three seeds voting), it and
+the logs of ``runs/NAME-seed1``/``-seed2`` go to ``results/NAME-ensemble/``. Checkpoints stay in runs/
+(too big for git).
 """
 
 from __future__ import annotations
@@ -72,6 +74,18 @@ def main(names: list[str]) -> int:
             cli(["plot", "attention", "--ckpt", str(run), "--text", sentence, "--kind", "decoder.cross_attn",
                  "--out", str(out / "cross_attention.png")])
         print(f"results/{name}: " + ", ".join(sorted(p.name for p in out.iterdir())))
+        if (RUNS / f"{name}-ensemble.eval.json").is_file():  # seeds voting (reproduce_results.sh)
+            ensemble = RESULTS / f"{name}-ensemble"
+            ensemble.mkdir(exist_ok=True)
+            shutil.copyfile(RUNS / f"{name}-ensemble.eval.json", ensemble / "eval.json")
+            for seed in (1, 2):
+                member, dst = RUNS / f"{name}-seed{seed}", ensemble / f"seed{seed}"
+                dst.mkdir(exist_ok=True)
+                for f in ("metrics.jsonl", "config.json"):
+                    shutil.copyfile(member / f, dst / f)
+                log = RUNS / f"{name}-seed{seed}.log"
+                (dst / "train.log").write_text(clean_log(log.read_text(errors="replace")))
+            print(f"results/{name}-ensemble: eval.json, seed1/, seed2/")
     return 0
 
 

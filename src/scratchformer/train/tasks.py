@@ -509,10 +509,10 @@ class MaskedLMTask(Task):
         self.texts = texts
         self.tokenizer = self._tokenizer_for(texts["train"])
         self.max_len = int(model_kw.get("max_len", 128))
-        self.splits = {split: [(ids or [PAD_ID], 0) for ids in
+        self.splits = {split: [ids or [PAD_ID] for ids in  # token ids of each text
                                self._check_lengths(self.tokenizer.encode_batch(t), self.max_len, split)]
                        for split, t in texts.items()}
-        self.batches = EpochBatches([len(ids) for ids, _ in self.splits["train"]], cfg)
+        self.batches = EpochBatches([len(ids) for ids in self.splits["train"]], cfg)
 
     def model_fields(self) -> dict[str, Any]:
         return {**super().model_fields(), "n_classes": 2, "max_len": 128}
@@ -526,7 +526,7 @@ class MaskedLMTask(Task):
         return {"ids": inputs, "mask": real, "targets": ids, "chosen": chosen}
 
     def global_batch(self, step: int) -> Batch:
-        rows = [self.splits["train"][i][0] for i in self.batches(step)]
+        rows = [self.splits["train"][i] for i in self.batches(step)]
         return self._masked(rows, step_generator(self.cfg.seed, step, salt=17))
 
     def count(self, batch: Batch) -> int:
@@ -542,7 +542,7 @@ class MaskedLMTask(Task):
 
     def _val_batches(self, split: str) -> list[Batch]:
         gen = torch.Generator().manual_seed(1234)  # the same masks at every evaluation
-        rows = [ids for ids, _ in self.splits[split]]
+        rows = self.splits[split]
         return [self._masked(rows[i:i + 256], gen) for i in range(0, len(rows), 256)]
 
     @torch.no_grad()
@@ -563,21 +563,21 @@ class MaskedLMTask(Task):
     def samples(self, model: nn.Module) -> list[str]:
         """A few validation texts with their masked tokens, each as ``[true -> predicted]``."""
         device = next(model.parameters()).device
-        batch = self._masked([ids for ids, _ in self.splits["val"][:5]], torch.Generator().manual_seed(99))
+        batch = self._masked(self.splits["val"][:5], torch.Generator().manual_seed(99))
         predicted = model(batch["ids"].to(device), batch["mask"].to(device),
                           predict_tokens=batch["chosen"].to(device)).argmax(-1).tolist()
         lines, k = [], 0
         piece = self.tokenizer.decode
         for row in range(batch["ids"].size(0)):
-            words = []
+            text = ""
             for t in range(int(batch["mask"][row].sum())):
                 true = int(batch["targets"][row, t])
                 if batch["chosen"][row, t]:
-                    words.append(f"[{piece([true]).strip()} -> {piece([predicted[k]]).strip()}]")
+                    text += f"[{piece([true])!r} -> {piece([predicted[k]])!r}]"
                     k += 1
                 else:
-                    words.append(piece([true]).strip())
-            lines.append(" ".join(words))
+                    text += piece([true])
+            lines.append(text)
         return lines
 
 
