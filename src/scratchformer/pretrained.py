@@ -64,8 +64,8 @@ def find_pretrained(name_or_path: str, data_dir: str | Path | None = None) -> Pa
         return path
     name = name_or_path.removeprefix("sentence-transformers/")
     if name not in PRETRAINED:
-        raise DataError(f"init_from={name_or_path!r} is neither a folder nor a known model "
-                        f"(known: {', '.join(PRETRAINED)})")
+        raise DataError(f"init_from={name_or_path!r} is neither a folder (a scratchformer run, or a Hugging Face "
+                        f"BERT model) nor a known model (known: {', '.join(PRETRAINED)})")
     candidates = [_package_dir(name)]
     candidates += [Path(p).expanduser() / name for p in (data_dir, os.environ.get(ENV_VAR)) if p]
     candidates.append(cache_dir() / name)
