@@ -135,6 +135,24 @@ def classify_texts(ckpt: Checkpoint, texts: list[str], batch_size: int = 128) ->
     return out
 
 
+def _held_out(ckpt: Checkpoint, split: str, data: list[str] | None, whose: str) -> tuple[Any, str]:
+    """The checkpoint's task rebuilt with its own tokenizer on its data (or on ``data`` files, whose
+    validation part is then the evaluation set), and the split to evaluate."""
+    from .train.tasks import build_task
+
+    cfg = ckpt.train_config
+    if data:
+        cfg.dataset = None
+    model_kw = {k: v for k, v in ckpt.model_config.to_dict().items() if k not in ("vocab_size", "pad_id")}
+    task = build_task(cfg, model_kw, data or ckpt.extra.get("data", []), log=lambda s: print(s, file=sys.stderr),
+                      tokenizer=ckpt.tokenizer)
+    if data:  # the given file is the evaluation set
+        split = "val" if task.has_split("val") else split
+    if not task.has_split(split):
+        raise DataError(f"{whose} has no {split!r} split; use --split val or --data PATH")
+    return task, split
+
+
 def evaluate_checkpoint(ckpt: Checkpoint, *, split: str = "test", data: list[str] | None = None, beam: int = 4,
                         length_penalty: float = 0.6) -> dict[str, Any]:
     """The metrics of a checkpoint on a held-out split of its task's data (or on ``data`` files).
@@ -143,18 +161,8 @@ def evaluate_checkpoint(ckpt: Checkpoint, *, split: str = "test", data: list[str
     Classification: accuracy and macro-F1. Language modelling: loss and perplexity. Synthetic tasks:
     exact match. Always also the teacher-forced loss.
     """
-    from .train.tasks import build_task
-
+    task, split = _held_out(ckpt, split, data, "this checkpoint's data")
     cfg = ckpt.train_config
-    if data:
-        cfg.dataset = None
-    model_kw = {k: v for k, v in ckpt.model_config.to_dict().items() if k not in ("vocab_size", "pad_id")}
-    paths = data if data else ckpt.extra.get("data", [])
-    task = build_task(cfg, model_kw, paths, log=lambda s: print(s, file=sys.stderr), tokenizer=ckpt.tokenizer)
-    if data:  # the given file is the evaluation set
-        split = "val" if task.has_split("val") else split
-    if not task.has_split(split):
-        raise DataError(f"this checkpoint's data has no {split!r} split; use --split val or --data PATH")
     model = ckpt.model
     result: dict[str, Any] = {"split": split, "examples": None}
     if cfg.task == "translate":
@@ -189,37 +197,22 @@ def evaluate_ensemble(ckpts: list[tuple[str, Checkpoint]], *, split: str = "test
     probabilities; also each member's own scores. ``ckpts``: (name, checkpoint) pairs, the name its
     directory, say. Each model reads the examples through its own tokenizer, so the members may differ in
     size, vocabulary or initialisation (several seeds of one preset, say); they must share the labels."""
-    from .train.tasks import ClassifyTask, build_task
-
     if not ckpts:
         raise DataError("an ensemble needs at least one checkpoint")
     for _, ckpt in ckpts:
         require(ckpt, "encoder", "an ensemble evaluation")
-    members: list[dict[str, Any]] = []
-    total: torch.Tensor | None = None
-    first: ClassifyTask | None = None
-    for path, ckpt in ckpts:
-        cfg = ckpt.train_config
-        if data:
-            cfg.dataset = None
-        model_kw = {k: v for k, v in ckpt.model_config.to_dict().items() if k not in ("vocab_size", "pad_id")}
-        task = build_task(cfg, model_kw, data or ckpt.extra.get("data", []), log=lambda s: print(s, file=sys.stderr),
-                          tokenizer=ckpt.tokenizer)
-        assert isinstance(task, ClassifyTask)
-        name = "val" if data and task.has_split("val") else split
-        if not task.has_split(name):
-            raise DataError(f"the data of {path} has no {split!r} split; use --split val or --data PATH")
-        if first is not None and (task.labels != first.labels or
-                                  [y for _, y in task.splits[name]] != [y for _, y in first.splits[name]]):
+    tasks = [_held_out(ckpt, split, data, f"the data of {path}") for path, ckpt in ckpts]
+    first, split = tasks[0]
+    truth = [y for _, y in first.splits[split]]
+    members, probs = [], []
+    for (path, ckpt), (task, _) in zip(ckpts, tasks):
+        if task.labels != first.labels or [y for _, y in task.splits[split]] != truth:
             raise DataError(f"{path} has other labels or examples than {ckpts[0][0]}; an ensemble "
                             "needs the same data")
-        probs = task.probabilities(ckpt.model, name)
-        members.append({"ckpt": path, **task.score(probs, name)})
-        total = probs if total is None else total + probs
-        first, split = first or task, name
-    assert first is not None and total is not None
-    return {"split": split, "examples": len(first.splits[split]), "members": members,
-            **first.score(total / len(ckpts), split)}
+        probs.append(task.probabilities(ckpt.model, split))
+        members.append({"ckpt": path, **task.score(probs[-1], split)})
+    return {"split": split, "examples": len(truth), "members": members,
+            **first.score(torch.stack(probs).mean(0), split)}
 
 
 __all__ = ["classify_texts", "evaluate_checkpoint", "evaluate_ensemble", "generate_text", "read_inputs",

@@ -383,12 +383,10 @@ class ClassifyTask(Task):
         self.texts = texts
         if cfg.init_from and self.given_tokenizer is None:  # fine-tuning: the pretrained model's own tokenizer
             from ..pretrained import find_pretrained
-            from ..tokenizers import PretrainedTokenizer, load_tokenizer
-            from .checkpoint import find_checkpoint
+            from ..tokenizers import PretrainedTokenizer
 
-            run = find_checkpoint(cfg.init_from)
-            self.given_tokenizer = load_tokenizer(run) if run else PretrainedTokenizer.from_file(
-                find_pretrained(cfg.init_from, cfg.data_dir) / "tokenizer.json")
+            self.given_tokenizer = PretrainedTokenizer.from_file(find_pretrained(cfg.init_from, cfg.data_dir)
+                                                                 / "tokenizer.json")
         self.tokenizer = self._tokenizer_for(texts["train"][0])
         self.max_len = int(model_kw.get("max_len", 128))
         self.splits = {}

@@ -32,7 +32,7 @@ from torch import nn
 
 from ..config import ModelConfig, TrainConfig
 from ..models import build_model
-from .checkpoint import find_checkpoint, load_trainer_state, read_meta, save_checkpoint
+from .checkpoint import Checkpoint, find_checkpoint, load_checkpoint, load_trainer_state, save_checkpoint
 from .distributed import DistInfo, barrier, broadcast_flag, cleanup, init_distributed
 from .logger import MetricsLogger
 from .optim import lr_at, make_optimizer, set_lr
@@ -115,12 +115,15 @@ def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: li
         torch.set_num_threads(cfg.num_threads)
     started = time.perf_counter()
     torch.manual_seed(cfg.seed)
-    if cfg.init_from and "max_len" not in model_kw:  # inputs as long as the pretrained run's model takes
-        run = find_checkpoint(cfg.init_from)
-        if run is not None:
-            model_kw = {**model_kw, "max_len": read_meta(run)["model"]["max_len"]}
-    task = build_task(cfg, model_kw, data_paths, log)
-    if cfg.init_from:
+    run = find_checkpoint(cfg.init_from) if cfg.init_from else None  # a scratchformer run to start from?
+    base = load_checkpoint(run) if run is not None else None
+    if base is not None:  # its tokenizer, and by default inputs as long as its model takes
+        model_kw = {"max_len": base.model_config.max_len, **model_kw}
+    task = build_task(cfg, model_kw, data_paths, log, tokenizer=base.tokenizer if base else None)
+    if base is not None:
+        model = _classifier_from_run(base, str(run), model_kw, task, log)
+        model_cfg = model.config
+    elif cfg.init_from:
         model = _pretrained_classifier(cfg, model_kw, task, log)
         model_cfg = model.config
     else:
@@ -254,9 +257,6 @@ def _pretrained_classifier(cfg: TrainConfig, model_kw: dict[str, Any], task: Tas
     from ..interop import bert_from_pretrained
     from ..pretrained import find_pretrained
 
-    run = find_checkpoint(cfg.init_from)  # type: ignore[arg-type]
-    if run is not None:
-        return _classifier_from_run(run, model_kw, task, log)
     own = {"arch", "pooling", "max_len"}  # max_len here only limits the inputs (see ClassifyTask)
     clash = sorted(set(model_kw) - own)
     if clash:
@@ -268,15 +268,14 @@ def _pretrained_classifier(cfg: TrainConfig, model_kw: dict[str, Any], task: Tas
     return model.train()
 
 
-def _classifier_from_run(run: Path, model_kw: dict[str, Any], task: Task, log: Callable[[str], None]) -> nn.Module:
+def _classifier_from_run(base: Checkpoint, run: str, model_kw: dict[str, Any], task: Task,
+                         log: Callable[[str], None]) -> nn.Module:
     """A classifier that starts from the encoder of a scratchformer checkpoint (a ``task=mlm`` run, say):
     the same architecture and weights, a new head for this task's classes. ``pooling`` and ``dropout``
     may be chosen anew; other model settings, if given, must agree with the checkpoint's."""
     from ..config import ConfigError
     from ..models import EncoderClassifier
-    from .checkpoint import load_checkpoint
 
-    base = load_checkpoint(run)
     have = base.model_config
     if have.arch != "encoder":
         raise ConfigError(f"init_from={run} holds a {have.arch} model; a classifier starts only from an encoder "
