@@ -48,7 +48,7 @@ def main() -> None:
     precise = task.evaluate(model, "val")["loss"]
     train_loss = task.evaluate(model, "train")["loss"]
     report = {
-        "val_loss_20_batches": result.val["loss"],
+        "val_loss_20_batches": result.last_val["loss"],
         "val_loss_500_batches": precise,
         "train_loss_500_batches": train_loss,
         "wall_seconds": seconds,
@@ -57,7 +57,7 @@ def main() -> None:
         "nanogpt_published": {"val_loss": NANOGPT_VAL_LOSS, "seconds_approx": NANOGPT_SECONDS},
     }
     (out / "bench.json").write_text(json.dumps(report, indent=2))
-    print(f"\nshakespeare-char: val loss {result.val['loss']:.4f} (20 batches, as nanoGPT), {precise:.4f} "
+    print(f"\nshakespeare-char: val loss {result.last_val['loss']:.4f} (20 batches, as nanoGPT), {precise:.4f} "
           f"(500 batches); train loss {train_loss:.4f}; {result.step} steps in {seconds:.0f} s "
           f"on {torch.get_num_threads()} threads")
     print(f"nanoGPT's published CPU run of the same config: val loss ~{NANOGPT_VAL_LOSS} in ~{NANOGPT_SECONDS} s. "

@@ -37,6 +37,19 @@ def test_explain_lists_every_block_and_the_total_matches_the_formula(arch):
         assert "mean pooling" in text and text.rstrip().endswith("output: (2, 2)")
 
 
+def test_explain_of_masked_token_pretraining_ends_in_the_tied_table_not_the_head(capsys):
+    cfg = ModelConfig(arch="encoder", vocab_size=50, d_model=32, n_heads=4, n_layers=2, d_ff=48, max_len=16)
+    text = explain(cfg, batch=2, length=5, predict_tokens=True)
+    assert text.rstrip().endswith("output: (10, 50)")  # logits over the vocabulary at each (masked) position
+    assert "pooling" not in text and "unused while pretraining" in text
+    assert "match" in text and "MISMATCH" not in text  # the unused head still counts in the total
+    with pytest.raises(ValueError, match="encoder"):
+        explain(ModelConfig(arch="gpt", vocab_size=50, d_model=32, n_heads=4, n_layers=1, d_ff=48, max_len=16),
+                predict_tokens=True)
+    assert main(["explain", "--preset", "sst2-mlm", "--length", "4"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("output: (4, 8000)")
+
+
 def test_explain_command_takes_model_and_training_presets(capsys):
     assert main(["explain", "--preset", "paper-base", "n_layers=1", "--length", "4"]) == 0
     out = capsys.readouterr().out

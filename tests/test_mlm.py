@@ -70,6 +70,8 @@ def test_pretrain_then_fine_tune_a_classifier_from_the_run(tmp_path, capsys):
     val = [json.loads(r) for r in (mlm / "metrics.jsonl").read_text().splitlines() if '"val"' in r]
     # the words are equally frequent: guessing without context costs log 12 = 2.48 nats; context does better
     assert val[-1]["loss"] < math.log(len(WORDS)) - 0.5 and val[-1]["loss"] < val[0]["loss"]
+    assert main(["info", str(mlm)]) == 0
+    assert "the classification head is untrained" in capsys.readouterr().out
     assert main(["evaluate", "--ckpt", str(mlm), "--split", "val"]) == 0
     assert json.loads(capsys.readouterr().out)["loss"] == pytest.approx(val[-1]["loss"], rel=1e-4)
     # a pretrained encoder has no trained classifier: one line, not a traceback

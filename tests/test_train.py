@@ -20,7 +20,7 @@ from scratchformer.config import TrainConfig, split_settings
 from scratchformer.interop import minilm_path
 from scratchformer.train import checkpoint as ckpt_mod
 from scratchformer.train.optim import lr_at, param_groups
-from scratchformer.train.tasks import LMTask
+from scratchformer.train.tasks import ClassifyTask, LMTask, drop_tokens
 from scratchformer.train.trainer import TrainingError, train
 
 REPO = Path(__file__).resolve().parents[1]
@@ -247,6 +247,7 @@ def test_early_stopping(tmp_path, text_file, monkeypatch):
     result = train(model_kw, cfg, tmp_path / "run", [str(text_file)], echo=lambda s: None)
     assert result.stopped_early and result.step == 8
     assert json.loads((tmp_path / "run" / "best" / "config.json").read_text())["step"] == 4
+    assert result.val == {"loss": 2.0} and result.last_val == {"loss": 2.6}  # the kept checkpoint's, the last
 
 
 # ------------------------------------------------------------------------------------ data sources
@@ -267,6 +268,47 @@ def test_translation_from_tsv_and_classification_from_csv(tmp_path, capsys):
     meta = json.loads((tmp_path / "clf" / "best" / "config.json").read_text())
     assert meta["labels"] == ["neg", "pos"] and meta["model"]["n_classes"] == 2
     assert "accuracy" in capsys.readouterr().out
+
+
+def test_test_metrics_are_logged_at_the_step_of_the_checkpoint_they_measure(tmp_path, monkeypatch):
+    losses = iter([1.0, 0.5, 0.9])  # validation at steps 2, 4, 6: the kept (best) checkpoint is step 4's
+    real = ClassifyTask.evaluate
+    monkeypatch.setattr(ClassifyTask, "evaluate", lambda self, model, split: {"loss": next(losses)}
+                        if split == "val" else real(self, model, split))
+    built = ClassifyTask.__init__
+
+    def with_a_test_split(self, *args, **kwargs):  # data files give train and val only; sst2 has a test split
+        built(self, *args, **kwargs)
+        self.splits["test"], self.texts["test"] = self.splits["val"], self.texts["val"]
+
+    monkeypatch.setattr(ClassifyTask, "__init__", with_a_test_split)
+    labelled = tmp_path / "reviews.tsv"
+    labelled.write_text("".join(f"good film {i}\t1\nbad film {i}\t0\n" for i in range(20)))
+    model_kw, cfg = split_settings(dict(task="classify", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=16,
+                                        max_steps=6, batch_size=8, eval_every=2))
+    result = train(model_kw, cfg, tmp_path / "run", [str(labelled)], echo=lambda s: None)
+    assert result.val == {"loss": 0.5} and result.last_val == {"loss": 0.9}
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if r["split"] == "test"] == [4]
+
+
+def test_word_dropout_removes_ordinary_tokens_only_and_is_the_same_for_a_step(tmp_path):
+    gen = torch.Generator().manual_seed(0)
+    ids = [101] + list(range(1000, 1400)) + [102]  # [CLS] ... [SEP]
+    kept = drop_tokens(ids, 0.25, {101, 102}, gen)
+    assert kept[0] == 101 and kept[-1] == 102 and set(kept) <= set(ids)
+    assert kept[1:-1] == sorted(kept[1:-1])  # order kept
+    assert 0.65 < (len(kept) - 2) / 400 < 0.85  # about 75 % of the 400 ordinary tokens stay
+    assert drop_tokens([7], 0.9, set(), torch.Generator().manual_seed(1)) == [7]  # never empty
+
+    labelled = tmp_path / "reviews.tsv"
+    labelled.write_text("".join(f"good film number {i} with many words in it\t1\n" for i in range(64)))
+    task = ClassifyTask(TrainConfig(task="classify", batch_size=16, word_dropout=0.3), {"max_len": 32},
+                        [str(labelled)], lambda s: None)
+    a, b = task.global_batch(3), task.global_batch(3)
+    assert torch.equal(a["ids"], b["ids"])  # reproducible, so resuming gives the same batches
+    clean = ClassifyTask.collate([task.splits["train"][i] for i in task.batches(3)])
+    assert 0.5 < task.n_tokens(a) / task.n_tokens(clean) < 0.9
 
 
 def test_sequences_longer_than_max_len_follow_the_stated_policy(tmp_path, capsys):
@@ -330,6 +372,7 @@ def _one_line_error(capsys, code: int, *needles: str) -> None:
     (["norm=sideways"], ["norm='sideways'"]),
     (["task=lm", "--data", "/no/such/file.txt"], ["/no/such/file.txt"]),
     (["arch=gpt"], ["arch='gpt'", "task='copy'"]),
+    (["word_dropout=0.1"], ["word_dropout", "task=classify"]),
     (["--config", "/no/such/config.toml"], ["/no/such/config.toml"]),
 ])
 def test_bad_settings_fail_with_one_line(tmp_path, capsys, argv, needles):

@@ -163,6 +163,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"tokenizer: {type(ckpt.tokenizer).__name__}, {ckpt.tokenizer.vocab_size} tokens")
     if "labels" in ckpt.extra:
         print(f"labels: {', '.join(ckpt.extra['labels'])}")
+    if ckpt.train_config.task == "mlm":
+        print("output: masked-token logits through the tied embedding table; the classification head is "
+              f"untrained (fine-tune it: train task=classify init_from={resolve(args.ckpt).parent})")
     metrics_file = resolve(args.ckpt).parent / "metrics.jsonl"
     if metrics_file.is_file():
         evals = [json.loads(line) for line in metrics_file.read_text().splitlines() if line.strip()]
@@ -347,9 +350,10 @@ def demo(preset: str, overrides: dict[str, Any], seed: int = 0) -> None:
     print(f"KV-cached decoding, one token at a time: max |cached - full| = {diff:.2e}")
 
 
-def explain_config(preset: str, overrides: dict[str, Any]) -> tuple[ModelConfig, str]:
+def explain_config(preset: str, overrides: dict[str, Any]) -> tuple[ModelConfig, str, str | None]:
     """The model of a model preset (paper-base, ...) or of a training preset (copy, multi30k, ...) with
-    key=value changes; returns it and a note on where its vocabulary size came from."""
+    key=value changes; returns it, a note on where its vocabulary size came from and the training task
+    (None for a model preset)."""
     from .config import _field_types, coerce
 
     if preset in PRESETS:
@@ -357,7 +361,7 @@ def explain_config(preset: str, overrides: dict[str, Any]) -> tuple[ModelConfig,
         unknown = [k for k in overrides if k not in types]
         if unknown:
             raise ConfigError(f"unknown model config key {unknown[0]!r}")
-        return ModelConfig.preset(preset, **{k: coerce(k, v, types[k]) for k, v in overrides.items()}), ""
+        return ModelConfig.preset(preset, **{k: coerce(k, v, types[k]) for k, v in overrides.items()}), "", None
     if preset not in preset_names():
         raise ConfigError(f"unknown preset {preset!r}; model presets: {', '.join(sorted(PRESETS))}; "
                           f"training presets: {', '.join(preset_names())}")
@@ -372,16 +376,17 @@ def explain_config(preset: str, overrides: dict[str, Any]) -> tuple[ModelConfig,
         note = f"vocab_size={vocab} assumed (the real one comes from the tokenizer; set vocab_size=N to change)"
     if train.task in ("classify", "mlm"):
         model_kw.setdefault("n_classes", 2)
-    return ModelConfig(**{**model_kw, "vocab_size": int(vocab)}), note
+    return ModelConfig(**{**model_kw, "vocab_size": int(vocab)}), note, train.task
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from .explain import explain
 
-    cfg, note = explain_config(args.preset, parse_overrides(args.overrides))
+    cfg, note, task = explain_config(args.preset, parse_overrides(args.overrides))
     if note:
         print(note)
-    print(explain(cfg, batch=args.batch, length=args.length, target_length=args.target_length))
+    print(explain(cfg, batch=args.batch, length=args.length, target_length=args.target_length,
+                  predict_tokens=task == "mlm"))
     return 0
 
 

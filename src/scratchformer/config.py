@@ -317,6 +317,7 @@ class TrainConfig:
     beta2: float = 0.98
     adam_eps: float = 1e-9
     label_smoothing: float = 0.0
+    word_dropout: float = 0.0  # classify: drop each input token of a training example with this probability
     grad_clip: float = 1.0  # max global gradient norm; 0 = off
     # bookkeeping
     seed: int = 0
@@ -350,6 +351,10 @@ class TrainConfig:
             raise ConfigError(f"min_lr={self.min_lr} must be between 0 and lr={self.lr}")
         if not 0 < self.mask_prob < 1:
             raise ConfigError(f"mask_prob={self.mask_prob} must be between 0 and 1")
+        if not 0 <= self.word_dropout < 1:
+            raise ConfigError(f"word_dropout={self.word_dropout} must be in [0, 1)")
+        if self.word_dropout and self.task != "classify":
+            raise ConfigError(f"word_dropout works with task=classify, not task={self.task}")
         if not 0 <= self.label_smoothing < 1:
             raise ConfigError(f"label_smoothing={self.label_smoothing} must be in [0, 1)")
         if self.batch_size % self.grad_accum:

@@ -93,8 +93,12 @@ class _Trace:
 
 
 def explain(cfg: ModelConfig, *, batch: int = 1, length: int = 8, target_length: int | None = None,
-            seed: int = 0) -> str:
-    """The data-flow table of a freshly built ``cfg`` model on a random ``(batch, length)`` input."""
+            seed: int = 0, predict_tokens: bool = False) -> str:
+    """The data-flow table of a freshly built ``cfg`` model on a random ``(batch, length)`` input.
+    ``predict_tokens`` (encoder only): the masked-token pretraining path (``task=mlm``), every position
+    predicted through the tied embedding table, instead of pooling and the classification head."""
+    if predict_tokens and cfg.arch != "encoder":
+        raise ValueError("predict_tokens is the encoder classifier's masked-token path")
     torch.manual_seed(seed)
     model = build_model(cfg).eval()
     length = min(length, cfg.max_len)
@@ -123,7 +127,8 @@ def explain(cfg: ModelConfig, *, batch: int = 1, length: int = 8, target_length:
                 out = model(ids, tgt)
             else:
                 lines.append(f"input: token ids (B={batch}, T={length}) (random ids: shapes, not meaning)")
-                out = model(ids)
+                every = torch.ones_like(ids, dtype=torch.bool)
+                out = model(ids, predict_tokens=every) if predict_tokens else model(ids)
     finally:
         for h in handles:
             h.remove()
@@ -133,7 +138,12 @@ def explain(cfg: ModelConfig, *, batch: int = 1, length: int = 8, target_length:
     if cfg.arch != "encoder" and getattr(model, "lm_head", None) is None:
         trace.rows.append((0, "logits = h @ table^T (tied embedding)",
                            _shape(out), 0))
-    if cfg.arch == "encoder":
+    if predict_tokens:
+        trace.rows.append((0, "logits = h @ table^T (tied embedding), masked positions (here all)",
+                           f"({batch * length}, {cfg.d_model}) -> {_shape(out)}", 0))
+        trace.rows.append((0, "head: classification head (unused while pretraining)", "",
+                           trace.new_params(model.head)))
+    elif cfg.arch == "encoder":
         trace.rows.insert(len(trace.rows) - 1, (0, f"{cfg.pooling} pooling over real tokens",
                                                 f"({batch}, {cfg.d_model})", 0))
     width = max(2 * d + len(s) for d, s, _, _ in trace.rows) + 2

@@ -54,8 +54,9 @@ class TrainResult:
     task: Task
     model_config: ModelConfig
     step: int
-    val: dict[str, float] = field(default_factory=dict)
-    test: dict[str, float] = field(default_factory=dict)
+    val: dict[str, float] = field(default_factory=dict)  # validation metrics of the checkpoint kept in best/
+    test: dict[str, float] = field(default_factory=dict)  # test metrics of that same checkpoint
+    last_val: dict[str, float] = field(default_factory=dict)  # the last evaluation's validation metrics
     samples: list[str] = field(default_factory=list)
     seconds: float = 0.0
     stopped_early: bool = False
@@ -170,6 +171,7 @@ def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: li
                desc=cfg.task, file=sys.stderr)
     parts = info.world_size * cfg.grad_accum
     val: dict[str, float] = {}
+    best_val: dict[str, float] = {}  # stays empty after a resume until validation improves again
     stopped_early = False
     window_tokens, window_start, window_loss, window_steps = 0, time.perf_counter(), 0.0, 0
     step = start_step
@@ -215,7 +217,7 @@ def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: li
                 metrics.log(done, "val", **val, time_s=time.perf_counter() - started)
                 bar.write(f"step {done}: " + ", ".join(f"{k} {v:.4g}" for k, v in val.items()))
                 if val["loss"] < best_loss:
-                    best_loss, bad_evals = val["loss"], 0
+                    best_loss, bad_evals, best_val = val["loss"], 0, val
                     save(done, "best")
                 else:
                     bad_evals += 1
@@ -235,15 +237,17 @@ def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: li
         metrics.close()
 
     result = TrainResult(out, model, task, model_cfg, step + 1 if cfg.max_steps > start_step else start_step,
-                         val=val, stopped_early=stopped_early, is_main=info.is_main)
+                         val=best_val or val, last_val=val, stopped_early=stopped_early, is_main=info.is_main)
     if info.is_main:
+        kept_step = result.step  # the step of the checkpoint the test metrics are measured on
         if (out / "best" / "model.safetensors").is_file():
             from safetensors.torch import load_model
 
             load_model(model, str(out / "best" / "model.safetensors"), device=str(device))
+            kept_step = json.loads((out / "best" / "config.json").read_text())["step"]
         if task.has_split("test"):
             result.test = _evaluate(task, model, "test")
-            MetricsLogger(out, tensorboard=False).log(result.step, "test", **result.test)
+            MetricsLogger(out, tensorboard=False).log(kept_step, "test", **result.test)
         model.eval()
         result.samples = task.samples(model)
     result.seconds = time.perf_counter() - started
