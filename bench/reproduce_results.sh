@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduce every trained-model number in RESULTS.md, one run after another (about 2 h 25 min on 2 CPU
+# Reproduce every trained-model number in RESULTS.md, one run after another (about 2 h 50 min on 2 CPU
 # cores; run nothing else meanwhile: the wall times in RESULTS.md were measured on a quiet machine).
 #
 #   SCRATCHFORMER_DATA=../shared/data bash bench/reproduce_results.sh [NAME ...]

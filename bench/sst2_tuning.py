@@ -49,6 +49,8 @@ CANDIDATES: dict[str, tuple[str, dict[str, object]]] = {  # name -> (preset, cha
     "drop0.3-ls0.1-cls": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "pooling": "cls"}),
     "drop0.3-ls0.1-max": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "pooling": "max"}),
     "drop0.3-ls0.1-lr1e-3": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "lr": 1e-3}),
+    "worddrop0.1": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "word_dropout": 0.1}),
+    "worddrop0.2": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "word_dropout": 0.2}),
     # "@PRESET": first pretrain with PRESET (task=mlm) on the same training texts, then fine-tune from it
     "mlm-pretrained": ("sst2", {"init_from": "@sst2-mlm"}),
     "minilm-1200": ("sst2-minilm", {"max_steps": 1200, "warmup_steps": 150}),
@@ -93,14 +95,14 @@ def main() -> int:
             if str(changes.get("init_from", "")).startswith("@"):  # pretrain on the training texts only
                 pre_kw, pre_cfg = split_settings({**load_preset(changes["init_from"][1:]), "dataset": None})
                 pre = train(pre_kw, pre_cfg, Path(tmp) / f"{name}-pretrain", [str(train_tsv)], echo=lambda s: None)
-                print(json.dumps({"pretrained": name, "mlm_val": {k: round(v, 4) for k, v in pre.val.items()},
+                print(json.dumps({"pretrained": name, "mlm_val": {k: round(v, 4) for k, v in pre.last_val.items()},
                                   "steps": pre.step, "seconds": round(time.perf_counter() - start)}), flush=True)
                 changes = {**changes, "init_from": str(pre.out_dir)}
             model_kw, cfg = split_settings({**load_preset(preset), **changes, "dataset": None})
             result = train(model_kw, cfg, Path(tmp) / name, [str(train_tsv), str(held_tsv)], echo=lambda s: None)
             print(json.dumps({"candidate": name, "preset": preset, "changes": changes,
-                              "held_out_accuracy": round(100 * result.val["accuracy"], 2),
-                              "held_out_loss": round(result.val["loss"], 4), "steps": result.step,
+                              "held_out_accuracy": round(100 * result.last_val["accuracy"], 2),
+                              "held_out_loss": round(result.last_val["loss"], 4), "steps": result.step,
                               "seconds": round(time.perf_counter() - start)}), flush=True)
     return 0
 
