@@ -74,6 +74,11 @@ class Tokenizer(ABC):
         """Id ``i`` as a person reads it, for plots: the token's text (``id_to_token`` by default)."""
         return self.id_to_token(i)
 
+    @property
+    def special_ids(self) -> frozenset[int]:
+        """The ids of the special tokens (``<pad>``, ``<bos>``, ...), which are no text."""
+        return frozenset(range(len(SPECIAL_TOKENS)))
+
     @abstractmethod
     def _to_json(self) -> dict[str, Any]: ...
 
@@ -191,6 +196,10 @@ class BPETokenizer(Tokenizer):
     def vocab_size(self) -> int:
         return self.hf.get_vocab_size(with_added_tokens=True)
 
+    @property
+    def special_ids(self) -> frozenset[int]:  # the model's own: [PAD], [UNK], [CLS], [SEP], [MASK] for BERT
+        return frozenset(i for i, t in self.hf.get_added_tokens_decoder().items() if t.special)
+
     def _encode(self, text: str) -> list[int]:
         return self.hf.encode(text, add_special_tokens=False).ids
 
@@ -249,6 +258,10 @@ class PretrainedTokenizer(Tokenizer):
     @property
     def vocab_size(self) -> int:
         return self.hf.get_vocab_size(with_added_tokens=True)
+
+    @property
+    def special_ids(self) -> frozenset[int]:  # the model's own: [PAD], [UNK], [CLS], [SEP], [MASK] for BERT
+        return frozenset(i for i, t in self.hf.get_added_tokens_decoder().items() if t.special)
 
     def _encode(self, text: str) -> list[int]:
         return self.hf.encode(text).ids

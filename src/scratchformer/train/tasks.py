@@ -14,10 +14,9 @@ has to be saved in a checkpoint, and resuming a run replays exactly the same bat
 
 from __future__ import annotations
 
-import functools
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -349,6 +348,14 @@ class LMTask(Task):
 # ====================================================================================== classification
 
 
+def drop_tokens(ids: list[int], prob: float, keep: Collection[int], gen: torch.Generator) -> list[int]:
+    """Word dropout (Iyyer et al. 2015, "Deep unordered composition"): remove each token with
+    probability ``prob``, never one of ``keep`` (special tokens), and never all of the others."""
+    coins = torch.rand(len(ids), generator=gen).tolist()
+    out = [t for t, c in zip(ids, coins) if t in keep or c >= prob]
+    return out if any(t not in keep for t in out) or all(t in keep for t in ids) else ids
+
+
 class ClassifyTask(Task):
     """Labelled text -> class. Input ids are truncated to ``max_len`` by the stated policy."""
 
@@ -412,17 +419,9 @@ class ClassifyTask(Task):
         rows = [self.splits["train"][i] for i in self.batches(step)]
         if self.cfg.word_dropout:
             gen = step_generator(self.cfg.seed, step, salt=23)
-            rows = [(drop_tokens(ids, self.cfg.word_dropout, self._special_ids, gen), y) for ids, y in rows]
+            keep = self.tokenizer.special_ids
+            rows = [(drop_tokens(ids, self.cfg.word_dropout, keep, gen), y) for ids, y in rows]
         return self.collate(rows)
-
-    @functools.cached_property
-    def _special_ids(self) -> set[int]:
-        """Ids word dropout never removes: the special tokens ([CLS], [SEP], ... of a pretrained
-        tokenizer; <pad>, <bos>, ... of ours)."""
-        hf = getattr(self.tokenizer, "hf", None)
-        if hf is not None:
-            return {i for i, t in hf.get_added_tokens_decoder().items() if t.special}
-        return set(range(len(SPECIAL_TOKENS)))
 
     def count(self, batch: Batch) -> int:
         return batch["labels"].numel()
@@ -467,14 +466,6 @@ class ClassifyTask(Task):
 # ====================================================================================== masked-token pretraining
 
 MASK_ID = BOS_ID  # an encoder never sees <bos> otherwise, so masked-token pretraining uses it as [MASK]
-
-
-def drop_tokens(ids: list[int], prob: float, keep: set[int], gen: torch.Generator) -> list[int]:
-    """Word dropout (Iyyer et al. 2015, "Deep unordered composition"): remove each token with
-    probability ``prob``, never one of ``keep`` (special tokens), and never all of the others."""
-    coins = torch.rand(len(ids), generator=gen).tolist()
-    out = [t for t, c in zip(ids, coins) if t in keep or c >= prob]
-    return out if any(t not in keep for t in out) or all(t in keep for t in ids) else ids
 
 
 def mask_tokens(ids: Tensor, real: Tensor, prob: float, vocab_size: int,

@@ -32,7 +32,7 @@ from torch import nn
 
 from ..config import ModelConfig, TrainConfig
 from ..models import build_model
-from .checkpoint import Checkpoint, find_checkpoint, load_checkpoint, load_trainer_state, save_checkpoint
+from .checkpoint import Checkpoint, find_checkpoint, load_checkpoint, load_trainer_state, read_meta, save_checkpoint
 from .distributed import DistInfo, barrier, broadcast_flag, cleanup, init_distributed
 from .logger import MetricsLogger
 from .optim import lr_at, make_optimizer, set_lr
@@ -244,7 +244,7 @@ def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: li
             from safetensors.torch import load_model
 
             load_model(model, str(out / "best" / "model.safetensors"), device=str(device))
-            kept_step = json.loads((out / "best" / "config.json").read_text())["step"]
+            kept_step = read_meta(out / "best")["step"]
         if task.has_split("test"):
             result.test = _evaluate(task, model, "test")
             MetricsLogger(out, tensorboard=False).log(kept_step, "test", **result.test)
