@@ -2,13 +2,16 @@
 
     SCRATCHFORMER_DATA=../shared/data python bench/sst2_seeds.py --seeds 0 1 --out /tmp/seeds &  # one core each
     SCRATCHFORMER_DATA=../shared/data python bench/sst2_seeds.py --seeds 2 3 --out /tmp/seeds
+    SCRATCHFORMER_DATA=../shared/data python bench/sst2_seeds.py --set ema_decay=0.998 --name ema \
+        --seeds 0 1 --out /tmp/seeds                                # the preset with changes: ema-seed0, ...
     python bench/sst2_seeds.py --combine /tmp/seeds/sst2-seed*
 
 Uses the held-out split of ``sst2_tuning.py`` (800 whole training sentences, their phrases removed from
-training). Each seed of ``--preset`` is trained on the rest (one thread, so two runs share two cores)
-and its best checkpoint's probabilities on the held-out sentences are saved; ``--combine`` prints each
-run's accuracy and the mean, lowest and highest accuracy of every ensemble (the mean of the members'
-class probabilities, as ``scratchformer evaluate --ckpt A B ...`` computes it) of each size.
+training). Each seed of ``--preset`` (with the ``--set`` changes) is trained on the rest (one thread,
+so two runs share two cores) and its best checkpoint's probabilities on the held-out sentences are
+saved; ``--combine`` prints each run's accuracy and the mean, lowest and highest accuracy of every
+ensemble (the mean of the members' class probabilities, as ``scratchformer evaluate --ckpt A B ...``
+computes it) of each size.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from scratchformer.cli import load_preset
+from scratchformer.cli import load_preset, parse_overrides
 from scratchformer.config import split_settings
 from scratchformer.data import load_sst2
 from scratchformer.train.checkpoint import load_checkpoint
@@ -29,7 +32,7 @@ from scratchformer.train.trainer import train
 from sst2_tuning import held_out_split, write_tsv
 
 
-def run_seeds(preset: str, seeds: list[int], out: Path, threads: int) -> None:
+def run_seeds(preset: str, seeds: list[int], out: Path, threads: int, changes: dict[str, object], name: str) -> None:
     torch.set_num_threads(threads)
     texts, labels = load_sst2()["train"]
     keep, held = held_out_split(texts, labels)
@@ -39,8 +42,8 @@ def run_seeds(preset: str, seeds: list[int], out: Path, threads: int) -> None:
         write_tsv(train_tsv, texts, labels, keep)
         write_tsv(held_tsv, texts, labels, held)
     for seed in seeds:
-        run = out / f"{preset}-seed{seed}"
-        settings = {**load_preset(preset), "dataset": None, "seed": seed, "num_threads": threads}
+        run = out / f"{name}-seed{seed}"
+        settings = {**load_preset(preset), **changes, "dataset": None, "seed": seed, "num_threads": threads}
         start = time.perf_counter()
         result = train(*split_settings(settings), run, [str(train_tsv), str(held_tsv)], echo=lambda s: None)
         probs = result.task.probabilities(load_checkpoint(run).model, "val")  # type: ignore[attr-defined]
@@ -73,12 +76,15 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3])
     parser.add_argument("--out", type=Path, default=Path("runs/sst2-seeds"))
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="changes to the preset")
+    parser.add_argument("--name", help="the runs' name (default: the preset's)")
     parser.add_argument("--combine", type=Path, nargs="+", metavar="RUN", help="only combine these finished runs")
     args = parser.parse_args()
     if args.combine:
         combine(args.combine)
     else:
-        run_seeds(args.preset, args.seeds, args.out, args.threads)
+        changes = parse_overrides(args.set)
+        run_seeds(args.preset, args.seeds, args.out, args.threads, changes, args.name or args.preset)
     return 0
 
 

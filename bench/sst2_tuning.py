@@ -51,6 +51,11 @@ CANDIDATES: dict[str, tuple[str, dict[str, object]]] = {  # name -> (preset, cha
     "drop0.3-ls0.1-lr1e-3": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "lr": 1e-3}),
     "worddrop0.1": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "word_dropout": 0.1}),
     "worddrop0.2": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "word_dropout": 0.2}),
+    "rotary": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "positional": "rotary"}),
+    "ema0.998": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "ema_decay": 0.998}),
+    "ema0.995": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "ema_decay": 0.995}),
+    "ema0.998-lr1e-3": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "ema_decay": 0.998, "lr": 1e-3}),
+    "ema0.998-4000": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "ema_decay": 0.998, "max_steps": 4000}),
     # "@PRESET": first pretrain with PRESET (task=mlm) on the same training texts, then fine-tune from it
     "mlm-pretrained": ("sst2", {"init_from": "@sst2-mlm"}),
     "minilm-1200": ("sst2-minilm", {"max_steps": 1200, "warmup_steps": 150}),
@@ -80,6 +85,7 @@ def write_tsv(path: Path, texts: list[str], labels: list[int], rows: list[int]) 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="*", choices=list(CANDIDATES), help="candidates to run (default: all)")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads per run (default: torch's)")
     args = parser.parse_args()
     texts, labels = load_sst2()["train"]
     keep, held = held_out_split(texts, labels)
@@ -98,7 +104,8 @@ def main() -> int:
                 print(json.dumps({"pretrained": name, "mlm_val": {k: round(v, 4) for k, v in pre.last_val.items()},
                                   "steps": pre.step, "seconds": round(time.perf_counter() - start)}), flush=True)
                 changes = {**changes, "init_from": str(pre.out_dir)}
-            model_kw, cfg = split_settings({**load_preset(preset), **changes, "dataset": None})
+            model_kw, cfg = split_settings({**load_preset(preset), **changes, "dataset": None,
+                                            "num_threads": args.threads})
             result = train(model_kw, cfg, Path(tmp) / name, [str(train_tsv), str(held_tsv)], echo=lambda s: None)
             print(json.dumps({"candidate": name, "preset": preset, "changes": changes,
                               "held_out_accuracy": round(100 * result.last_val["accuracy"], 2),

@@ -231,6 +231,48 @@ def test_nan_loss_stops_cleanly_and_keeps_the_last_good_checkpoint(tmp_path, tex
     assert ck.step == 4 and all(torch.isfinite(p).all() for p in ck.model.parameters())
 
 
+def test_weight_average_follows_its_formula_and_swaps_back():
+    from scratchformer.train.averaging import WeightAverage
+
+    model = torch.nn.Linear(1, 1, bias=False)
+    with torch.no_grad():
+        model.weight.fill_(0.0)
+    average = WeightAverage(model, decay=0.5)
+    for w in [1.0, 2.0, 3.0, 4.0]:
+        with torch.no_grad():
+            model.weight.fill_(w)
+        average.update(model)
+    expected = (4 + 3 * 0.5 + 2 * 0.25 + 1 * 0.125) / (1 + 0.5 + 0.25 + 0.125)  # weights d^(t - s), normalised
+    assert average.average["weight"].item() == pytest.approx(expected)
+    with average.swapped_in(model) as trained:
+        assert model.weight.item() == pytest.approx(expected) and trained["weight"].item() == 4.0
+    assert model.weight.item() == 4.0  # the trained weights are back
+
+
+def test_weight_average_is_what_is_saved_and_resume_continues_exactly(tmp_path, text_file):
+    settings = dict(task="lm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=32, batch_size=4,
+                    eval_every=3, eval_batches=1, schedule="constant", warmup_steps=0, ema_decay=0.9,
+                    num_threads=1)
+    model_kw, cfg = split_settings({**settings, "max_steps": 6})
+    result = train(model_kw, cfg, tmp_path / "full", [str(text_file)], echo=lambda s: None)
+    model_kw, cfg = split_settings({**settings, "max_steps": 3})
+    train(model_kw, cfg, tmp_path / "half", [str(text_file)], echo=lambda s: None)
+    model_kw, cfg = split_settings({**settings, "max_steps": 6})
+    train(model_kw, cfg, tmp_path / "half", [str(text_file)], resume=True, echo=lambda s: None)
+
+    saved = weights(tmp_path / "full")
+    trained = torch.load(tmp_path / "full" / "last" / "trainer_state.pt", weights_only=True)["trained_weights"]
+    assert all(not torch.equal(saved[k], trained[k]) for k in saved)  # the average, not the trained weights
+    final = result.model.state_dict()  # the model returned (best/ = step 6 here) holds the average too
+    assert all(torch.equal(final[k], v) for k, v in saved.items())
+    resumed = weights(tmp_path / "half")
+    resumed_trained = torch.load(tmp_path / "half" / "last" / "trainer_state.pt", weights_only=True)
+    for name in saved:
+        assert torch.equal(saved[name], resumed[name]), name
+    for name in trained:
+        assert torch.equal(trained[name], resumed_trained["trained_weights"][name]), name
+
+
 def test_bf16_autocast_trains(tmp_path, text_file):
     model_kw, cfg = split_settings(dict(task="lm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=32,
                                         max_steps=3, batch_size=4, eval_every=3, eval_batches=1, bf16=True))

@@ -319,6 +319,9 @@ class TrainConfig:
     label_smoothing: float = 0.0
     word_dropout: float = 0.0  # classify: drop each input token of a training example with this probability
     grad_clip: float = 1.0  # max global gradient norm; 0 = off
+    # > 0: evaluate and save a moving average of the weights over about 1 / (1 - ema_decay) steps (0.999,
+    # say) instead of the last weights (Polyak averaging; see train/averaging.py); 0 = off
+    ema_decay: float = 0.0
     # bookkeeping
     seed: int = 0
     eval_every: int = 200
@@ -355,6 +358,8 @@ class TrainConfig:
             raise ConfigError(f"word_dropout={self.word_dropout} must be in [0, 1)")
         if self.word_dropout and self.task != "classify":
             raise ConfigError(f"word_dropout works with task=classify, not task={self.task}")
+        if not 0 <= self.ema_decay < 1:
+            raise ConfigError(f"ema_decay={self.ema_decay} must be in [0, 1)")
         if not 0 <= self.label_smoothing < 1:
             raise ConfigError(f"label_smoothing={self.label_smoothing} must be in [0, 1)")
         if self.batch_size % self.grad_accum:

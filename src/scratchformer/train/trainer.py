@@ -8,6 +8,7 @@
             loss = summed loss / tokens in the *global* batch   (so any split computes the same)
             loss.backward()
         clip, AdamW step; stop cleanly on a NaN/inf loss
+        ema_decay > 0: update the weights' moving average      -> evaluated and saved instead (averaging.py)
         every eval_every steps: evaluate, keep best/ and last/, early stopping
 
 A run directory holds ``config.json`` (the resolved configuration), ``metrics.jsonl``, TensorBoard
@@ -32,6 +33,7 @@ from torch import nn
 
 from ..config import ModelConfig, TrainConfig
 from ..models import build_model
+from .averaging import WeightAverage
 from .checkpoint import Checkpoint, find_checkpoint, load_checkpoint, load_trainer_state, read_meta, save_checkpoint
 from .distributed import DistInfo, barrier, broadcast_flag, cleanup, init_distributed
 from .logger import MetricsLogger
@@ -133,6 +135,7 @@ def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: li
     model = model.to(device)
     optimizer = make_optimizer(model, cfg)
     start_step, best_loss, bad_evals = 0, math.inf, 0
+    average = WeightAverage(model, cfg.ema_decay) if cfg.ema_decay else None
     if resume:
         from safetensors.torch import load_model
 
@@ -140,6 +143,10 @@ def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: li
         state = load_trainer_state(out / "last")
         optimizer.load_state_dict(state["optimizer"])
         start_step, best_loss, bad_evals = state["step"], state["best_loss"], state["bad_evals"]
+        if "trained_weights" in state:  # model.safetensors holds their average (ema_decay)
+            model.load_state_dict(state["trained_weights"])
+        if average is not None and "weight_average" in state:
+            average.load_state(state["weight_average"])
         log(f"resuming {out} at step {start_step}")
     n_params = sum(p.numel() for p in model.parameters())
     if info.is_main:
@@ -159,11 +166,18 @@ def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: li
     metrics = MetricsLogger(out, enabled=info.is_main)
     autocast = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if cfg.bf16 else contextlib.nullcontext
 
+    def averaged() -> contextlib.AbstractContextManager[dict[str, torch.Tensor] | None]:
+        """The model holds the averaged weights inside (when ema_decay is on); yields the trained ones."""
+        return average.swapped_in(model) if average is not None else contextlib.nullcontext(None)
+
     def save(step: int, name: str) -> None:
         if info.is_main:
             state = {"optimizer": optimizer.state_dict(), "step": step, "best_loss": best_loss, "bad_evals": bad_evals}
             extra = {**task.extra_meta, "data": [str(Path(p).resolve()) for p in data_paths]}
-            save_checkpoint(out / name, model, task.tokenizer, model_cfg, cfg, step, state, extra)
+            with averaged() as trained:
+                if trained is not None and average is not None:
+                    state.update(trained_weights=trained, weight_average=average.state())
+                save_checkpoint(out / name, model, task.tokenizer, model_cfg, cfg, step, state, extra)
 
     from tqdm.auto import tqdm
 
@@ -197,6 +211,8 @@ def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: li
                                     f"checkpoint is in {out / 'last'} (try a lower lr or more warmup_steps)")
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
+            if average is not None:
+                average.update(model)
             done = step + 1
             window_tokens += task.n_tokens(batch)
             window_loss += step_loss
@@ -213,7 +229,8 @@ def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: li
             is_eval = done % cfg.eval_every == 0 or done == cfg.max_steps
             stop = False
             if is_eval and info.is_main:
-                val = _evaluate(task, model, "val")
+                with averaged():
+                    val = _evaluate(task, model, "val")
                 metrics.log(done, "val", **val, time_s=time.perf_counter() - started)
                 bar.write(f"step {done}: " + ", ".join(f"{k} {v:.4g}" for k, v in val.items()))
                 if val["loss"] < best_loss:
@@ -238,6 +255,8 @@ def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: li
 
     result = TrainResult(out, model, task, model_cfg, step + 1 if cfg.max_steps > start_step else start_step,
                          val=best_val or val, last_val=val, stopped_early=stopped_early, is_main=info.is_main)
+    if average is not None and average.updates:  # the model returned is the average (best/'s, if any)
+        model.load_state_dict({**model.state_dict(), **average.average})
     if info.is_main:
         kept_step = result.step  # the step of the checkpoint the test metrics are measured on
         if (out / "best" / "model.safetensors").is_file():
