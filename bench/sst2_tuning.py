@@ -56,6 +56,13 @@ CANDIDATES: dict[str, tuple[str, dict[str, object]]] = {  # name -> (preset, cha
     "ema0.995": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "ema_decay": 0.995}),
     "ema0.998-lr1e-3": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "ema_decay": 0.998, "lr": 1e-3}),
     "ema0.998-4000": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "ema_decay": 0.998, "max_steps": 4000}),
+    "bpe4k": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "bpe_vocab_size": 4000}),
+    "window1": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "attention_window": 1}),
+    "window3": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "attention_window": 3}),
+    # "@join": N extra training examples, each two training examples of the same label joined (long inputs)
+    "join20k": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "@join": 20000}),
+    "unscaled-learned-pos": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "scale_embeddings": False,
+                                      "positional": "learned"}),
     # "@PRESET": first pretrain with PRESET (task=mlm) on the same training texts, then fine-tune from it
     "mlm-pretrained": ("sst2", {"init_from": "@sst2-mlm"}),
     "minilm-1200": ("sst2-minilm", {"max_steps": 1200, "warmup_steps": 150}),
@@ -76,6 +83,20 @@ def held_out_split(texts: list[str], labels: list[int]) -> tuple[list[int], list
     held_set = set(held)
     keep = [i for i, t in enumerate(texts) if i not in held_set and t.strip() not in held_text]
     return keep, held
+
+
+def joined_examples(texts: list[str], labels: list[int], rows: list[int], n: int) -> tuple[list[str], list[int]]:
+    """``n`` new examples, each two random examples of ``rows`` (of 4 words or more) with the same label,
+    joined with a space (seed 0): training inputs as long as the test sentences (24 words on average)."""
+    rng = random.Random(0)
+    pools = {y: [i for i in rows if labels[i] == y and len(texts[i].split()) >= 4] for y in set(labels)}
+    new_texts, new_labels = [], []
+    for _ in range(n):
+        y = rng.choice(sorted(pools))
+        a, b = rng.sample(pools[y], 2)
+        new_texts.append(f"{texts[a].strip()} {texts[b].strip()}")
+        new_labels.append(y)
+    return new_texts, new_labels
 
 
 def write_tsv(path: Path, texts: list[str], labels: list[int], rows: list[int]) -> None:
@@ -104,9 +125,16 @@ def main() -> int:
                 print(json.dumps({"pretrained": name, "mlm_val": {k: round(v, 4) for k, v in pre.last_val.items()},
                                   "steps": pre.step, "seconds": round(time.perf_counter() - start)}), flush=True)
                 changes = {**changes, "init_from": str(pre.out_dir)}
-            model_kw, cfg = split_settings({**load_preset(preset), **changes, "dataset": None,
+            data = train_tsv
+            if "@join" in changes:
+                extra_texts, extra_labels = joined_examples(texts, labels, keep, int(changes["@join"]))
+                data = Path(tmp) / f"{name}-train.tsv"
+                rows = keep + list(range(len(texts), len(texts) + len(extra_texts)))
+                write_tsv(data, texts + extra_texts, labels + extra_labels, rows)
+            settings = {k: v for k, v in changes.items() if not k.startswith("@")}
+            model_kw, cfg = split_settings({**load_preset(preset), **settings, "dataset": None,
                                             "num_threads": args.threads})
-            result = train(model_kw, cfg, Path(tmp) / name, [str(train_tsv), str(held_tsv)], echo=lambda s: None)
+            result = train(model_kw, cfg, Path(tmp) / name, [str(data), str(held_tsv)], echo=lambda s: None)
             print(json.dumps({"candidate": name, "preset": preset, "changes": changes,
                               "held_out_accuracy": round(100 * result.last_val["accuracy"], 2),
                               "held_out_loss": round(result.last_val["loss"], 4), "steps": result.step,

@@ -66,6 +66,8 @@ def test_family_defaults():
     (dict(arch="gpt", tgt_vocab_size=10), ["tgt_vocab_size", "arch='gpt'"]),
     (dict(pad_id=99, vocab_size=50), ["pad_id=99"]),
     (dict(arch="bert"), ["arch='bert'"]),
+    (dict(arch="encoder", attention_window=-1), ["attention_window=-1"]),
+    (dict(arch="gpt", attention_window=4), ["attention_window", "arch='gpt'"]),
 ])
 def test_impossible_configs_fail_naming_the_fields(kwargs, fields):
     with pytest.raises(ConfigError) as err:

@@ -139,6 +139,24 @@ def test_gpt_left_padded_batch_equals_rows_one_by_one(positional):
     torch.testing.assert_close(m(changed, mask)[mask], out[mask], atol=1e-6, rtol=0)
 
 
+@pytest.mark.parametrize("positional", POSITIONALS)
+def test_attention_window_limits_what_each_token_sees_to_layers_times_window(positional):
+    m = clf(attention_window=1, positional=positional)  # 2 layers: each token sees 2 x 1 positions each way
+    ids = rand_ids(2, 12)
+    ids[1, 8:] = 0  # padding far from some queries: rows that may attend to nothing stay finite
+    hidden = m.encode(ids)
+    changed = ids.clone()
+    changed[0, 6] = 1 + ids[0, 6] % 36
+    moved = (m.encode(changed) - hidden)[0].abs().amax(-1) > 1e-6  # (T,): which positions changed
+    assert moved.tolist() == [abs(i - 6) <= 2 for i in range(12)]
+    assert torch.isfinite(m(ids)).all()
+    full, wide = clf(positional=positional), clf(positional=positional, attention_window=11)  # 11: no limit
+    full.load_state_dict(m.state_dict())
+    wide.load_state_dict(m.state_dict())
+    torch.testing.assert_close(wide(ids), full(ids), atol=1e-6, rtol=0)
+    assert not torch.allclose(m(ids), full(ids))
+
+
 def test_fully_masked_rows_give_no_nan():
     m = clf()
     ids = rand_ids(2, 5)

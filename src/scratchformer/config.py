@@ -84,6 +84,9 @@ class ModelConfig:
     embedding_norm: bool = False  # LayerNorm right after the embeddings (BERT); not in the paper
     rope_base: float = 10000.0
     pad_id: int = 0
+    # > 0: in the encoder's self-attention, each token attends only to tokens at most this many positions
+    # away (a sliding window, as Longformer's local attention); not in the paper. 0 = to every token
+    attention_window: int = 0
     # encoder (classifier) only
     n_classes: int = 2
     pooling: Pooling = "mean"
@@ -108,7 +111,8 @@ class ModelConfig:
         self._validate()
 
     def _validate(self) -> None:
-        ints = ["vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len", "n_classes", "pad_id"]
+        ints = ["vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len", "n_classes", "pad_id",
+                "attention_window"]
         ints += [n for n in ("n_encoder_layers", "n_decoder_layers", "tgt_vocab_size") if getattr(self, n) is not None]
         for name in ints:
             value = getattr(self, name)
@@ -127,6 +131,10 @@ class ModelConfig:
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise ConfigError(f"{name}={value} must be >= 0")
+        if self.attention_window < 0:
+            raise ConfigError(f"attention_window={self.attention_window} must be >= 0")
+        if self.attention_window and self.arch == "gpt":
+            raise ConfigError("attention_window applies to an encoder's self-attention; arch='gpt' has no encoder")
         if self.tgt_vocab_size is not None and self.tgt_vocab_size < 1:
             raise ConfigError(f"tgt_vocab_size={self.tgt_vocab_size} must be >= 1")
         if self.d_model % self.n_heads:

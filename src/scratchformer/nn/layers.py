@@ -27,7 +27,7 @@ from .attention import MultiHeadAttention
 from .embedding import RotaryEmbedding
 from .feedforward import FeedForward
 from .kv_cache import DecoderCache, KVCache
-from .masks import key_padding_to_attention_mask
+from .masks import combine_masks, key_padding_to_attention_mask, window_mask
 
 
 def layer_norm(cfg: ModelConfig) -> nn.LayerNorm:
@@ -111,10 +111,14 @@ class Encoder(nn.Module):
         rope = RotaryEmbedding(cfg.head_dim, cfg.max_len, cfg.rope_base) if cfg.positional == "rotary" else None
         self.layers = nn.ModuleList(EncoderLayer(cfg, rope) for _ in range(n_layers))
         self.norm = layer_norm(cfg) if cfg.norm == "pre" else None
+        self.window = cfg.attention_window
 
     def forward(self, x: Tensor, key_mask: Tensor | None = None, positions: Tensor | None = None) -> Tensor:
-        """``key_mask (B, S)``: ``True`` for real tokens; padding is never attended to."""
+        """``key_mask (B, S)``: ``True`` for real tokens; padding is never attended to (nor, with an
+        ``attention_window``, tokens further away than that)."""
         mask = None if key_mask is None else key_padding_to_attention_mask(key_mask)  # (B, 1, 1, S)
+        if self.window:
+            mask = combine_masks(mask, window_mask(x.size(1), self.window, x.device))  # & (S, S) band
         for layer in self.layers:
             x = layer(x, mask, positions)
         return x if self.norm is None else self.norm(x)

@@ -29,6 +29,12 @@ def causal_mask(query_len: int, key_len: int | None = None, device: torch.device
     return torch.ones(query_len, key_len, dtype=torch.bool, device=device).tril(key_len - query_len)
 
 
+def window_mask(length: int, window: int, device: torch.device | None = None) -> Tensor:
+    """``(T, T)`` bool band: query ``i`` may attend to keys ``j`` with ``|i - j| <= window``."""
+    i = torch.arange(length, device=device)
+    return (i[:, None] - i[None, :]).abs() <= window
+
+
 def key_padding_to_attention_mask(key_mask: Tensor) -> Tensor:
     """``(B, S)`` real-token mask -> ``(B, 1, 1, S)``: every query (and head) sees the same keys."""
     return key_mask[:, None, None, :]
