@@ -22,6 +22,8 @@ from torch import nn
 
 
 class WeightAverage:
+    """``update(model)`` after each optimizer step; ``swapped_in(model)`` to evaluate or save the average."""
+
     def __init__(self, model: nn.Module, decay: float) -> None:
         self.decay = decay
         self.updates = 0
