@@ -61,6 +61,8 @@ CANDIDATES: dict[str, tuple[str, dict[str, object]]] = {  # name -> (preset, cha
     "window3": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "attention_window": 3}),
     # "@join": N extra training examples, each two training examples of the same label joined (long inputs)
     "join20k": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "@join": 20000}),
+    # "@plus_dev": also train on `dev` (GLUE's training set in full), less what overlaps the held-out sentences
+    "plus-dev": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "@plus_dev": True}),
     "unscaled-learned-pos": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "scale_embeddings": False,
                                       "positional": "learned"}),
     # "@PRESET": first pretrain with PRESET (task=mlm) on the same training texts, then fine-tune from it
@@ -99,6 +101,15 @@ def joined_examples(texts: list[str], labels: list[int], rows: list[int], n: int
     return new_texts, new_labels
 
 
+def dev_examples(held_texts: list[str]) -> tuple[list[str], list[int]]:
+    """``dev``'s examples that are neither part of a held-out sentence nor contain one."""
+    texts, labels = load_sst2()["dev"]
+    held_text = "\n".join(held_texts)
+    rows = [i for i, t in enumerate(texts)
+            if t.strip() not in held_text and not any(h.strip() in t for h in held_texts)]
+    return [texts[i] for i in rows], [labels[i] for i in rows]
+
+
 def write_tsv(path: Path, texts: list[str], labels: list[int], rows: list[int]) -> None:
     path.write_text("sentence\tlabel\n" + "".join(f"{texts[i].strip()}\t{labels[i]}\n" for i in rows))
 
@@ -126,8 +137,12 @@ def main() -> int:
                                   "steps": pre.step, "seconds": round(time.perf_counter() - start)}), flush=True)
                 changes = {**changes, "init_from": str(pre.out_dir)}
             data = train_tsv
-            if "@join" in changes:
-                extra_texts, extra_labels = joined_examples(texts, labels, keep, int(changes["@join"]))
+            if "@join" in changes or "@plus_dev" in changes:
+                if "@join" in changes:
+                    extra_texts, extra_labels = joined_examples(texts, labels, keep, int(changes["@join"]))
+                else:
+                    extra_texts, extra_labels = dev_examples([texts[i] for i in held])
+                    print(f"{len(extra_texts)} dev examples added", flush=True)
                 data = Path(tmp) / f"{name}-train.tsv"
                 rows = keep + list(range(len(texts), len(texts) + len(extra_texts)))
                 write_tsv(data, texts + extra_texts, labels + extra_labels, rows)
