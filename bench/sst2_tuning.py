@@ -67,6 +67,8 @@ CANDIDATES: dict[str, tuple[str, dict[str, object]]] = {  # name -> (preset, cha
                                       "positional": "learned"}),
     # "@PRESET": first pretrain with PRESET (task=mlm) on the same training texts, then fine-tune from it
     "mlm-pretrained": ("sst2", {"init_from": "@sst2-mlm"}),
+    # "@pretrain": changes to that pretraining preset
+    "mlm-pretrained-10k": ("sst2", {"init_from": "@sst2-mlm", "@pretrain": {"max_steps": 10000, "eval_every": 2000}}),
     "minilm-1200": ("sst2-minilm", {"max_steps": 1200, "warmup_steps": 150}),
     "minilm-3600": ("sst2-minilm", {"max_steps": 3600, "warmup_steps": 300}),
     "minilm-lr5e-5": ("sst2-minilm", {"lr": 5e-5}),
@@ -131,7 +133,8 @@ def main() -> int:
             preset, changes = CANDIDATES[name]
             start = time.perf_counter()
             if str(changes.get("init_from", "")).startswith("@"):  # pretrain on the training texts only
-                pre_kw, pre_cfg = split_settings({**load_preset(changes["init_from"][1:]), "dataset": None})
+                pretrain = {**load_preset(changes["init_from"][1:]), **changes.get("@pretrain", {})}
+                pre_kw, pre_cfg = split_settings({**pretrain, "dataset": None, "num_threads": args.threads})
                 pre = train(pre_kw, pre_cfg, Path(tmp) / f"{name}-pretrain", [str(train_tsv)], echo=lambda s: None)
                 print(json.dumps({"pretrained": name, "mlm_val": {k: round(v, 4) for k, v in pre.last_val.items()},
                                   "steps": pre.step, "seconds": round(time.perf_counter() - start)}), flush=True)
