@@ -16,7 +16,7 @@ import torch
 from safetensors.torch import load_file
 
 from scratchformer.cli import main, preset_names
-from scratchformer.config import TrainConfig, split_settings
+from scratchformer.config import ConfigError, TrainConfig, split_settings
 from scratchformer.interop import minilm_path
 from scratchformer.train import checkpoint as ckpt_mod
 from scratchformer.train.optim import lr_at, param_groups
@@ -290,6 +290,25 @@ def test_early_stopping(tmp_path, text_file, monkeypatch):
     assert result.stopped_early and result.step == 8
     assert json.loads((tmp_path / "run" / "best" / "config.json").read_text())["step"] == 4
     assert result.val == {"loss": 2.0} and result.last_val == {"loss": 2.6}  # the kept checkpoint's, the last
+
+
+def test_select_by_a_metric_where_higher_is_better(tmp_path, text_file, monkeypatch):
+    from scratchformer.train.tasks import MaskedLMTask
+
+    evals = iter([(3.0, 0.2), (2.0, 0.3), (2.5, 0.5), (2.6, 0.4), (2.7, 0.45), (2.8, 0.1)])
+    monkeypatch.setattr(MaskedLMTask, "evaluate",
+                        lambda self, model, split: dict(zip(("loss", "accuracy"), next(evals))))
+    model_kw, cfg = split_settings(dict(task="mlm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=32,
+                                        max_steps=100, batch_size=4, eval_every=2, patience=2,
+                                        select_by="accuracy"))
+    result = train(model_kw, cfg, tmp_path / "run", [str(text_file)], echo=lambda s: None)
+    assert result.stopped_early and result.step == 10  # best accuracy 0.5 at step 6, then two worse
+    assert json.loads((tmp_path / "run" / "best" / "config.json").read_text())["step"] == 6
+    assert result.val == {"loss": 2.5, "accuracy": 0.5}
+    with pytest.raises(ConfigError, match="select_by='bleu' is not a validation metric of task=mlm"):
+        TrainConfig(task="mlm", select_by="bleu")
+    with pytest.raises(ConfigError, match="needs eval_decode > 0"):
+        TrainConfig(task="translate", select_by="bleu", eval_decode=0)
 
 
 # ------------------------------------------------------------------------------------ data sources

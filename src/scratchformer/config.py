@@ -272,6 +272,11 @@ def count_parameters_formula(cfg: ModelConfig) -> int:
 Task = Literal["copy", "reverse", "sort", "lm", "translate", "classify", "mlm"]
 TASK_ARCH: dict[str, str] = {"copy": "seq2seq", "reverse": "seq2seq", "sort": "seq2seq", "translate": "seq2seq",
                              "lm": "gpt", "classify": "encoder", "mlm": "encoder"}
+# What each task's evaluation reports besides loss and perplexity (exact_match, bleu: with eval_decode > 0).
+TASK_METRICS: dict[str, tuple[str, ...]] = {"copy": ("exact_match",), "reverse": ("exact_match",),
+                                            "sort": ("exact_match",), "translate": ("bleu",), "lm": (),
+                                            "classify": ("accuracy", "f1"), "mlm": ("accuracy",)}
+LOWER_IS_BETTER = ("loss", "perplexity")
 TRAIN_CHOICES: dict[str, tuple[str, ...]] = {
     "task": tuple(TASK_ARCH),
     "tokenizer": ("char", "bpe"),
@@ -337,7 +342,10 @@ class TrainConfig:
     eval_decode: int = 200  # seq2seq: sentences decoded per evaluation (exact match / BLEU); 0 = none
     save_every: int = 0  # 0 = at every evaluation
     log_every: int = 50
-    patience: int = 0  # early stopping: evaluations without a better validation loss; 0 = off
+    patience: int = 0  # early stopping: evaluations without a better validation metric; 0 = off
+    # the validation metric that picks best/ and drives early stopping: loss or perplexity (lower is
+    # better), or one the task reports (higher is better): accuracy, f1, exact_match, bleu
+    select_by: str = "loss"
     bf16: bool = False
     compile: bool = False
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -366,6 +374,12 @@ class TrainConfig:
             raise ConfigError(f"word_dropout={self.word_dropout} must be in [0, 1)")
         if self.word_dropout and self.task != "classify":
             raise ConfigError(f"word_dropout works with task=classify, not task={self.task}")
+        metrics = LOWER_IS_BETTER + TASK_METRICS[self.task]
+        if self.select_by not in metrics:
+            raise ConfigError(f"select_by={self.select_by!r} is not a validation metric of task={self.task} "
+                              f"(choose from {', '.join(metrics)})")
+        if self.select_by in ("exact_match", "bleu") and not self.eval_decode:
+            raise ConfigError(f"select_by={self.select_by} needs eval_decode > 0 (sentences decoded per evaluation)")
         if not 0 <= self.ema_decay < 1:
             raise ConfigError(f"ema_decay={self.ema_decay} must be in [0, 1)")
         if not 0 <= self.label_smoothing < 1:

@@ -5,7 +5,7 @@
     CKPT/tokenizer.json      the tokenizer
     CKPT/trainer_state.pt    optimizer state, step, early-stopping state (torch.load(weights_only=True))
 
-A run directory keeps ``last/`` (the most recent) and ``best/`` (lowest validation loss). Writing goes
+A run directory keeps ``last/`` (the most recent) and ``best/`` (best validation ``select_by``). Writing goes
 to a temporary sibling directory that is renamed into place, so a crash (even SIGKILL) mid-write leaves
 the previous checkpoint intact.
 """

@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..config import ModelConfig, TrainConfig
+from ..config import LOWER_IS_BETTER, ModelConfig, TrainConfig
 from ..models import build_model
 from .averaging import WeightAverage
 from .checkpoint import Checkpoint, find_checkpoint, load_checkpoint, load_trainer_state, read_meta, save_checkpoint
@@ -134,7 +134,7 @@ def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: li
         model = build_model(model_cfg)
     model = model.to(device)
     optimizer = make_optimizer(model, cfg)
-    start_step, best_loss, bad_evals = 0, math.inf, 0
+    start_step, best_score, bad_evals = 0, math.inf, 0  # best_score: lower is better (see _score)
     average = WeightAverage(model, cfg.ema_decay) if cfg.ema_decay else None
     if resume:
         from safetensors.torch import load_model
@@ -142,7 +142,8 @@ def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: li
         load_model(model, str(out / "last" / "model.safetensors"), device=str(device))
         state = load_trainer_state(out / "last")
         optimizer.load_state_dict(state["optimizer"])
-        start_step, best_loss, bad_evals = state["step"], state["best_loss"], state["bad_evals"]
+        start_step, bad_evals = state["step"], state["bad_evals"]
+        best_score = state.get("best_score", state.get("best_loss", math.inf))  # "best_loss": older runs
         if "trained_weights" in state:  # model.safetensors holds their average (ema_decay)
             model.load_state_dict(state["trained_weights"])
         if average is not None and "weight_average" in state:
@@ -172,7 +173,8 @@ def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: li
 
     def save(step: int, name: str) -> None:
         if info.is_main:
-            state = {"optimizer": optimizer.state_dict(), "step": step, "best_loss": best_loss, "bad_evals": bad_evals}
+            state = {"optimizer": optimizer.state_dict(), "step": step, "best_score": best_score,
+                     "bad_evals": bad_evals}
             extra = {**task.extra_meta, "data": [str(Path(p).resolve()) for p in data_paths]}
             with averaged() as trained:
                 if trained is not None and average is not None:
@@ -233,8 +235,8 @@ def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: li
                     val = _evaluate(task, model, "val")
                 metrics.log(done, "val", **val, time_s=time.perf_counter() - started)
                 bar.write(f"step {done}: " + ", ".join(f"{k} {v:.4g}" for k, v in val.items()))
-                if val["loss"] < best_loss:
-                    best_loss, bad_evals, best_val = val["loss"], 0, val
+                if _score(val, cfg.select_by) < best_score:
+                    best_score, bad_evals, best_val = _score(val, cfg.select_by), 0, val
                     save(done, "best")
                 else:
                     bad_evals += 1
@@ -246,7 +248,8 @@ def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: li
                 stop = broadcast_flag(stop, info)
                 barrier(info)
                 if stop:
-                    log(f"early stopping at step {done}: no better validation loss in {cfg.patience} evaluations")
+                    log(f"early stopping at step {done}: no better validation {cfg.select_by} in {cfg.patience} "
+                        "evaluations")
                     stopped_early = True
                     break
     finally:
@@ -345,6 +348,11 @@ def accumulate_gradients(task: Task, model: nn.Module, shards: list[Batch], coun
             (loss_sum * (world_size / count)).backward()
         total += loss_sum.item()
     return total
+
+
+def _score(metrics: dict[str, float], select_by: str) -> float:
+    """The validation metric ``select_by`` as a number where lower is better (accuracy 0.8 -> -0.8)."""
+    return metrics[select_by] if select_by in LOWER_IS_BETTER else -metrics[select_by]
 
 
 def _evaluate(task: Task, model: nn.Module, split: str) -> dict[str, float]:
