@@ -241,7 +241,7 @@ def test_weight_average_follows_its_formula_and_swaps_back():
     for w in [1.0, 2.0, 3.0, 4.0]:
         with torch.no_grad():
             model.weight.fill_(w)
-        average.update(model)
+        average.update()
     expected = (4 + 3 * 0.5 + 2 * 0.25 + 1 * 0.125) / (1 + 0.5 + 0.25 + 0.125)  # weights d^(t - s), normalised
     assert average.average["weight"].item() == pytest.approx(expected)
     with average.swapped_in(model) as trained:

@@ -196,10 +196,6 @@ class BPETokenizer(Tokenizer):
     def vocab_size(self) -> int:
         return self.hf.get_vocab_size(with_added_tokens=True)
 
-    @property
-    def special_ids(self) -> frozenset[int]:  # the model's own: [PAD], [UNK], [CLS], [SEP], [MASK] for BERT
-        return frozenset(i for i, t in self.hf.get_added_tokens_decoder().items() if t.special)
-
     def _encode(self, text: str) -> list[int]:
         return self.hf.encode(text, add_special_tokens=False).ids
 

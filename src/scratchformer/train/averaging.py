@@ -22,25 +22,28 @@ from torch import nn
 
 
 class WeightAverage:
-    """``update(model)`` after each optimizer step; ``swapped_in(model)`` to evaluate or save the average."""
+    """``update()`` after each optimizer step; ``swapped_in(model)`` to evaluate or save the average."""
 
     def __init__(self, model: nn.Module, decay: float) -> None:
         self.decay = decay
         self.updates = 0
-        self.moment = {k: torch.zeros_like(v) for k, v in model.state_dict().items() if v.is_floating_point()}
+        # the model's tensors (views that follow the optimizer's in-place updates), looked up once, not per step
+        self.live = {k: v for k, v in model.state_dict().items() if v.is_floating_point()}
+        self.moment = {k: torch.zeros_like(v) for k, v in self.live.items()}
 
     def state(self) -> dict[str, object]:
         return {"updates": self.updates, "moment": self.moment}
 
     def load_state(self, state: dict[str, object]) -> None:
         self.updates = int(state["updates"])  # type: ignore[call-overload]
-        self.moment = {k: v.clone() for k, v in state["moment"].items()}  # type: ignore[attr-defined]
+        moment = state["moment"]  # saved on the CPU: back onto the model's device
+        self.moment = {k: v.to(self.live[k].device, copy=True) for k, v in moment.items()}  # type: ignore[attr-defined]
 
     @torch.no_grad()
-    def update(self, model: nn.Module) -> None:
-        for name, value in model.state_dict().items():
-            if name in self.moment:
-                self.moment[name].lerp_(value.detach(), 1 - self.decay)
+    def update(self) -> None:
+        """One optimizer step of the model given at construction has been taken."""
+        for name, m in self.moment.items():
+            m.lerp_(self.live[name], 1 - self.decay)
         self.updates += 1
 
     @property

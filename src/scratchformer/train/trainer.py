@@ -177,7 +177,7 @@ def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: li
                      "bad_evals": bad_evals}
             extra = {**task.extra_meta, "data": [str(Path(p).resolve()) for p in data_paths]}
             with averaged() as trained:
-                if trained is not None and average is not None:
+                if average is not None:
                     state.update(trained_weights=trained, weight_average=average.state())
                 save_checkpoint(out / name, model, task.tokenizer, model_cfg, cfg, step, state, extra)
 
@@ -214,7 +214,7 @@ def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: li
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             if average is not None:
-                average.update(model)
+                average.update()
             done = step + 1
             window_tokens += task.n_tokens(batch)
             window_loss += step_loss
@@ -235,8 +235,9 @@ def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: li
                     val = _evaluate(task, model, "val")
                 metrics.log(done, "val", **val, time_s=time.perf_counter() - started)
                 bar.write(f"step {done}: " + ", ".join(f"{k} {v:.4g}" for k, v in val.items()))
-                if _score(val, cfg.select_by) < best_score:
-                    best_score, bad_evals, best_val = _score(val, cfg.select_by), 0, val
+                score = _score(val, cfg.select_by)
+                if score < best_score:
+                    best_score, bad_evals, best_val = score, 0, val
                     save(done, "best")
                 else:
                     bad_evals += 1
