@@ -3,7 +3,7 @@ import itertools
 import pytest
 
 from scratchformer import ConfigError, ModelConfig, build_model, count_parameters_formula
-from scratchformer.config import PRESETS
+from scratchformer.config import PRESETS, split_settings
 
 
 def n_params(model) -> int:
@@ -33,7 +33,7 @@ def test_gpt2_small_has_gpt2s_parameter_count():
 @pytest.mark.parametrize(
     "arch,norm,activation,positional,bias,tie,shared,emb_norm",
     [c for c in itertools.product(["seq2seq", "gpt", "encoder"], ["post", "pre"], ["relu", "swiglu"],
-                                  ["sinusoidal", "learned", "rotary"], [True, False], [True, False],
+                                  ["sinusoidal", "learned", "rotary", "none"], [True, False], [True, False],
                                   [True, False], [False, True])
      if (c[6] or c[0] == "seq2seq")][::7],
 )
@@ -84,3 +84,9 @@ def test_json_round_trip_and_unknown_keys():
     with pytest.raises(ConfigError, match="unknown model preset"):
         ModelConfig.preset("paper-huge")
     assert cfg.replace(d_model=128).d_model == 128
+
+
+def test_none_from_a_config_file_or_command_line_unsets_a_field_unless_it_is_one_of_its_choices():
+    model_kw, cfg = split_settings({"task": "classify", "positional": "none", "norm": "None", "dataset": "null"})
+    assert model_kw["positional"] == "none" and model_kw["norm"] is None and cfg.dataset is None
+    assert ModelConfig(**model_kw).positional == "none"

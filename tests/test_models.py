@@ -157,6 +157,17 @@ def test_attention_window_limits_what_each_token_sees_to_layers_times_window(pos
     assert not torch.allclose(m(ids), full(ids))
 
 
+def test_without_positions_an_encoder_is_order_blind_and_a_pooled_classifier_sees_a_bag_of_words():
+    ids = rand_ids(2, 9)
+    perm = torch.randperm(9)
+    m = clf(positional="none")
+    torch.testing.assert_close(m.encode(ids[:, perm]), m.encode(ids)[:, perm], atol=1e-5, rtol=0)
+    torch.testing.assert_close(m(ids[:, perm]), m(ids), atol=1e-5, rtol=0)
+    with_positions = clf(positional="sinusoidal")
+    with_positions.load_state_dict(m.state_dict())  # same weights: only the positions differ
+    assert not torch.allclose(with_positions(ids[:, perm]), with_positions(ids), atol=1e-4)
+
+
 def test_fully_masked_rows_give_no_nan():
     m = clf()
     ids = rand_ids(2, 5)

@@ -331,7 +331,7 @@ def test_translation_from_tsv_and_classification_from_csv(tmp_path, capsys):
     assert "accuracy" in capsys.readouterr().out
 
 
-def test_test_metrics_are_logged_at_the_step_of_the_checkpoint_they_measure(tmp_path, monkeypatch):
+def test_test_metrics_are_logged_at_the_step_of_the_checkpoint_they_measure_unless_held_back(tmp_path, monkeypatch):
     losses = iter([1.0, 0.5, 0.9])  # validation at steps 2, 4, 6: the kept (best) checkpoint is step 4's
     real = ClassifyTask.evaluate
     monkeypatch.setattr(ClassifyTask, "evaluate", lambda self, model, split: {"loss": next(losses)}
@@ -351,6 +351,13 @@ def test_test_metrics_are_logged_at_the_step_of_the_checkpoint_they_measure(tmp_
     assert result.val == {"loss": 0.5} and result.last_val == {"loss": 0.9}
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if r["split"] == "test"] == [4]
+    assert result.test and set(result.test) >= {"loss", "accuracy"}
+
+    losses = iter([1.0, 0.5, 0.9])
+    _, unseen = split_settings(dict(task="classify", max_steps=6, batch_size=8, eval_every=2, test_at_end=False))
+    result = train(model_kw, unseen, tmp_path / "tuning", [str(labelled)], echo=lambda s: None)
+    rows = [json.loads(line) for line in (tmp_path / "tuning" / "metrics.jsonl").read_text().splitlines()]
+    assert result.test == {} and not [r for r in rows if r["split"] == "test"]
 
 
 def test_word_dropout_removes_ordinary_tokens_only_and_is_the_same_for_a_step(tmp_path):

@@ -86,6 +86,16 @@ def test_plot_attention_each_kind(tmp_path):
     assert mpimg.imread(small).shape[1] < mpimg.imread(tmp_path / "decoder.cross_attn.png").shape[1]
 
 
+def test_plot_attention_explains_the_word_start_mark_only_when_the_tokens_have_it(tmp_path, monkeypatch):
+    titles = []
+    monkeypatch.setattr(viz, "_save", lambda fig, path: titles.append(fig._suptitle.get_text()) or Path(path))
+    maps = viz.attention_maps(EncoderClassifier(tiny("encoder")), torch.randint(1, 37, (1, 4)))
+    viz.plot_attention(maps, tmp_path / "bpe.png", query_tokens=["\u2581a", "\u2581great", "est", "\u2581film"])
+    viz.plot_attention(maps, tmp_path / "chars.png", query_tokens=list("abcd"), title="chars")
+    assert "\u2581 marks a sub-word token that starts a word" in titles[0]
+    assert titles[1] == "chars"
+
+
 def test_plot_attention_refuses_ambiguous_or_mismatched_input(tmp_path):
     model = Seq2SeqTransformer(tiny("seq2seq"))
     maps = viz.attention_maps(model, src=torch.randint(1, 37, (1, 9)), tgt=torch.randint(1, 37, (1, 6)))

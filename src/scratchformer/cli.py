@@ -405,9 +405,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "(any TrainConfig or ModelConfig field).",
                        epilog="common keys: task (copy|reverse|sort|lm|translate|classify|mlm), dataset, max_steps, "
                               "batch_size, grad_accum, lr, schedule (inverse_sqrt|cosine|constant), warmup_steps, "
-                              "label_smoothing, seed, eval_every, save_every, log_every, patience, select_by, bf16, "
-                              "compile; model: d_model, n_heads, n_layers, d_ff, max_len, dropout, norm (post|pre), "
-                              "activation (relu|gelu|gelu_tanh|swiglu), positional (sinusoidal|learned|rotary). "
+                              "label_smoothing, seed, eval_every, save_every, log_every, patience, select_by, "
+                              "test_at_end, bf16, compile; model: d_model, n_heads, n_layers, d_ff, max_len, dropout, "
+                              "norm (post|pre), activation (relu|gelu|gelu_tanh|swiglu), "
+                              "positional (sinusoidal|learned|rotary|none). "
                               "All of them: src/scratchformer/config.py.")
     p.add_argument("--preset", help=f"one of: {', '.join(preset_names())} (default: {DEFAULT_PRESET})")
     p.add_argument("--config", help="a TOML file of key = value settings")

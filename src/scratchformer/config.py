@@ -26,14 +26,14 @@ from typing import Any, Literal
 Arch = Literal["seq2seq", "gpt", "encoder"]
 Norm = Literal["post", "pre"]
 Activation = Literal["relu", "gelu", "gelu_tanh", "swiglu"]
-Positional = Literal["sinusoidal", "learned", "rotary"]
+Positional = Literal["sinusoidal", "learned", "rotary", "none"]
 Pooling = Literal["mean", "max", "cls"]
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "arch": ("seq2seq", "gpt", "encoder"),
     "norm": ("post", "pre"),
     "activation": ("relu", "gelu", "gelu_tanh", "swiglu"),
-    "positional": ("sinusoidal", "learned", "rotary"),
+    "positional": ("sinusoidal", "learned", "rotary", "none"),
     "pooling": ("mean", "max", "cls"),
 }
 
@@ -346,6 +346,9 @@ class TrainConfig:
     # the validation metric that picks best/ and drives early stopping: loss or perplexity (lower is
     # better), or one the task reports (higher is better): accuracy, f1, exact_match, bleu
     select_by: str = "loss"
+    # at the end, measure the kept checkpoint on the task's test split, if it has one; false keeps the test
+    # split unseen while tuning (`scratchformer evaluate --split test` measures it when you are done)
+    test_at_end: bool = True
     bf16: bool = False
     compile: bool = False
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -412,10 +415,12 @@ def coerce(name: str, value: Any, annotation: Any) -> Any:
     args = typing.get_args(annotation)
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
-        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+        inner = [a for a in args if a is not type(None)]
+        # "none" means "unset" unless it is one of the field's own choices (positional="none")
+        own_choice = typing.get_origin(inner[0]) is Literal and value in typing.get_args(inner[0])
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null") and not own_choice):
             if type(None) in args:
                 return None
-        inner = [a for a in args if a is not type(None)]
         return coerce(name, value, inner[0])
     if origin is Literal:
         if value not in args:

@@ -55,7 +55,8 @@ class _Trace:
         def after(mod: nn.Module, args: tuple, out: Tensor) -> None:
             if isinstance(mod, Embeddings):
                 scale = " x sqrt(C)" if mod.scale != 1.0 else ""
-                pos = {"sinusoidal": " + sinusoidal PE", "learned": " + learned positions", "rotary": " (RoPE in q, k)"}
+                pos = {"sinusoidal": " + sinusoidal PE", "learned": " + learned positions", "rotary": " (RoPE in q, k)",
+                       "none": " (no positions: order-blind)"}
                 what = f"{name}: {cfg.vocab_size} x {cfg.d_model} table{scale}{pos[cfg.positional]}"  # type: ignore[index]
                 if mod.norm is not None:
                     what += " + LayerNorm"

@@ -14,6 +14,9 @@ one of three ways (config field ``positional``):
 - ``rotary`` (RoPE, Su et al. 2021; a deviation from the paper): nothing is added to the embeddings;
   instead each self-attention layer rotates queries and keys by an angle proportional to their
   position, so that q . k depends only on the relative offset. See ``RotaryEmbedding``.
+- ``none``: no positional information at all. An encoder is then order-blind: permuting the input
+  permutes its outputs, and a mean- or max-pooled classifier sees a bag of words (tested). A demonstration
+  of why §3.5 exists, and a baseline; a decoder still learns some order from its causal mask.
 
 Token embeddings are multiplied by sqrt(C) in the paper ("we multiply those weights by sqrt(d_model)");
 ``scale_embeddings`` turns that on or off (GPT-2 and BERT do not scale).
@@ -104,7 +107,7 @@ class Embeddings(nn.Module):
             self.positions = SinusoidalPositionalEncoding(cfg.max_len, cfg.d_model)
         elif cfg.positional == "learned":
             self.positions = LearnedPositionalEmbedding(cfg.max_len, cfg.d_model)
-        else:  # rotary: applied inside self-attention, nothing to add here
+        else:  # rotary: applied inside self-attention, nothing to add here; none: nothing at all
             self.positions = None
         self.norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps, bias=cfg.bias) if cfg.embedding_norm else None
         self.dropout = nn.Dropout(cfg.dropout)

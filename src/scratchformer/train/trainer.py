@@ -268,7 +268,7 @@ def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: li
 
             load_model(model, str(out / "best" / "model.safetensors"), device=str(device))
             kept_step = read_meta(out / "best")["step"]
-        if task.has_split("test"):
+        if cfg.test_at_end and task.has_split("test"):
             result.test = _evaluate(task, model, "test")
             MetricsLogger(out, tensorboard=False).log(kept_step, "test", **result.test)
         model.eval()
