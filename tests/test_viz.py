@@ -92,7 +92,7 @@ def test_plot_attention_explains_the_word_start_mark_only_when_the_tokens_have_i
     maps = viz.attention_maps(EncoderClassifier(tiny("encoder")), torch.randint(1, 37, (1, 4)))
     viz.plot_attention(maps, tmp_path / "bpe.png", query_tokens=["\u2581a", "\u2581great", "est", "\u2581film"])
     viz.plot_attention(maps, tmp_path / "chars.png", query_tokens=list("abcd"), title="chars")
-    assert "\u2581 marks a sub-word token that starts a word" in titles[0]
+    assert "\u2581 marks a token that starts a word" in titles[0]
     assert titles[1] == "chars"
 
 

@@ -347,7 +347,7 @@ class TrainConfig:
     # better), or one the task reports (higher is better): accuracy, f1, exact_match, bleu
     select_by: str = "loss"
     # at the end, measure the kept checkpoint on the task's test split, if it has one; false keeps the test
-    # split unseen while tuning (`scratchformer evaluate --split test` measures it when you are done)
+    # split unseen while tuning (`scratchformer evaluate --ckpt RUN` measures it once you have chosen)
     test_at_end: bool = True
     bf16: bool = False
     compile: bool = False

@@ -1,7 +1,7 @@
 """Embeddings (§3.4) and positional encodings (§3.5).
 
 Attention itself is order-blind: permuting the tokens permutes its output. Positions are injected in
-one of three ways (config field ``positional``):
+one of three ways, or not at all (config field ``positional``):
 
 - ``sinusoidal`` (the paper)::
 
