@@ -59,6 +59,9 @@ CANDIDATES: dict[str, tuple[str, dict[str, object]]] = {  # name -> (preset, cha
     "bpe4k": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "bpe_vocab_size": 4000}),
     "window1": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "attention_window": 1}),
     "window3": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "attention_window": 3}),
+    # longer, stopping when held-out accuracy (not loss) stops improving
+    "select-accuracy-4000": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "max_steps": 4000,
+                                      "select_by": "accuracy"}),
     # no positions at all: an order-blind encoder (a bag of words with attention)
     "no-positions": ("sst2", {"dropout": 0.3, "label_smoothing": 0.1, "positional": "none"}),
     # "@join": N extra training examples, each two training examples of the same label joined (long inputs)
