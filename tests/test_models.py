@@ -8,7 +8,7 @@ from conftest import tiny
 from scratchformer import GPT, ConfigError, EncoderClassifier, Seq2SeqTransformer
 from scratchformer.nn import record_attention
 
-POSITIONALS = ["sinusoidal", "learned", "rotary"]
+POSITIONALS = ["sinusoidal", "learned", "rotary", "none"]
 
 
 def gpt(**kw):
