@@ -74,6 +74,10 @@ CANDIDATES: dict[str, tuple[str, dict[str, object]]] = {  # name -> (preset, cha
     "mlm-pretrained": ("sst2", {"init_from": "@sst2-mlm"}),
     # "@pretrain": changes to that pretraining preset
     "mlm-pretrained-10k": ("sst2", {"init_from": "@sst2-mlm", "@pretrain": {"max_steps": 10000, "eval_every": 2000}}),
+    # fine-tuned with a fifth of the preset's learning rate, as pretrained encoders usually are
+    "mlm-pretrained-lr1e-4": ("sst2", {"init_from": "@sst2-mlm", "lr": 1e-4}),
+    "mlm-pretrained-10k-lr1e-4": ("sst2", {"init_from": "@sst2-mlm", "lr": 1e-4,
+                                           "@pretrain": {"max_steps": 10000, "eval_every": 2000}}),
     "minilm-1200": ("sst2-minilm", {"max_steps": 1200, "warmup_steps": 150}),
     "minilm-3600": ("sst2-minilm", {"max_steps": 3600, "warmup_steps": 300}),
     "minilm-lr5e-5": ("sst2-minilm", {"lr": 5e-5}),
