@@ -127,12 +127,10 @@ class ModelConfig:
         for name in ("vocab_size", "d_model", "n_heads", "d_ff", "max_len"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")
-        for name in ("n_layers", "n_encoder_layers", "n_decoder_layers"):
+        for name in ("n_layers", "n_encoder_layers", "n_decoder_layers", "attention_window"):
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise ConfigError(f"{name}={value} must be >= 0")
-        if self.attention_window < 0:
-            raise ConfigError(f"attention_window={self.attention_window} must be >= 0")
         if self.attention_window and self.arch == "gpt":
             raise ConfigError("attention_window applies to an encoder's self-attention; arch='gpt' has no encoder")
         if self.tgt_vocab_size is not None and self.tgt_vocab_size < 1:

@@ -42,6 +42,7 @@ __all__ = [
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>"]
 TOKENIZER_FILE = "tokenizer.json"
+WORD_START = "\u2581"  # "▁", SentencePiece's mark for a token that starts a word (token_label)
 
 
 class Tokenizer(ABC):
@@ -220,7 +221,7 @@ class BPETokenizer(Tokenizer):
         text = self.hf.decode([self._check_id(i)], skip_special_tokens=False)
         if not text or "\ufffd" in text:
             return self.id_to_token(i)
-        return "▁" + text[1:] if text.startswith(" ") else text
+        return WORD_START + text[1:] if text.startswith(" ") else text
 
     def _to_json(self) -> dict[str, Any]:
         return {"hf": json.loads(self.hf.to_str())}

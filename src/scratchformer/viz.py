@@ -27,6 +27,7 @@ from torch import Tensor, nn
 from .config import TrainConfig
 from .nn.attention import record_attention
 from .nn.embedding import sinusoidal_table
+from .tokenizers import WORD_START
 from .train.logger import read_metrics
 from .train.optim import lr_at
 
@@ -181,8 +182,8 @@ def plot_attention(maps: dict[str, Tensor], path: str | os.PathLike, *, query_to
     if n_rows < len(names) or n_cols < H:
         shown = f"\nshowing layers {', '.join(str(_layer(names[i])) for i in layer_idx)} of {len(names)}"
         shown += f", heads {', '.join(map(str, head_idx))} of {H}" if n_cols < H else ""
-    if any(t.startswith("\u2581") and len(t) > 1 for t in (*query_tokens, *key_tokens)):
-        shown += "\n\u2581 marks a token that starts a word"  # BPETokenizer.token_label's mark
+    if any(t.startswith(WORD_START) and len(t) > 1 for t in (*query_tokens, *key_tokens)):
+        shown += f"\n{WORD_START} marks a token that starts a word"
     left = 0.55 + _text_inches(y_ticks[1], y_ticks[2])
     bottom = 0.35 + _text_inches(x_ticks[1], x_ticks[2])
     top_margin = 0.6 + 0.22 * ((title or "").count("\n") + shown.count("\n"))
