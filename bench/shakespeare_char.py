@@ -20,8 +20,7 @@ from pathlib import Path
 
 import torch
 
-from scratchformer.cli import load_preset, parse_overrides
-from scratchformer.config import split_settings
+from scratchformer.train.settings import load_preset, parse_overrides, split_settings
 from scratchformer.train.trainer import train
 
 NANOGPT_VAL_LOSS = 1.88

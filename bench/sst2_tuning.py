@@ -28,9 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from scratchformer.cli import load_preset
-from scratchformer.config import split_settings
 from scratchformer.data import load_sst2
+from scratchformer.train.settings import load_preset, split_settings
 from scratchformer.train.trainer import train
 
 N_HELD_OUT = 800

@@ -3,7 +3,8 @@ import itertools
 import pytest
 
 from scratchformer import ConfigError, ModelConfig, build_model, count_parameters_formula
-from scratchformer.config import PRESETS, split_settings
+from scratchformer.config import PRESETS
+from scratchformer.train.settings import split_settings
 
 
 def n_params(model) -> int:

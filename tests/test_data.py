@@ -232,7 +232,7 @@ def test_read_parallel_errors(tmp_path: Path) -> None:
     path.write_text("a\tb\nno tab here\n", encoding="utf-8")
     with pytest.raises(DataError) as err:
         read_parallel([path])
-    assert one_line(err) == f"{path}, line 2: expected source<TAB>target, found 0 tabs"
+    assert one_line(err).startswith(f"{path}, line 2: expected source<TAB>target, found 0 tabs (the format is ")
     path.write_text("a\tb\nc\td\te\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"bad.tsv, line 2: .* found 2 tabs"):
         read_parallel([path])
@@ -286,7 +286,8 @@ def test_read_labelled_errors(tmp_path: Path) -> None:
     path.write_text("sentence\tlabel\ngood\t1\nno label here\n", encoding="utf-8")
     with pytest.raises(DataError) as err:
         read_labelled(path)
-    assert one_line(err) == f"{path}, line 3: expected 2 columns (text, label), found 1"
+    assert one_line(err) == (f"{path}, line 3: expected 2 columns (text, label), found 1; the format is "
+                             "text<TAB>label rows (.tsv) or text,label rows (.csv)")
     path.write_text("sentence\tlabel\n", encoding="utf-8")
     with pytest.raises(DataError, match="bad.tsv has no data rows"):
         read_labelled(path)

@@ -16,11 +16,13 @@ import torch
 from safetensors.torch import load_file
 
 from scratchformer.cli import main, preset_names
-from scratchformer.config import ConfigError, TrainConfig, split_settings
+from scratchformer.config import ConfigError, TrainConfig
+from scratchformer.data.sources import DataFiles
 from scratchformer.interop import minilm_path
 from scratchformer.train import checkpoint as ckpt_mod
 from scratchformer.train.optim import lr_at, param_groups
-from scratchformer.train.tasks import ClassifyTask, LMTask, drop_tokens
+from scratchformer.train.settings import split_settings
+from scratchformer.train.tasks import ClassifyTask, LMTask, build_task, drop_tokens
 from scratchformer.train.trainer import TrainingError, train
 
 REPO = Path(__file__).resolve().parents[1]
@@ -172,7 +174,7 @@ def test_two_ddp_processes_match_one(tmp_path, text_file):
                         "-m", "scratchformer", "train", *common, "--out", str(two)],
                        capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "2 process(es)" in r.stderr
+    assert "2 processes on cpu" in r.stderr
     a, b = weights(one), weights(two)
     for name in a:
         torch.testing.assert_close(b[name], a[name], atol=1e-5, rtol=1e-4)
@@ -336,18 +338,13 @@ def test_test_metrics_are_logged_at_the_step_of_the_checkpoint_they_measure_unle
     real = ClassifyTask.evaluate
     monkeypatch.setattr(ClassifyTask, "evaluate", lambda self, model, split: {"loss": next(losses)}
                         if split == "val" else real(self, model, split))
-    built = ClassifyTask.__init__
-
-    def with_a_test_split(self, *args, **kwargs):  # data files give train and val only; sst2 has a test split
-        built(self, *args, **kwargs)
-        self.splits["test"], self.texts["test"] = self.splits["val"], self.texts["val"]
-
-    monkeypatch.setattr(ClassifyTask, "__init__", with_a_test_split)
-    labelled = tmp_path / "reviews.tsv"
+    labelled, held_out = tmp_path / "reviews.tsv", tmp_path / "test.tsv"
     labelled.write_text("".join(f"good film {i}\t1\nbad film {i}\t0\n" for i in range(20)))
+    held_out.write_text("".join(f"good show {i}\t1\nbad show {i}\t0\n" for i in range(5)))
+    files = DataFiles.of([str(labelled)], test=[str(held_out)])
     model_kw, cfg = split_settings(dict(task="classify", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=16,
                                         max_steps=6, batch_size=8, eval_every=2))
-    result = train(model_kw, cfg, tmp_path / "run", [str(labelled)], echo=lambda s: None)
+    result = train(model_kw, cfg, tmp_path / "run", files, echo=lambda s: None)
     assert result.val == {"loss": 0.5} and result.last_val == {"loss": 0.9}
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if r["split"] == "test"] == [4]
@@ -355,7 +352,7 @@ def test_test_metrics_are_logged_at_the_step_of_the_checkpoint_they_measure_unle
 
     losses = iter([1.0, 0.5, 0.9])
     _, unseen = split_settings(dict(task="classify", max_steps=6, batch_size=8, eval_every=2, test_at_end=False))
-    result = train(model_kw, unseen, tmp_path / "tuning", [str(labelled)], echo=lambda s: None)
+    result = train(model_kw, unseen, tmp_path / "tuning", files, echo=lambda s: None)
     rows = [json.loads(line) for line in (tmp_path / "tuning" / "metrics.jsonl").read_text().splitlines()]
     assert result.test == {} and not [r for r in rows if r["split"] == "test"]
 
@@ -371,8 +368,8 @@ def test_word_dropout_removes_ordinary_tokens_only_and_is_the_same_for_a_step(tm
 
     labelled = tmp_path / "reviews.tsv"
     labelled.write_text("".join(f"good film number {i} with many words in it\t1\n" for i in range(64)))
-    task = ClassifyTask(TrainConfig(task="classify", batch_size=16, word_dropout=0.3), {"max_len": 32},
-                        [str(labelled)], lambda s: None)
+    task = build_task(TrainConfig(task="classify", batch_size=16, word_dropout=0.3), {"max_len": 32},
+                      [str(labelled)], lambda s: None)
     a, b = task.global_batch(3), task.global_batch(3)
     assert torch.equal(a["ids"], b["ids"])  # reproducible, so resuming gives the same batches
     clean = ClassifyTask.collate([task.splits["train"][i] for i in task.batches(3)])
@@ -382,8 +379,8 @@ def test_word_dropout_removes_ordinary_tokens_only_and_is_the_same_for_a_step(tm
 def test_sequences_longer_than_max_len_follow_the_stated_policy(tmp_path, capsys):
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("".join(f"{'x' * 40} {i}\ty {i}\n" for i in range(30)), encoding="utf-8")
-    args = ["train", "--data", str(pairs), "task=translate", *TINY, "max_len=16", "max_steps=2", "batch_size=4",
-            "eval_every=2", "eval_decode=0"]
+    args = ["train", "--data", str(pairs), "task=translate", "tokenizer=char", *TINY, "max_len=16", "max_steps=2",
+            "batch_size=4", "eval_every=2", "eval_decode=0"]
     assert main([*args, "truncate=error", "--out", str(tmp_path / "refuse")]) == 2
     assert "longer than 16 tokens" in capsys.readouterr().err
     assert main([*args, "--out", str(tmp_path / "warn")]) == 0
@@ -460,7 +457,7 @@ def test_existing_output_is_never_overwritten(tmp_path, capsys):
     out = tmp_path / "run"
     out.mkdir()
     (out / "precious.txt").write_text("keep me")
-    _one_line_error(capsys, main(["train", "--out", str(out)]), "already exists", "--resume")
+    _one_line_error(capsys, main(["train", "--out", str(out)]), "already exists", "another --out")
     assert (out / "precious.txt").read_text() == "keep me" and len(list(out.iterdir())) == 1
     _one_line_error(capsys, main(["train", "--out", str(tmp_path / "fresh"), "--resume"]), "nothing to resume")
 

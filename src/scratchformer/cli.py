@@ -1,6 +1,7 @@
 """The ``scratchformer`` command: a thin layer over importable functions.
 
-    scratchformer train [--preset NAME] [--config FILE] [--data PATH ...] [key=value ...] --out DIR [--resume]
+    scratchformer train [--preset NAME] [--config FILE] [--data PATH ...] [--val PATH ...] [--test PATH ...]
+                        [key=value ...] --out DIR [--resume] [--quiet]
     scratchformer info CKPT
     scratchformer generate --ckpt DIR --prompt TEXT [--max-new-tokens N --temperature T --top-k K --top-p P --seed S]
     scratchformer translate --ckpt DIR [TEXT ... | --input FILE] [--beam N --length-penalty A]
@@ -11,7 +12,8 @@
     scratchformer explain [--preset NAME] [key=value ...]
     scratchformer demo [--preset MODEL_PRESET] [key=value ...]
 
-Errors a user can cause end with one line on stderr and a non-zero exit code, never a traceback.
+``key=value`` words may stand anywhere after the command. Errors a user can cause end with one line on
+stderr and a non-zero exit code, never a traceback.
 """
 
 from __future__ import annotations
@@ -21,122 +23,73 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
-from importlib import resources
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
-from .config import PRESETS, ConfigError, ModelConfig, count_parameters_formula, split_settings
+from .config import PRESETS, ConfigError, ModelConfig, coerce, count_parameters_formula, field_types
+from .data.sources import DataFiles, data_formats
 from .models import build_model
+from .train.settings import TASK_DEFAULTS, load_preset, parse_overrides, preset_names, resolve, resume_settings
 
 DEFAULT_PRESET = "copy"
 
+PRECEDENCE = ("Settings are applied in one order; a later one wins: the task's own defaults, the preset (if "
+              "named, and only for its own task), --config FILE, --data (your files replace a preset's dataset), "
+              "then key=value words. The run prints the settings that differ from the task's defaults.")
 
-# ------------------------------------------------------------------------------------ settings
+
+# ------------------------------------------------------------------------------------ argument parsing
 
 
-def _toml_loads(text: str) -> dict[str, Any]:
+class Parser(argparse.ArgumentParser):
+    """argparse with errors on one line (no usage block): ``scratchformer train: error: ...``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"scratchformer: error: {message} (see {self.prog} --help)\n")
+
+
+def at_least(low: int | float, kind: Callable[[str], Any] = int) -> Callable[[str], Any]:
+    """An argparse type: a number ``>= low``."""
+
+    def check(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, "
+                                             f"got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {text}")
+        return value
+
+    return check
+
+
+def in_range(low: float, high: float, low_open: bool = True) -> Callable[[str], float]:
+    """An argparse type: a number in ``(low, high]`` (or ``[low, high]``)."""
+
+    def check(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not ((value > low) if low_open else (value >= low)) or value > high:
+            raise argparse.ArgumentTypeError(f"must be in {'(' if low_open else '['}{low:g}, {high:g}], got {text}")
+        return value
+
+    return check
+
+
+def positive_float(text: str) -> float:
     try:
-        import tomllib
-    except ImportError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
-    return tomllib.loads(text)
-
-
-def preset_names() -> list[str]:
-    return sorted(p.name[:-5] for p in resources.files("scratchformer").joinpath("presets").iterdir()
-                  if p.name.endswith(".toml"))
-
-
-def load_preset(name: str) -> dict[str, Any]:
-    if name not in preset_names():
-        raise ConfigError(f"unknown preset {name!r}; choose from {', '.join(preset_names())}")
-    return _toml_loads(resources.files("scratchformer").joinpath("presets", f"{name}.toml").read_text())
-
-
-def load_config_file(path: str) -> dict[str, Any]:
-    """A TOML (or JSON) file of ``key = value`` settings, the same keys as the presets."""
-    file = Path(path)
-    if not file.is_file():
-        raise ConfigError(f"config file {path} does not exist")
-    text = file.read_text(encoding="utf-8")
-    try:
-        data = json.loads(text) if file.suffix == ".json" else _toml_loads(text)
-    except ValueError as err:
-        raise ConfigError(f"config file {path} is not valid {'JSON' if file.suffix == '.json' else 'TOML'}: "
-                          f"{str(err).splitlines()[0]}") from None
-    if not isinstance(data, dict) or any(isinstance(v, dict) for v in data.values()):
-        raise ConfigError(f"config file {path} must hold flat key = value settings")
-    return data
-
-
-def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
-    """``["d_model=64", "norm=pre"]`` -> ``{"d_model": "64", "norm": "pre"}``; types are checked later
-    against each field's declared type."""
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"expected key=value, got {pair!r}")
-        out[key.strip()] = value.strip()
-    return out
-
-
-def resolve_settings(preset: str | None, config: str | None, overrides: dict[str, Any],
-                     resume_from: Path | None = None) -> dict[str, Any]:
-    """Defaults <- preset (or the resumed run's own settings) <- config file <- key=value.
-
-    Fine-tuning (``init_from``) without a named preset starts from the bare defaults: the default preset's
-    model settings would contradict the pretrained model's architecture."""
-    settings: dict[str, Any] = {}
-    chosen = {**(load_config_file(config) if config else {}), **overrides}
-    if resume_from is not None and preset is None and config is None:
-        saved = json.loads((resume_from / "config.json").read_text())
-        settings.update(saved["train"])
-        settings.update({k: v for k, v in saved["model"].items() if k not in ("vocab_size", "pad_id")})
-    elif preset is not None or not chosen.get("init_from"):
-        settings.update(load_preset(preset or DEFAULT_PRESET))
-    settings.update(chosen)
-    return settings
-
-
-# ------------------------------------------------------------------------------------ commands
-
-
-def cmd_train(args: argparse.Namespace) -> int:
-    from .train.trainer import check_out_dir, train
-
-    out = Path(args.out)
-    check_out_dir(out, args.resume)
-    # "--data a.txt max_steps=10": argparse hands the key=value words to --data; take them back.
-    paths = [p for p in (args.data or []) if not _is_setting(p)]
-    args.overrides = [p for p in (args.data or []) if _is_setting(p)] + list(args.overrides)
-    args.data = paths
-    if args.data_dir:
-        args.overrides.append(f"data_dir={args.data_dir}")
-    settings = resolve_settings(args.preset, args.config, parse_overrides(args.overrides),
-                                out if args.resume else None)
-    model_kw, train_cfg = split_settings(settings)
-    # Validate the model fields now, before any data is read (vocab_size is filled in from the data).
-    ModelConfig(**{"vocab_size": 1000, "pad_id": 0, **model_kw})
-    data = list(args.data or [])
-    if args.resume and not data:
-        data = json.loads((out / "config.json").read_text()).get("data", []) if (out / "config.json").is_file() else []
-    result = train(model_kw, train_cfg, out, data, resume=args.resume)
-    if not result.is_main:
-        return 0
-    if result.test or result.val:
-        for split, metrics in (("validation", result.val), ("test", result.test)):
-            if metrics:
-                print(f"{split}: " + ", ".join(f"{k} {_fmt(k, v)}" for k, v in metrics.items()))
-    if result.samples:
-        print("samples:")
-        for line in result.samples:
-            print("  " + line)
-    print(f"trained {result.step} steps in {result.seconds:.0f} s; checkpoints in {out / 'best'} and {out / 'last'}")
-    return 0
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
 
 
 def _is_setting(word: str) -> bool:
@@ -144,29 +97,112 @@ def _is_setting(word: str) -> bool:
     return bool(sep) and key.isidentifier() and not Path(word).exists()
 
 
+def _take_settings(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """Move ``key=value`` words to the end, after ``--``, so they reach the positional ``overrides`` wherever
+    they stood (argparse would otherwise give them to a preceding ``--data``, or refuse them after a flag).
+    A word that is the value of an option (``--prompt a=b``) stays where it is."""
+    sub = argv[0] if argv and not argv[0].startswith("-") else None
+    action = next((a for a in parser._subparsers._group_actions if sub in getattr(a, "choices", {})), None) \
+        if parser._subparsers and sub else None
+    if action is None or sub not in ("train", "explain", "demo", "plot"):
+        return argv
+    single = {opt for a in action.choices[sub]._actions if a.nargs is None and a.option_strings
+              for opt in a.option_strings}
+    rest, words, i = [sub], [], 1
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            words += argv[i + 1:]
+            break
+        if word in single and i + 1 < len(argv):
+            rest += [word, argv[i + 1]]
+            i += 2
+            continue
+        (words if _is_setting(word) else rest).append(word)
+        i += 1
+    return rest + (["--", *words] if words else [])
+
+
+# ------------------------------------------------------------------------------------ train
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from .train.resume import check_out_dir
+    from .train.run_info import RunInfo
+    from .train.trainer import train
+
+    out = Path(args.out)
+    check_out_dir(out, args.resume)
+    files = DataFiles.of(args.data, args.val or (), args.test or ())
+    overrides = parse_overrides(args.overrides)
+    if args.data_dir:
+        overrides["data_dir"] = args.data_dir
+    if args.resume:
+        given = resolve(preset=args.preset, config=args.config, data=files, overrides={}) \
+            if (args.preset or args.config or files) else None
+        resolved = resume_settings(_saved_run(out), given, overrides)
+    else:
+        resolved = resolve(preset=args.preset, config=args.config, data=files, overrides=overrides)
+    model_kw, cfg = resolved.split()
+    result = train(model_kw, cfg, out, resolved.data, resume=args.resume, quiet=args.quiet,
+                   run=RunInfo.from_resolved(resolved))
+    if not result.is_main:
+        return 0
+    for split, metrics in (("validation", result.val), ("test", result.test)):
+        if metrics:
+            print(f"{split}: " + ", ".join(f"{k} {_fmt(k, v)}" for k, v in metrics.items()))
+    if result.samples and not args.quiet:
+        print("samples:")
+        for line in result.samples:
+            print("  " + line)
+    why = f" (stopped: {result.stop_reason})" if result.stop_reason else ""
+    print(f"trained {result.step:,} steps in {result.seconds:.0f} s{why}; checkpoints in {out / 'best'} and "
+          f"{out / 'last'}")
+    return 0
+
+
+def _saved_run(out: Path) -> dict[str, Any]:
+    """A run directory's config.json; runs written before settings were saved get theirs rebuilt."""
+    try:
+        saved = json.loads((out / "config.json").read_text())
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{out / 'config.json'} is unreadable ({type(err).__name__}); cannot resume") from None
+    if "settings" not in saved:
+        settings = {k: v for k, v in saved.get("train", {}).items() if v is not None}
+        settings |= {k: v for k, v in saved.get("model", {}).items() if k not in ("vocab_size", "pad_id")}
+        saved["settings"] = settings
+    return saved
+
+
 def _fmt(name: str, value: float) -> str:
     if name in ("exact_match", "accuracy", "f1"):
         return f"{100 * value:.2f}%"
-    return f"{value:.4g}"
+    return f"{value:,}" if isinstance(value, int) else f"{value:.4g}"
+
+
+# ------------------------------------------------------------------------------------ using a checkpoint
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from .train.checkpoint import load_checkpoint, resolve
+    from .train.checkpoint import load_checkpoint
+    from .train.checkpoint import resolve as resolve_ckpt
 
     ckpt = load_checkpoint(args.ckpt)
     cfg = ckpt.model_config
     n = sum(p.numel() for p in ckpt.model.parameters())
-    print(f"checkpoint: {resolve(args.ckpt)} (step {ckpt.step}, task {ckpt.train_config.task})")
+    print(f"checkpoint: {resolve_ckpt(args.ckpt)} (step {ckpt.step}, task {ckpt.train_config.task})")
     print(f"model: {type(ckpt.model).__name__}, {n:,} parameters (formula {count_parameters_formula(cfg):,})")
     for key, value in cfg.to_dict().items():
+        if key in _FAMILY_ONLY and cfg.arch not in _FAMILY_ONLY[key]:
+            continue
         print(f"  {key} = {value}")
     print(f"tokenizer: {type(ckpt.tokenizer).__name__}, {ckpt.tokenizer.vocab_size} tokens")
     if "labels" in ckpt.extra:
         print(f"labels: {', '.join(ckpt.extra['labels'])}")
     if ckpt.train_config.task == "mlm":
         print("output: masked-token logits through the tied embedding table; the classification head is "
-              f"untrained (fine-tune it: train task=classify init_from={resolve(args.ckpt).parent})")
-    metrics_file = resolve(args.ckpt).parent / "metrics.jsonl"
+              f"untrained (fine-tune it: train task=classify init_from={resolve_ckpt(args.ckpt).parent})")
+    metrics_file = resolve_ckpt(args.ckpt).parent / "metrics.jsonl"
     if metrics_file.is_file():
         evals = [json.loads(line) for line in metrics_file.read_text().splitlines() if line.strip()]
         for split in ("val", "test"):
@@ -176,6 +212,12 @@ def cmd_info(args: argparse.Namespace) -> int:
                 values = {k: v for k, v in last.items() if k not in ("step", "split") and isinstance(v, float)}
                 print(f"{split} at step {last['step']}: " + ", ".join(f"{k} {_fmt(k, v)}" for k, v in values.items()))
     return 0
+
+
+# Model fields that mean something for some families only (info leaves them out elsewhere).
+_FAMILY_ONLY = {"n_classes": ("encoder",), "pooling": ("encoder",), "n_encoder_layers": ("seq2seq",),
+                "n_decoder_layers": ("seq2seq",), "tgt_vocab_size": ("seq2seq",), "attention_window": ("seq2seq",
+                                                                                                       "encoder")}
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -239,6 +281,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------------ pictures
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     from . import viz
 
@@ -246,16 +291,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     if args.what == "positions":
         path = viz.plot_positional_encoding(args.max_len, args.d_model, out)
     elif args.what == "schedule":
-        from .config import TrainConfig
-
-        if args.ckpt:
-            from .train.checkpoint import load_checkpoint
-
-            cfg = load_checkpoint(args.ckpt).train_config
-        else:
-            _, cfg = split_settings(resolve_settings(args.preset, None, parse_overrides(args.overrides)))
-        assert isinstance(cfg, TrainConfig)
-        path = viz.plot_lr_schedule(cfg, out)
+        path = viz.plot_lr_schedule(_schedule_of(args), out)
     elif args.what == "curves":
         if not args.run:
             raise ConfigError("plot curves needs --run DIR (a training run directory)")
@@ -264,6 +300,22 @@ def cmd_plot(args: argparse.Namespace) -> int:
         path = _plot_attention(args, out)
     print(f"wrote {path}")
     return 0
+
+
+def _schedule_of(args: argparse.Namespace) -> Any:
+    """A checkpoint's own schedule (extensions included), or the one a preset and key=value words give."""
+    if args.ckpt:
+        from .train.checkpoint import load_trainer_state
+        from .train.checkpoint import resolve as resolve_ckpt
+        from .train.optim import Schedule
+
+        state = load_trainer_state(resolve_ckpt(args.ckpt))
+        if "schedule" in state:
+            return Schedule.from_dict(state["schedule"])
+        from .train.checkpoint import load_checkpoint
+
+        return load_checkpoint(args.ckpt).train_config
+    return resolve(preset=args.preset, overrides=parse_overrides(args.overrides)).split()[1]
 
 
 def _plot_attention(args: argparse.Namespace, out: Path) -> Path:
@@ -304,18 +356,23 @@ def _shorten(text: str, limit: int = 90) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+# ------------------------------------------------------------------------------------ models on paper
+
+
+def model_from_preset(preset: str, overrides: dict[str, Any]) -> ModelConfig:
+    """A model preset (paper-base, ...) with key=value changes to its ModelConfig fields."""
+    types = field_types(ModelConfig)
+    unknown = [k for k in overrides if k not in types]
+    if unknown:
+        raise ConfigError(f"unknown model config key {unknown[0]!r}")
+    # preset(**changes), not replace(): fields derived from n_layers etc. are derived again
+    return ModelConfig.preset(preset, **{k: coerce(k, v, types[k]) for k, v in overrides.items()})
+
+
 def demo(preset: str, overrides: dict[str, Any], seed: int = 0) -> None:
     """Build a model, check its parameter count against the formula, run a forward pass and cached decoding."""
     torch.manual_seed(seed)
-    model_types = ModelConfig.__dataclass_fields__
-    unknown = [k for k in overrides if k not in model_types]
-    if unknown:
-        raise ConfigError(f"unknown model config key {unknown[0]!r}")
-    from .config import _field_types, coerce
-
-    types = _field_types(ModelConfig)
-    # preset(**changes), not replace(): fields derived from n_layers etc. are derived again
-    cfg = ModelConfig.preset(preset, **{k: coerce(k, v, types[k]) for k, v in overrides.items()})
+    cfg = model_from_preset(preset, overrides)
     model = build_model(cfg).eval()
     n = sum(p.numel() for p in model.parameters())
     formula = count_parameters_formula(cfg)
@@ -354,25 +411,25 @@ def explain_config(preset: str, overrides: dict[str, Any]) -> tuple[ModelConfig,
     """The model of a model preset (paper-base, ...) or of a training preset (copy, multi30k, ...) with
     key=value changes; returns it, a note on where its vocabulary size came from and the training task
     (None for a model preset)."""
-    from .config import _field_types, coerce
-
     if preset in PRESETS:
-        types = _field_types(ModelConfig)
-        unknown = [k for k in overrides if k not in types]
-        if unknown:
-            raise ConfigError(f"unknown model config key {unknown[0]!r}")
-        return ModelConfig.preset(preset, **{k: coerce(k, v, types[k]) for k, v in overrides.items()}), "", None
+        return model_from_preset(preset, overrides), "", None
     if preset not in preset_names():
         raise ConfigError(f"unknown preset {preset!r}; model presets: {', '.join(sorted(PRESETS))}; "
                           f"training presets: {', '.join(preset_names())}")
     vocab = overrides.pop("vocab_size", None)
-    model_kw, train = split_settings(resolve_settings(preset, None, overrides))
+    model_kw, train = resolve(preset=preset, overrides=overrides).split()
     if train.init_from:
         raise ConfigError(f"preset {preset} fine-tunes a pretrained model; see `scratchformer info` of its checkpoint")
     note = ""
     if vocab is None:  # the real vocabulary comes from the tokenizer trained on the data
-        vocab = train.bpe_vocab_size if train.tokenizer == "bpe" else (
-            train.n_symbols + 4 if train.task in ("copy", "reverse", "sort") else 69)
+        from .tokenizers import SPECIAL_TOKENS
+
+        if train.tokenizer == "bpe":
+            vocab = train.bpe_vocab_size
+        elif train.task in ("copy", "reverse", "sort"):
+            vocab = train.n_symbols + len(SPECIAL_TOKENS)
+        else:  # a character vocabulary: Tiny Shakespeare's 65 characters, say
+            vocab = 65 + len(SPECIAL_TOKENS)
         note = f"vocab_size={vocab} assumed (the real one comes from the tokenizer; set vocab_size=N to change)"
     if train.task in ("classify", "mlm"):
         model_kw.setdefault("n_classes", 2)
@@ -395,45 +452,56 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="scratchformer",
-                                     description="Train and inspect Transformers written from scratch.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+# ------------------------------------------------------------------------------------ the parser
 
+
+def _train_parser(sub: Any) -> None:
+    tasks = ", ".join(TASK_DEFAULTS)
     p = sub.add_parser("train", help="train a model (default: the copy task)",
-                       description="Train a model. Settings: the preset, then --config, then key=value "
-                                   "(any TrainConfig or ModelConfig field).",
-                       epilog="common keys: task (copy|reverse|sort|lm|translate|classify|mlm), dataset, max_steps, "
-                              "batch_size, grad_accum, lr, schedule (inverse_sqrt|cosine|constant), warmup_steps, "
-                              "label_smoothing, seed, eval_every, save_every, log_every, patience, select_by, "
-                              "test_at_end, bf16, compile; model: d_model, n_heads, n_layers, d_ff, max_len, dropout, "
-                              "norm (post|pre), activation (relu|gelu|gelu_tanh|swiglu), "
-                              "positional (sinusoidal|learned|rotary|none). "
-                              "All of them: src/scratchformer/config.py.")
-    p.add_argument("--preset", help=f"one of: {', '.join(preset_names())} (default: {DEFAULT_PRESET})")
+                       description=f"Train a model. {PRECEDENCE}",
+                       epilog=f"tasks: {tasks}. Common keys: task, dataset, max_steps, max_time (e.g. 10m), "
+                              "batch_size, grad_accum, lr, schedule (inverse_sqrt|cosine|constant), warmup_steps or "
+                              "warmup_fraction, val_fraction, label_smoothing, seed, eval_every, save_every, "
+                              "log_every, patience, select_by, test_at_end, bf16, compile; model: d_model, n_heads, "
+                              "n_layers, d_ff, max_len, dropout, norm (post|pre), activation "
+                              "(relu|gelu|gelu_tanh|swiglu), positional (sinusoidal|learned|rotary|none). All of "
+                              "them: TrainConfig and ModelConfig in src/scratchformer/config.py.")
+    p.add_argument("--preset", help=f"one of: {', '.join(preset_names())} (default: none; the task's own defaults, "
+                                    f"task={DEFAULT_PRESET} without task=)")
     p.add_argument("--config", help="a TOML file of key = value settings")
-    p.add_argument("--data", nargs="+", metavar="PATH", help="your data: a text file (lm), a TSV or two "
-                   "line-aligned files (translate), a TSV/CSV of text,label (classify), "
-                   "a text file of one example a line or a TSV/CSV (mlm)")
+    p.add_argument("--data", nargs="+", metavar="PATH", help=f"your training data: {data_formats()}")
+    p.add_argument("--val", nargs="+", metavar="PATH", help="a validation file, the same form as --data (default: "
+                   "a seeded random val_fraction of the training rows; for lm the end of the text)")
+    p.add_argument("--test", nargs="+", metavar="PATH", help="a test file, the same form as --data: scored once at "
+                   "the end, never used to choose a checkpoint")
     p.add_argument("--data-dir", help="where the named datasets (tinyshakespeare, multi30k, sst2) are looked for "
                    "first; then $SCRATCHFORMER_DATA, then the user cache, else they are downloaded")
     p.add_argument("--out", required=True, help="run directory (must be new or empty unless --resume)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
-    p.add_argument("overrides", nargs="*", metavar="key=value", help="settings, e.g. max_steps=500 d_model=64")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint; "
+                   "max_steps=N (N above the step reached) extends it")
+    p.add_argument("--quiet", action="store_true", help="no progress or information lines, only warnings and the "
+                   "final results")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="settings, anywhere on the line, e.g. "
+                   "max_steps=500 d_model=64")
     p.set_defaults(func=cmd_train)
 
+
+def _inference_parsers(sub: Any) -> None:
     p = sub.add_parser("info", help="describe a checkpoint")
     p.add_argument("ckpt", help="a checkpoint directory, or a run directory (its best/ checkpoint)")
     p.set_defaults(func=cmd_info)
 
     p = sub.add_parser("generate", help="continue a prompt with a language model")
     p.add_argument("--ckpt", required=True, help="checkpoint or run directory")
-    p.add_argument("--prompt", required=True)
-    p.add_argument("--max-new-tokens", type=int, default=200)
-    p.add_argument("--temperature", type=float, default=0.8)
-    p.add_argument("--top-k", type=int, default=None)
-    p.add_argument("--top-p", type=float, default=None)
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--prompt", required=True, help="the text to continue")
+    p.add_argument("--max-new-tokens", type=at_least(1), default=200, help="tokens to add (>= 1; default 200)")
+    p.add_argument("--temperature", type=positive_float, default=0.8,
+                   help="divide the logits by this before sampling (> 0; default 0.8; lower is more conservative)")
+    p.add_argument("--top-k", type=at_least(1), default=None, help="sample from the k most likely tokens only (>= 1)")
+    p.add_argument("--top-p", type=in_range(0.0, 1.0), default=None,
+                   help="sample from the smallest set of tokens whose probability reaches p (in (0, 1])")
+    p.add_argument("--seed", type=at_least(0), default=None,
+                   help="seed of the sampling (>= 0), for a reproducible text")
     p.add_argument("--greedy", action="store_true", help="always take the most likely token (no sampling)")
     p.set_defaults(func=cmd_generate)
 
@@ -444,8 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("texts", nargs="*", metavar="TEXT", help="inputs (else --input FILE, else standard input)")
         p.add_argument("--input", help="a file with one input per line ('-' = standard input)")
         if name == "translate":
-            p.add_argument("--beam", type=int, default=4, help="beam size (1 = greedy); the paper uses 4")
-            p.add_argument("--length-penalty", type=float, default=0.6, help="alpha of the length penalty (paper: 0.6)")
+            _decoding_options(p)
             p.set_defaults(func=cmd_translate)
         else:
             p.set_defaults(func=cmd_classify)
@@ -454,10 +521,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ckpt", required=True, nargs="+", metavar="DIR",
                    help="checkpoint or run directory; several classifiers: evaluate them as an ensemble "
                         "(the mean of their class probabilities)")
-    p.add_argument("--split", default="test", help="test (default) or val")
-    p.add_argument("--data", nargs="+", metavar="PATH", help="evaluate on these files instead")
-    p.add_argument("--beam", type=int, default=4)
-    p.add_argument("--length-penalty", type=float, default=0.6)
+    p.add_argument("--split", default="test", help="the run's own split: test (default) or val")
+    p.add_argument("--data", nargs="+", metavar="PATH", help="score all of these files instead (a test set), in the "
+                   "form the model's task takes: " + data_formats())
+    _decoding_options(p)
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("export", help="export a checkpoint's model to ONNX or TorchScript")
@@ -467,6 +534,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     p.set_defaults(func=cmd_export)
 
+
+def _decoding_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--beam", type=at_least(1), default=4, help="beam size (>= 1; 1 = greedy); the paper uses 4")
+    p.add_argument("--length-penalty", type=at_least(0.0, float), default=0.6,
+                   help="alpha of the length penalty (>= 0; the paper: 0.6)")
+
+
+def _model_parsers(sub: Any) -> None:
     p = sub.add_parser("plot", help="draw attention maps, positional encodings, the LR schedule or training curves")
     p.add_argument("what", choices=["attention", "positions", "schedule", "curves"])
     p.add_argument("--out", required=True, help="PNG file to write")
@@ -475,9 +550,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", help="attention (seq2seq): the target text (default: the model's translation)")
     p.add_argument("--kind", help="attention: encoder.self_attn | decoder.self_attn | decoder.cross_attn")
     p.add_argument("--run", help="curves: a training run directory (with metrics.jsonl)")
-    p.add_argument("--preset", help="schedule: a training preset (default: copy)")
-    p.add_argument("--max-len", type=int, default=100, help="positions: number of positions")
-    p.add_argument("--d-model", type=int, default=128, help="positions: model size")
+    p.add_argument("--preset", help="schedule: a training preset (default: the copy task's defaults)")
+    p.add_argument("--max-len", type=at_least(1), default=100, help="positions: number of positions")
+    p.add_argument("--d-model", type=at_least(2), default=128, help="positions: model size (even)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="schedule: settings, e.g. warmup_steps=4000")
     p.set_defaults(func=cmd_plot)
 
@@ -489,32 +564,49 @@ def build_parser() -> argparse.ArgumentParser:
                                    "expansion, add & norm, logits; then the parameter total checked against "
                                    "the analytic formula.")
     p.add_argument("--preset", default="paper-base", help="a model or training preset (default: paper-base)")
-    p.add_argument("--batch", type=int, default=1, help="example batch size B (default 1)")
-    p.add_argument("--length", type=int, default=8, help="example input length T (source length S for "
-                                                          "translation; default 8)")
-    p.add_argument("--target-length", type=int, default=None, help="translation: target length (default: --length)")
+    p.add_argument("--batch", type=at_least(1), default=1, help="example batch size B (default 1)")
+    p.add_argument("--length", type=at_least(1), default=8, help="example input length T (source length S for "
+                                                                 "translation; default 8)")
+    p.add_argument("--target-length", type=at_least(1), default=None,
+                   help="translation: target length (default: --length)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="model settings to change, e.g. n_layers=2")
     p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("demo", help="build a model, count its parameters, run a forward pass")
     p.add_argument("--preset", default="paper-base", help=f"a model preset: {', '.join(sorted(PRESETS))}")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=at_least(0), default=0)
     p.add_argument("overrides", nargs="*", metavar="key=value", help="ModelConfig fields to change")
     p.set_defaults(func=cmd_demo)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="scratchformer", description="Train and inspect Transformers written from scratch.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _train_parser(sub)
+    _inference_parsers(sub)
+    _model_parsers(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(_take_settings(parser, list(sys.argv[1:] if argv is None else argv)))
+    except SystemExit as done:  # --help, or a usage error argparse has printed in one line
+        return int(done.code or 0)
     from .data.errors import DataError
     from .train.checkpoint import CheckpointError
-    from .train.trainer import RunDirError, TrainingError
+    from .train.resume import RunDirError
+    from .train.trainer import Interrupted, TrainingError
 
     try:
         return args.func(args)
     except BrokenPipeError:  # the reader went away (`... | head`): stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 141
+    except Interrupted as err:
+        print(f"scratchformer: {err}", file=sys.stderr)
+        return 130
     except TrainingError as err:
         print(f"scratchformer: error: {err}", file=sys.stderr)
         return 1
@@ -526,5 +618,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def load_preset_settings(name: str) -> dict[str, Any]:
+    """A training preset's settings on top of its task's defaults (what ``--preset NAME`` trains)."""
+    return resolve(preset=name).settings
+
+
+__all__ = ["build_parser", "demo", "explain_config", "load_preset", "load_preset_settings", "main", "preset_names"]

@@ -314,8 +314,14 @@ class TrainConfig:
     eval_limit: int = 0  # evaluate on only the first N examples of each held-out split; 0 = all
     # sequences longer than the model's max_len: "warn" = truncate and say how many, "error" = refuse
     truncate: Literal["warn", "error"] = "warn"
-    # optimisation
+    # the share of the training rows (or, for lm, of the text) held out for validation when no
+    # validation file is given: a seeded random sample of rows (stratified by label for classify), or for
+    # language modelling the last part of the text
+    val_fraction: float = 0.1
+    # optimisation. The run ends at max_steps, or when max_time (e.g. "90s", "10m", "1.5h") has passed;
+    # max_steps = 0 with max_time: the number of steps is estimated from the first steps' speed
     max_steps: int = 1000
+    max_time: str | None = None
     batch_size: int = 64
     max_tokens: int = 0  # > 0: seq2seq/classify batches hold at most this many padded tokens instead
     grad_accum: int = 1
@@ -323,6 +329,10 @@ class TrainConfig:
     min_lr: float = 0.0
     schedule: Literal["inverse_sqrt", "cosine", "constant"] = "cosine"
     warmup_steps: int = 100
+    warmup_fraction: float | None = None  # warm-up as a share of max_steps (replaces warmup_steps when set)
+    # cosine: the learning rate stays at lr after the warm-up until the last decay_fraction of the run, then
+    # decays to min_lr along a half cosine (1.0: decay right after the warm-up)
+    decay_fraction: float = 1.0
     weight_decay: float = 0.01
     beta1: float = 0.9
     beta2: float = 0.98
@@ -356,15 +366,25 @@ class TrainConfig:
         for name, allowed in TRAIN_CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{name}={getattr(self, name)!r} is not one of {', '.join(allowed)}")
-        positive = ["max_steps", "batch_size", "grad_accum", "eval_every", "log_every", "n_symbols", "min_seq_len",
+        positive = ["batch_size", "grad_accum", "eval_every", "log_every", "n_symbols", "min_seq_len",
                     "max_seq_len", "n_test", "bpe_vocab_size"]
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")
-        for name in ("max_tokens", "warmup_steps", "save_every", "patience", "eval_decode", "num_threads",
+        for name in ("max_steps", "max_tokens", "warmup_steps", "save_every", "patience", "eval_decode", "num_threads",
                      "eval_batches", "train_limit", "eval_limit"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 0")
+        if self.max_time is not None:
+            self.max_time_s  # noqa: B018 - parses, or raises ConfigError
+        if self.max_steps == 0 and self.max_time is None:
+            raise ConfigError("max_steps=0 needs max_time (the run's length is then its time budget)")
+        if not 0 < self.val_fraction < 1:
+            raise ConfigError(f"val_fraction={self.val_fraction} must be between 0 and 1")
+        if self.warmup_fraction is not None and not 0 <= self.warmup_fraction < 1:
+            raise ConfigError(f"warmup_fraction={self.warmup_fraction} must be in [0, 1)")
+        if not 0 < self.decay_fraction <= 1:
+            raise ConfigError(f"decay_fraction={self.decay_fraction} must be in (0, 1]")
         if not self.lr > 0:
             raise ConfigError(f"lr={self.lr} must be > 0")
         if not 0 <= self.min_lr <= self.lr:
@@ -398,8 +418,28 @@ class TrainConfig:
     def arch(self) -> str:
         return TASK_ARCH[self.task]
 
+    @property
+    def max_time_s(self) -> float | None:
+        """``max_time`` in seconds (None: no time budget)."""
+        return None if self.max_time is None else parse_duration("max_time", self.max_time)
 
-def _field_types(cls: type) -> dict[str, Any]:
+
+def parse_duration(name: str, text: str) -> float:
+    """``"90"``, ``"90s"``, ``"10m"``, ``"1.5h"``, ``"1h30m"`` -> seconds."""
+    import re
+
+    parts = re.fullmatch(r"\s*(?:(\d+(?:\.\d*)?)h)?\s*(?:(\d+(?:\.\d*)?)m)?\s*(?:(\d+(?:\.\d*)?)s?)?\s*", str(text))
+    if not str(text).strip() or parts is None or not any(parts.groups()):
+        raise ConfigError(f"{name}={text!r} is not a duration (e.g. 90s, 10m, 1.5h, 1h30m)")
+    hours, minutes, seconds = (float(g) if g else 0.0 for g in parts.groups())
+    total = 3600 * hours + 60 * minutes + seconds
+    if total <= 0:
+        raise ConfigError(f"{name}={text!r} must be a positive duration")
+    return total
+
+
+def field_types(cls: type) -> dict[str, Any]:
+    """The declared type of each field of a config dataclass."""
     import typing
 
     return typing.get_type_hints(cls)
@@ -444,29 +484,3 @@ def coerce(name: str, value: Any, annotation: Any) -> Any:
             return value
         raise ConfigError(f"{name}={value!r} must be a string")
     return value
-
-
-def split_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], TrainConfig]:
-    """Flat ``key -> value`` settings (preset, config file, command line) -> (model fields, TrainConfig).
-
-    Every key must be a ``ModelConfig`` or ``TrainConfig`` field; values are type-checked (and strings
-    converted) against the field's type. ``arch`` follows from ``task`` and need not be given.
-    """
-    import difflib
-
-    model_types, train_types = _field_types(ModelConfig), _field_types(TrainConfig)
-    model_kw: dict[str, Any] = {}
-    train_kw: dict[str, Any] = {}
-    for key, value in settings.items():
-        if key in train_types:
-            train_kw[key] = coerce(key, value, train_types[key])
-        elif key in model_types:
-            model_kw[key] = coerce(key, value, model_types[key])
-        else:
-            close = difflib.get_close_matches(key, [*model_types, *train_types], n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            raise ConfigError(f"unknown config key {key!r}{hint}")
-    train = TrainConfig(**train_kw)
-    if model_kw.setdefault("arch", train.arch) != train.arch:
-        raise ConfigError(f"arch={model_kw['arch']!r} does not fit task={train.task!r} (needs arch={train.arch!r})")
-    return model_kw, train

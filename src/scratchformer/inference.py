@@ -6,6 +6,7 @@ configuration are always the ones the model was trained with.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -136,18 +137,20 @@ def classify_texts(ckpt: Checkpoint, texts: list[str], batch_size: int = 128) ->
 
 
 def _held_out(ckpt: Checkpoint, split: str, data: list[str] | None, whose: str) -> tuple[Any, str]:
-    """The checkpoint's task rebuilt with its own tokenizer on its data (or on ``data`` files, whose
-    validation part is then the evaluation set), and the split to evaluate."""
+    """The checkpoint's task rebuilt with its own tokenizer (and labels) on its own data, or on ``data``: a
+    test set scored whole. Returns the task and the split to evaluate."""
+    from .data.sources import DataFiles
     from .train.tasks import build_task
 
     cfg = ckpt.train_config
-    if data:
-        cfg.dataset = None
+    if data:  # all of the user's file, whatever slice of its own data the run looked at
+        cfg = dataclasses.replace(cfg, dataset=None, train_limit=0, eval_limit=0)
+        files, split = DataFiles(test=tuple(data)), "test"
+    else:
+        files = DataFiles.from_dict(ckpt.extra.get("data"))
     model_kw = {k: v for k, v in ckpt.model_config.to_dict().items() if k not in ("vocab_size", "pad_id")}
-    task = build_task(cfg, model_kw, data or ckpt.extra.get("data", []), log=lambda s: print(s, file=sys.stderr),
-                      tokenizer=ckpt.tokenizer)
-    if data:  # the given file is the evaluation set
-        split = "val" if task.has_split("val") else split
+    task = build_task(cfg, model_kw, files, log=lambda s: print(s, file=sys.stderr), tokenizer=ckpt.tokenizer,
+                      label_names=ckpt.extra.get("labels"))
     if not task.has_split(split):
         raise DataError(f"{whose} has no {split!r} split; use --split val or --data PATH")
     return task, split
@@ -165,6 +168,8 @@ def evaluate_checkpoint(ckpt: Checkpoint, *, split: str = "test", data: list[str
     cfg = ckpt.train_config
     model = ckpt.model
     result: dict[str, Any] = {"split": split, "examples": None}
+    if data:
+        result["data"] = [str(p) for p in data]
     if cfg.task == "translate":
         pairs = task.splits[split]  # type: ignore[attr-defined]
         refs = [t for _, t in task.texts[split]]  # type: ignore[attr-defined]
@@ -183,7 +188,10 @@ def evaluate_checkpoint(ckpt: Checkpoint, *, split: str = "test", data: list[str
         result["bleu"], result["chrf"] = result["beam"]["bleu"], result["beam"]["chrf"]
         return result
     metrics = task.evaluate(model, split)
-    if cfg.task == "lm":
+    if cfg.task == "lm" and split == "test":  # every token of the text, in consecutive windows
+        result["examples"] = metrics.pop("tokens")
+        result["unit"] = "tokens"
+    elif cfg.task == "lm":
         result["examples"] = f"{cfg.eval_batches} x {cfg.batch_size} windows of {model.config.max_len} tokens"
     else:
         result["examples"] = len(task.splits[split])  # type: ignore[attr-defined]

@@ -29,7 +29,7 @@ from .nn.attention import record_attention
 from .nn.embedding import sinusoidal_table
 from .tokenizers import WORD_START
 from .train.logger import read_metrics
-from .train.optim import lr_at
+from .train.optim import Schedule
 
 DPI = 130
 # Beyond these, a grid of heatmaps is too small to read: show evenly spaced layers and the first heads.
@@ -265,16 +265,22 @@ def plot_positional_encoding(max_len: int, d_model: int, path: str | os.PathLike
 
 # ========================================================================================= schedule
 
-def plot_lr_schedule(train_cfg: TrainConfig, path: str | os.PathLike) -> Path:
-    """Learning rate against optimizer step (``lr_at``) over the whole run, with the warm-up shaded."""
-    n = train_cfg.max_steps
+def plot_lr_schedule(schedule: Schedule | TrainConfig, path: str | os.PathLike) -> Path:
+    """Learning rate against optimizer step over the whole run, with the warm-up shaded. ``schedule``: a run's
+    own (its trainer state has it, extensions included), or the one training settings give."""
+    if isinstance(schedule, TrainConfig):
+        if not schedule.max_steps:
+            raise ValueError("this schedule's length comes from max_time when the run starts; set max_steps=N to "
+                             "draw it")
+        schedule = Schedule.of(schedule)
+    n = schedule.total
     steps = np.arange(n) if n <= 20_000 else np.unique(np.linspace(0, n - 1, 20_000).round().astype(int))
-    lrs = np.array([lr_at(int(s), train_cfg) for s in steps])
+    lrs = np.array([schedule(int(s)) for s in steps])
 
     fig = Figure(figsize=(8, 4.2), dpi=DPI, layout="constrained")
     ax = fig.subplots()
-    ax.plot(steps + 1, lrs, lw=1.8, color="C0")  # lr_at(step) is the rate of the (step + 1)-th update
-    warmup = train_cfg.warmup_steps
+    ax.plot(steps + 1, lrs, lw=1.8, color="C0")  # schedule(step) is the rate of the (step + 1)-th update
+    warmup = schedule.warmup
     if warmup:
         ax.axvspan(0, min(warmup, n), color="C1", alpha=0.12, lw=0)
         ax.axvline(warmup, color="C1", ls="--", lw=1.2, label=f"end of warm-up (step {warmup:,})")
@@ -285,8 +291,8 @@ def plot_lr_schedule(train_cfg: TrainConfig, path: str | os.PathLike) -> Path:
     ax.set_ylabel("learning rate")
     ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
     ax.grid(alpha=0.3)
-    detail = f", min {train_cfg.min_lr:g}" if train_cfg.schedule == "cosine" else ""
-    ax.set_title(f"{train_cfg.schedule} schedule: peak {train_cfg.lr:.3g}{detail}, {n:,} steps, warm-up {warmup:,}")
+    detail = f", min {schedule.min_lr:g}" if schedule.kind == "cosine" else ""
+    ax.set_title(f"{schedule.kind} schedule: peak {schedule.lr:.3g}{detail}, {n:,} steps, warm-up {warmup:,}")
     return _save(fig, path)
 
 

@@ -3,12 +3,15 @@
 Started by ``torchrun --nproc_per_node=N -m scratchformer train ...``, which sets ``RANK``,
 ``WORLD_SIZE`` and ``LOCAL_RANK``. The backend is gloo on CPU and nccl on GPU. Every rank builds the same
 global batch and takes its share of the rows; DDP averages the gradients. Only rank 0 writes files.
+Decisions that must be the same everywhere (stop now, how many steps a time budget buys) are rank 0's,
+or any rank's for an interrupt, shared by a collective.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -40,18 +43,23 @@ def init_distributed(device: torch.device) -> DistInfo:
     return DistInfo(rank, world, local_rank)
 
 
-def barrier(info: DistInfo) -> None:
-    if info.enabled:
-        dist.barrier()
-
-
-def broadcast_flag(flag: bool, info: DistInfo) -> bool:
-    """Rank 0's boolean, on every rank (used to stop all ranks together)."""
+def broadcast_object(value: Any, info: DistInfo) -> Any:
+    """Rank 0's ``value`` (a bool or a number), on every rank."""
     if not info.enabled:
-        return flag
-    t = torch.tensor([int(flag)])
-    dist.broadcast(t, src=0)
-    return bool(t.item())
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def reduce_flags(flags: list[bool], info: DistInfo) -> list[bool]:
+    """Each flag true on every rank if it is true on any rank."""
+    if not info.enabled:
+        return flags
+    device = f"cuda:{torch.cuda.current_device()}" if dist.get_backend() == "nccl" else "cpu"
+    t = torch.tensor([int(f) for f in flags], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return [bool(v) for v in t.tolist()]
 
 
 def cleanup(info: DistInfo) -> None:

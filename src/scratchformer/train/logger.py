@@ -1,29 +1,40 @@
 """Run logging: ``metrics.jsonl`` (one JSON object per event) and TensorBoard event files.
 
 Each event has ``step``, ``split`` (``train``, ``val`` or ``test``) and metric names, e.g.
-``{"step": 200, "split": "val", "loss": 1.93, "perplexity": 6.9, "exact_match": 0.41}``.
+``{"step": 200, "split": "val", "loss": 1.93, "perplexity": 6.9, "exact_match": 0.41}``. A (split, step)
+pair appears at most once: a resumed run first drops what was logged after the checkpoint it resumes
+from (``prune``), and the test split is measured once, at the end.
+
+TensorBoard files are written when the ``tensorboard`` package is installed (the ``tensorboard`` extra);
+otherwise the run says so once.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..data.files import atomic_write_text
+
 
 class MetricsLogger:
-    def __init__(self, run_dir: Path, enabled: bool = True, tensorboard: bool = True) -> None:
+    def __init__(self, run_dir: Path, enabled: bool = True, tensorboard: bool = True, purge_step: int | None = None,
+                 say: Callable[[str], None] | None = None) -> None:
         self.enabled = enabled
         self.path = run_dir / "metrics.jsonl"
         self.writer = None
         if enabled and tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter
-            except ImportError:  # tensorboard is optional at run time
-                SummaryWriter = None  # noqa: N806
-            if SummaryWriter is not None:
-                self.writer = SummaryWriter(log_dir=str(run_dir / "tensorboard"))
+            except ImportError:  # tensorboard is an optional extra
+                if say is not None:
+                    say('note: TensorBoard files are skipped (pip install "scratchformer[tensorboard]" to write them); '
+                        "metrics.jsonl has every number")
+            else:
+                self.writer = SummaryWriter(log_dir=str(run_dir / "tensorboard"), purge_step=purge_step)
 
     def log(self, step: int, split: str, **metrics: Any) -> None:
         if not self.enabled:
@@ -51,3 +62,22 @@ def _plain(v: Any) -> Any:
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     path = Path(run_dir) / "metrics.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def prune(run_dir: Path, step: int) -> None:
+    """Keep the events of steps up to ``step`` (a resumed run's checkpoint), except the test ones (a run
+    measures its test split once, at its end). Rewritten atomically."""
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        return
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    kept = []
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:  # a line cut short by a kill: it belongs to no step we keep
+            continue
+        if row.get("step", 0) <= step and row.get("split") != "test":
+            kept.append(line)
+    if len(kept) != len(lines):
+        atomic_write_text(path, "".join(line + "\n" for line in kept))

@@ -3,18 +3,30 @@
 AdamW with weight decay on the weight matrices only: biases, LayerNorm parameters, embeddings and
 position tables are not decayed (decaying them pulls normalisation gains and token vectors towards 0).
 
-The learning rate is a pure function of the step (no scheduler object to save or restore):
+The learning rate is a pure function of the step (``Schedule``, a few numbers saved with the run):
 
 - ``inverse_sqrt`` (the paper, eq. 3): linear warm-up, then decay with the inverse square root of the
   step. The paper's ``d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)`` peaks at step = warmup; here
   the peak is ``lr`` itself: ``lr * min(step / warmup, sqrt(warmup / step))``.
-- ``cosine``: linear warm-up, then a half cosine from ``lr`` down to ``min_lr`` at ``max_steps``.
+- ``cosine``: linear warm-up, then ``lr`` until the last ``decay_fraction`` of the run, then a half cosine
+  down to ``min_lr`` at ``max_steps`` (``decay_fraction = 1``: the decay starts right after the warm-up).
 - ``constant``: linear warm-up, then ``lr``.
+
+The warm-up is ``warmup_steps``, or ``warmup_fraction`` of ``max_steps`` (rounded), fixed when the run
+starts.
+
+**Extending a run** (``--resume max_steps=N`` with N above the step reached): the steps already taken
+keep their rates. ``inverse_sqrt`` and ``constant`` do not depend on the run's length and go on as before.
+A cosine schedule whose decay had not begun is recomputed for the new length (the warm-up stays). One
+whose decay had begun continues from the rate of the last step taken down to ``min_lr`` at step N along
+a half cosine, so the rate never jumps back up.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 import torch
 from torch import nn
@@ -40,18 +52,77 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
                              eps=cfg.adam_eps)
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """The learning rate of every step of a run. ``schedule(step)`` for 0-based optimizer steps."""
+
+    kind: str  # inverse_sqrt | cosine | constant
+    lr: float
+    min_lr: float
+    warmup: int  # steps
+    total: int  # max_steps
+    decay_fraction: float = 1.0
+    # an extended cosine run: from step ``resumed_at`` the rate falls from ``resumed_lr`` to min_lr at total;
+    # the steps before follow ``previous``, the schedule the run had then
+    resumed_at: int | None = None
+    resumed_lr: float | None = None
+    previous: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, cfg: TrainConfig, total: int | None = None) -> Schedule:
+        total = cfg.max_steps if total is None else total
+        warmup = cfg.warmup_steps if cfg.warmup_fraction is None else round(cfg.warmup_fraction * total)
+        return cls(cfg.schedule, cfg.lr, cfg.min_lr, warmup, total, cfg.decay_fraction)
+
+    @property
+    def decay_start(self) -> int:
+        """The first step of the cosine decay (steps before it run at ``lr`` or warm up)."""
+        return max(self.warmup, self.total - round(self.decay_fraction * self.total))
+
+    def __call__(self, step: int) -> float:
+        s = step + 1  # the (step + 1)-th update
+        if self.warmup and s <= self.warmup:
+            return self.lr * s / self.warmup  # linear warm-up
+        if self.kind == "constant":
+            return self.lr
+        if self.kind == "inverse_sqrt":
+            return self.lr * math.sqrt(max(self.warmup, 1) / s)  # equation 3, peaking at lr
+        if self.resumed_at is not None:
+            return self._extension(step)
+        return self._cosine(s, self.decay_start, self.lr)
+
+    def _cosine(self, s: int, start: int, peak: float) -> float:
+        """``peak`` until update ``start``, then half a cosine down to ``min_lr`` at the last update."""
+        if s <= start:
+            return peak
+        progress = (s - start) / max(1, self.total - start)
+        return self.min_lr + 0.5 * (peak - self.min_lr) * (1 + math.cos(math.pi * min(progress, 1.0)))
+
+    def _extension(self, step: int) -> float:
+        if step < (self.resumed_at or 0) and self.previous is not None:
+            return Schedule.from_dict(self.previous)(step)  # the steps taken before the run was extended
+        return self._cosine(step + 1, self.resumed_at or 0, self.resumed_lr or self.lr)
+
+    def extended(self, done: int, total: int) -> Schedule:
+        """This schedule for a run that has taken ``done`` steps and now goes on to ``total`` (module docstring)."""
+        if self.kind != "cosine" or total == self.total:
+            return replace(self, total=total)
+        began = self.resumed_at is not None or done > self.decay_start
+        if not began:
+            return replace(self, total=total)
+        return replace(self, total=total, resumed_at=done, resumed_lr=self(done - 1), previous=self.to_dict())
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Schedule:
+        return cls(**data)
+
+
 def lr_at(step: int, cfg: TrainConfig) -> float:
-    """Learning rate for optimizer step ``step`` (0-based)."""
-    s = step + 1
-    if cfg.warmup_steps and s <= cfg.warmup_steps:
-        return cfg.lr * s / cfg.warmup_steps
-    if cfg.schedule == "constant":
-        return cfg.lr
-    if cfg.schedule == "inverse_sqrt":
-        return cfg.lr * math.sqrt(max(cfg.warmup_steps, 1) / s)
-    # cosine from lr (end of warm-up) to min_lr (max_steps)
-    progress = (s - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps)
-    return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1 + math.cos(math.pi * min(progress, 1.0)))
+    """Learning rate for optimizer step ``step`` (0-based) of a run with settings ``cfg``."""
+    return Schedule.of(cfg)(step)
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:

@@ -1,28 +1,33 @@
-"""The training loop: one explicit function, no framework.
+"""The training loop, readable top to bottom as steps; no framework.
 
-    for step in range(start, max_steps):
-        seed the RNGs with (seed, step, rank)          -> dropout is reproducible, resume is exact
-        lr = lr_at(step)                               -> a pure function of the step
-        batch = task.global_batch(step)                -> a pure function of (seed, step)
-        for each micro-batch of this rank's share:     -> gradient accumulation, DDP
-            loss = summed loss / tokens in the *global* batch   (so any split computes the same)
-            loss.backward()
-        clip, AdamW step; stop cleanly on a NaN/inf loss
-        ema_decay > 0: update the weights' moving average      -> evaluated and saved instead (averaging.py)
-        every eval_every steps: evaluate, keep best/ and last/, early stopping
+    build the task (data, tokenizer) and the model      -> Trainer.build
+    restore a checkpoint when resuming                  -> Trainer.restore
+    plan the schedule (and the steps a time budget buys) -> Trainer.plan
+    for step in range(start, total):
+        train_step: seed (seed, step, rank), lr = schedule(step), batch = task.global_batch(step),
+                    backward through this rank's micro-batches, clip, AdamW step
+        every log_every steps: a train row in metrics.jsonl, progress on the terminal
+        every eval_every steps: evaluate, keep best/ (best validation select_by), early stopping
+        save last/ at every evaluation (or every save_every steps)
+        stop cleanly on an interrupt (SIGINT/SIGTERM), the time budget, early stopping or a NaN loss
+    finish: the kept checkpoint measured on the test split; samples of held-out data
 
-A run directory holds ``config.json`` (the resolved configuration), ``metrics.jsonl``, TensorBoard
-files under ``tensorboard/``, and the checkpoints ``last/`` and ``best/`` (see ``checkpoint.py``).
+Every step's batch, dropout masks and learning rate are pure functions of ``(seed, step)``, so a run
+killed at any point and resumed from its last checkpoint continues exactly as if it had not stopped.
+
+A run directory holds ``config.json`` (the resolved configuration and data), ``metrics.jsonl``,
+TensorBoard files under ``tensorboard/``, and the checkpoints ``last/`` and ``best/`` (``checkpoint.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import math
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,22 +36,37 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..config import LOWER_IS_BETTER, ModelConfig, TrainConfig
+from ..config import LOWER_IS_BETTER, ConfigError, ModelConfig, TrainConfig
+from ..data.files import atomic_write_text
+from ..data.sources import DataFiles
 from ..models import build_model
+from ..tokenizers import Tokenizer, load_tokenizer
 from .averaging import WeightAverage
-from .checkpoint import Checkpoint, find_checkpoint, load_checkpoint, load_trainer_state, read_meta, save_checkpoint
-from .distributed import DistInfo, barrier, broadcast_flag, cleanup, init_distributed
-from .logger import MetricsLogger
-from .optim import lr_at, make_optimizer, set_lr
+from .checkpoint import find_checkpoint, load_checkpoint, read_meta, save_checkpoint
+from .distributed import DistInfo, broadcast_object, cleanup, init_distributed, reduce_flags
+from .fine_tune import classifier_from_run, pretrained_classifier
+from .logger import MetricsLogger, prune
+from .optim import Schedule, make_optimizer, set_lr
+from .progress import Progress
+from .resume import RunDirError, check_out_dir, pick_checkpoint, restore_weights
+from .run_info import RunInfo
 from .tasks import Batch, Task, build_task, resolve_model_config, split_rows
+
+__all__ = ["Interrupted", "RunDirError", "TrainResult", "TrainingError", "accumulate_gradients", "check_out_dir",
+           "pick_device", "train"]
 
 
 class TrainingError(RuntimeError):
     """Training cannot go on (a NaN/inf loss, say); the last good checkpoint is kept."""
 
 
-class RunDirError(ValueError):
-    """The output directory cannot be used as asked (it exists, or there is nothing to resume)."""
+class Interrupted(Exception):
+    """The run was interrupted (SIGINT/SIGTERM) and saved a checkpoint it can be resumed from."""
+
+    def __init__(self, step: int, out: Path) -> None:
+        super().__init__(f"interrupted at step {step:,}; the run is saved in {out / 'last'}. Resume it with: "
+                         f"scratchformer train --out {out} --resume")
+        self.step, self.out = step, out
 
 
 @dataclass
@@ -62,6 +82,7 @@ class TrainResult:
     samples: list[str] = field(default_factory=list)
     seconds: float = 0.0
     stopped_early: bool = False
+    stop_reason: str = ""  # "", "early stopping", "time budget"
     is_main: bool = True  # False on the other ranks of a distributed run (they print nothing)
 
 
@@ -69,261 +90,363 @@ def pick_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device=cuda was asked for, but no CUDA GPU is available")
+        raise ConfigError("device=cuda was asked for, but no CUDA GPU is available")
     return torch.device(name)
 
 
-def check_out_dir(out: Path, resume: bool) -> None:
-    """Refuse to overwrite a run; refuse to resume from nothing. Called before any work is done."""
-    if resume:
-        if not (out / "last" / "config.json").is_file():
-            raise RunDirError(f"nothing to resume: {out / 'last'} is not a checkpoint")
-    elif out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise RunDirError(f"{out} already exists and is not empty; choose another --out, or add --resume")
-
-
-def _seed_step(seed: int, step: int, rank: int) -> None:
-    torch.manual_seed((seed * 1_000_003 + step) * 131 + rank)
-
-
-def train(model_kw: dict[str, Any], cfg: TrainConfig, out_dir: str | Path, data_paths: list[str] | None = None,
-          *, resume: bool = False, echo: Callable[[str], None] | None = None) -> TrainResult:
+def train(model_kw: dict[str, Any], cfg: TrainConfig, out_dir: str | Path,
+          data: DataFiles | list[str] | None = None, *, resume: bool = False,
+          echo: Callable[[str], None] | None = None, quiet: bool = False, run: RunInfo | None = None) -> TrainResult:
     """Train a model; returns it with its final validation and test metrics.
 
     ``model_kw``: ``ModelConfig`` fields chosen by the user (the rest follow from the task and data).
+    ``data``: the user's files by role (``DataFiles``), or a list of ``--data`` paths. ``run``: how the
+    settings were resolved (the CLI passes it, to print and save where each setting came from).
     """
-    out = Path(out_dir)
-    from ..config import ConfigError
-
     model_kw = {**model_kw, "arch": model_kw.get("arch", cfg.arch)}  # the task decides the family
     if model_kw["arch"] != cfg.arch:
         raise ConfigError(f"arch={model_kw['arch']!r} does not fit task={cfg.task!r} (needs arch={cfg.arch!r})")
+    out = Path(out_dir)
+    check_out_dir(out, resume)
     device = pick_device(cfg.device)
     info = init_distributed(device)
     if info.enabled and device.type == "cuda":
         device = torch.device("cuda", info.local_rank)
         torch.cuda.set_device(device)
     say = echo or (lambda s: print(s, file=sys.stderr))
-    log = say if info.is_main else (lambda s: None)
+    progress = Progress(say if info.is_main else None, quiet=quiet)
+    run = run or RunInfo.from_config(model_kw, cfg, DataFiles.of(data))
     try:
-        return _train(model_kw, cfg, out, data_paths or [], resume, device, info, log)
+        return Trainer(model_kw, cfg, out, run, resume, device, info, progress).run()
     finally:
         cleanup(info)
 
 
-def _train(model_kw: dict[str, Any], cfg: TrainConfig, out: Path, data_paths: list[str], resume: bool,
-           device: torch.device, info: DistInfo, log: Callable[[str], None]) -> TrainResult:
-    check_out_dir(out, resume)
-    if cfg.num_threads:
-        torch.set_num_threads(cfg.num_threads)
-    started = time.perf_counter()
-    torch.manual_seed(cfg.seed)
-    run = find_checkpoint(cfg.init_from) if cfg.init_from else None  # a scratchformer run to start from?
-    base = load_checkpoint(run) if run is not None else None
-    if base is not None:  # its tokenizer, and by default inputs as long as its model takes
-        model_kw = {"max_len": base.model_config.max_len, **model_kw}
-    task = build_task(cfg, model_kw, data_paths, log, tokenizer=base.tokenizer if base else None)
-    if base is not None:
-        model = _classifier_from_run(base, str(run), model_kw, task, log)
-        model_cfg = model.config
-    elif cfg.init_from:
-        model = _pretrained_classifier(cfg, model_kw, task, log)
-        model_cfg = model.config
-    else:
-        model_cfg = resolve_model_config(task, model_kw)
-        model = build_model(model_cfg)
-    model = model.to(device)
-    optimizer = make_optimizer(model, cfg)
-    start_step, best_score, bad_evals = 0, math.inf, 0  # best_score: lower is better (see _score)
-    average = WeightAverage(model, cfg.ema_decay) if cfg.ema_decay else None
-    if resume:
-        from safetensors.torch import load_model
+class Trainer:
+    """One run. ``run()`` goes through the stages of the module docstring in order."""
 
-        load_model(model, str(out / "last" / "model.safetensors"), device=str(device))
-        state = load_trainer_state(out / "last")
-        optimizer.load_state_dict(state["optimizer"])
-        start_step, bad_evals = state["step"], state["bad_evals"]
-        best_score = state.get("best_score", state.get("best_loss", math.inf))  # "best_loss": older runs
-        if "trained_weights" in state:  # model.safetensors holds their average (ema_decay)
-            model.load_state_dict(state["trained_weights"])
-        if average is not None and "weight_average" in state:
-            average.load_state(state["weight_average"])
-        log(f"resuming {out} at step {start_step}")
-    n_params = sum(p.numel() for p in model.parameters())
-    if info.is_main:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "config.json").write_text(json.dumps({"model": model_cfg.to_dict(), "train": cfg.__dict__,
-                                                     "data": data_paths, "parameters": n_params}, indent=2))
-    log(f"{cfg.task}: {model_cfg.arch} with {n_params:,} parameters (d_model {model_cfg.d_model}, "
-        f"{model_cfg.n_layers} layers, {model_cfg.n_heads} heads), vocab {model_cfg.vocab_size}, "
-        f"{info.world_size} process(es) on {device}")
+    def __init__(self, model_kw: dict[str, Any], cfg: TrainConfig, out: Path, run: RunInfo, resume: bool,
+                 device: torch.device, info: DistInfo, progress: Progress) -> None:
+        self.model_kw, self.cfg, self.out, self.run_info, self.resume = model_kw, cfg, out, run, resume
+        self.device, self.info, self.progress, self.log = device, info, progress, progress.say
+        self.started = time.perf_counter()
+        self.step = 0  # optimizer steps taken
+        self.best_score, self.bad_evals = math.inf, 0  # best_score: lower is better (see score)
+        self.spent_before = 0.0  # training seconds of earlier sessions (a resumed run's time budget)
+        self.val: dict[str, float] = {}
+        self.best_val: dict[str, float] = {}  # stays empty after a resume until validation improves again
+        self.stop_reason = ""
+        self.interrupt = False
 
-    train_model: nn.Module = model
-    if info.enabled:
-        train_model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda"
-                                                          else None)
-    if cfg.compile:
-        train_model = torch.compile(train_model)  # type: ignore[assignment]
-    metrics = MetricsLogger(out, enabled=info.is_main)
-    autocast = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if cfg.bf16 else contextlib.nullcontext
+    # ------------------------------------------------------------------------------------ stages
 
-    def averaged() -> contextlib.AbstractContextManager[dict[str, torch.Tensor] | None]:
+    def run(self) -> TrainResult:
+        if self.cfg.num_threads:
+            torch.set_num_threads(self.cfg.num_threads)
+        torch.manual_seed(self.cfg.seed)
+        ckpt = pick_checkpoint(self.out, self.log) if self.resume else None
+        self.build(load_tokenizer(ckpt) if ckpt is not None else None)
+        self.plan(restore_weights(ckpt, self.model, self.device) if ckpt is not None else None)
+        self.begin()
+        with self.signals():
+            try:
+                self.loop()
+            finally:
+                self.progress.close()
+                self.metrics.close()
+        if self.interrupt and self.step < self.schedule.total:
+            raise Interrupted(self.step, self.out)
+        return self.finish()
+
+    def build(self, tokenizer: Tokenizer | None = None) -> None:
+        """The task (data and tokenizer), the model, the optimizer and the weight average. ``tokenizer``: a
+        resumed run's own."""
+        cfg, model_kw = self.cfg, self.model_kw
+        base_dir = find_checkpoint(cfg.init_from) if cfg.init_from else None  # a scratchformer run to start from?
+        base = load_checkpoint(base_dir) if base_dir is not None else None
+        if base is not None:  # its tokenizer, and by default inputs as long as its model takes
+            model_kw = {"max_len": base.model_config.max_len, **model_kw}
+            tokenizer = tokenizer or base.tokenizer
+        self.task = build_task(cfg, model_kw, self.run_info.data, self.log, tokenizer=tokenizer)
+        if not self.task.has_split("train"):
+            raise ConfigError("no training data: --data names the training file (--val and --test alone cannot train)")
+        if base is not None:
+            self.model = classifier_from_run(base, str(base_dir), model_kw, self.task, self.log)
+        elif cfg.init_from:
+            self.model = pretrained_classifier(cfg, model_kw, self.task, self.log)
+        else:
+            self.model = build_model(resolve_model_config(self.task, model_kw))
+        self.model_cfg: ModelConfig = self.model.config  # type: ignore[assignment]
+        self.model = self.model.to(self.device)
+        self.optimizer = make_optimizer(self.model, cfg)
+        self.average = WeightAverage(self.model, cfg.ema_decay) if cfg.ema_decay else None
+        self.train_model: nn.Module = self.model
+        if self.info.enabled:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.train_model = nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
+        if cfg.compile:
+            self.train_model = torch.compile(self.train_model)  # type: ignore[assignment]
+
+    def plan(self, state: dict[str, Any] | None) -> None:
+        """The schedule: a fresh run's (its length estimated from a time budget when only max_time bounds it),
+        or a resumed run's own, extended when max_steps asks for more steps."""
+        cfg = self.cfg
+        if state is None:
+            total = cfg.max_steps or self.estimate_steps()
+            self.schedule = Schedule.of(cfg, total)
+            return
+        self.load_state(state)
+        saved = Schedule.from_dict(state["schedule"]) if "schedule" in state else Schedule.of(cfg)
+        total = cfg.max_steps or saved.total
+        if total <= self.step:
+            if total == saved.total:
+                raise ConfigError(f"the run already finished at step {self.step:,} (max_steps={saved.total:,}); "
+                                  f"to train longer: --resume max_steps=N with N above {self.step:,}")
+            raise ConfigError(f"max_steps={total:,} must be above the step the run reached ({self.step:,}) to "
+                              "extend it")
+        self.schedule = saved.extended(self.step, total) if total != saved.total else saved
+        if total != saved.total:
+            self.log(f"extending the run from {saved.total:,} to {total:,} steps: "
+                     + ("the cosine decay continues from the current rate "
+                        f"({self.schedule.resumed_lr:.3g}) to min_lr at step {total:,}"
+                        if self.schedule.resumed_at is not None else "the schedule is recomputed for the new length"))
+
+    def begin(self) -> None:
+        """Write the run's configuration, say what it uses, and open the logs."""
+        cfg, out = self.cfg, self.out
+        self.resolved_cfg = TrainConfig(**{**cfg.__dict__, "max_steps": self.schedule.total,
+                                           "warmup_steps": self.schedule.warmup, "warmup_fraction": None})
+        summary = self.run_info.summary(self.task, self.model_cfg, self.model, self.schedule, self.info, self.device)
+        if self.resume:
+            self.log(f"resuming {out} at step {self.step:,}")
+        else:
+            for line in summary:
+                self.log(line)
+        if self.info.is_main:
+            out.mkdir(parents=True, exist_ok=True)
+            prune(out, self.step)
+            meta = self.run_info.to_json(self.model_cfg, self.resolved_cfg, self.task, self.model, summary)
+            atomic_write_text(out / "config.json", meta)
+        self.metrics = MetricsLogger(out, enabled=self.info.is_main, purge_step=self.step + 1 if self.resume else None,
+                                     say=self.log)
+        self.progress.start(self.schedule.total, self.step, cfg.task, cfg.log_every)
+
+    def loop(self) -> None:
+        cfg = self.cfg
+        self.model.train()
+        window = _Window()
+        for step in range(self.step, self.schedule.total):
+            if self.stop_requested():
+                break
+            loss, grad_norm, lr, tokens = self.train_step(step)
+            self.step = done = step + 1
+            window.add(loss, tokens)
+            self.progress.step(done, loss, lr)
+            if done % cfg.log_every == 0 or done == self.schedule.total:
+                mean, tps = window.flush()
+                self.metrics.log(done, "train", loss=mean, lr=lr, grad_norm=grad_norm, tokens_per_s=tps,
+                                 time_s=self.elapsed())
+                self.progress.log_line(done, mean, lr, tps)
+            out_of_time = self.out_of_time()
+            is_eval = done % cfg.eval_every == 0 or done == self.schedule.total or out_of_time
+            early = self.evaluate_and_select(done) if is_eval else False
+            saving = (is_eval and not cfg.save_every) or (cfg.save_every and done % cfg.save_every == 0)
+            if saving or early or out_of_time or done == self.schedule.total:
+                self.save("last", done)
+            if early:
+                self.stop_reason = "early stopping"
+                self.log(f"early stopping at step {done:,}: no better validation {cfg.select_by} in {cfg.patience} "
+                         "evaluations")
+                break
+            if out_of_time and done < self.schedule.total:
+                self.stop_reason = "time budget"
+                self.log(f"stopped at step {done:,} of {self.schedule.total:,}: the time budget "
+                         f"max_time={cfg.max_time} is spent (continue with --resume max_time=LONGER)")
+                break
+        if self.interrupt and self.step < self.schedule.total:
+            self.save("last", self.step)
+
+    def finish(self) -> TrainResult:
+        """The kept checkpoint (best/, else the last weights) measured on the test split; samples."""
+        model, out = self.model, self.out
+        result = TrainResult(out, model, self.task, self.model_cfg, self.step, val=self.best_val or self.val,
+                             last_val=self.val, stopped_early=self.stop_reason == "early stopping",
+                             stop_reason=self.stop_reason, is_main=self.info.is_main)
+        if self.average is not None and self.average.updates:  # the model returned is the average (best/'s, if any)
+            model.load_state_dict({**model.state_dict(), **self.average.average})
+        if self.info.is_main:
+            kept_step = result.step  # the step of the checkpoint the test metrics are measured on
+            if (out / "best" / "model.safetensors").is_file():
+                from safetensors.torch import load_model
+
+                load_model(model, str(out / "best" / "model.safetensors"), device=str(self.device))
+                kept_step = read_meta(out / "best")["step"]
+            if self.cfg.test_at_end and self.task.has_split("test"):
+                result.test = _evaluate(self.task, model, "test")
+                MetricsLogger(out, tensorboard=False).log(kept_step, "test", **result.test)
+            model.eval()
+            result.samples = self.task.samples(model)
+        result.seconds = time.perf_counter() - self.started
+        return result
+
+    # ------------------------------------------------------------------------------------ one step
+
+    def train_step(self, step: int) -> tuple[float, float, float, int]:
+        """One optimizer step; returns (mean loss, gradient norm, learning rate, input tokens)."""
+        cfg, info = self.cfg, self.info
+        _seed_step(cfg.seed, step, info.rank)
+        lr = self.schedule(step)
+        set_lr(self.optimizer, lr)
+        batch = self.task.global_batch(step)
+        count = self.task.count(batch)
+        parts = info.world_size * cfg.grad_accum
+        shards = split_rows(batch, parts)[info.rank * cfg.grad_accum:(info.rank + 1) * cfg.grad_accum]
+        loss = accumulate_gradients(self.task, self.train_model, shards, count, cfg.label_smoothing, self.device,
+                                    info.world_size, self.autocast)
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip or math.inf))
+        if info.enabled:
+            t = torch.tensor([loss], device=self.device)
+            dist.all_reduce(t)
+            loss = t.item()
+        loss /= count
+        if not (math.isfinite(loss) and math.isfinite(grad_norm)):
+            raise TrainingError(f"the loss became {loss} at step {step + 1}; stopped. The last good "
+                                f"checkpoint is in {self.out / 'last'} (try a lower lr or more warmup_steps)")
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.average is not None:
+            self.average.update()
+        return loss, grad_norm, lr, self.task.n_tokens(batch)
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        return torch.autocast(self.device.type, dtype=torch.bfloat16) if self.cfg.bf16 else contextlib.nullcontext()
+
+    def evaluate_and_select(self, done: int) -> bool:
+        """Evaluate on the validation split, keep best/; returns whether early stopping says stop."""
+        stop = False
+        if self.info.is_main:
+            with self.averaged():
+                self.val = _evaluate(self.task, self.model, "val")
+            self.metrics.log(done, "val", **self.val, time_s=self.elapsed())
+            self.progress.write(f"step {done:,}: validation " + ", ".join(f"{k} {v:.4g}" for k, v in self.val.items()))
+            score = _score(self.val, self.cfg.select_by)
+            if score < self.best_score:
+                self.best_score, self.bad_evals, self.best_val = score, 0, self.val
+                self.save("best", done)
+            else:
+                self.bad_evals += 1
+                stop = bool(self.cfg.patience) and self.bad_evals >= self.cfg.patience
+        return broadcast_object(stop, self.info)
+
+    def averaged(self) -> contextlib.AbstractContextManager[dict[str, torch.Tensor] | None]:
         """The model holds the averaged weights inside (when ema_decay is on); yields the trained ones."""
-        return average.swapped_in(model) if average is not None else contextlib.nullcontext(None)
+        return self.average.swapped_in(self.model) if self.average is not None else contextlib.nullcontext(None)
 
-    def save(step: int, name: str) -> None:
-        if info.is_main:
-            state = {"optimizer": optimizer.state_dict(), "step": step, "best_score": best_score,
-                     "bad_evals": bad_evals}
-            extra = {**task.extra_meta, "data": [str(Path(p).resolve()) for p in data_paths]}
-            with averaged() as trained:
-                if average is not None:
-                    state.update(trained_weights=trained, weight_average=average.state())
-                save_checkpoint(out / name, model, task.tokenizer, model_cfg, cfg, step, state, extra)
+    def save(self, name: str, step: int) -> None:
+        if not self.info.is_main:
+            return
+        state = {"optimizer": self.optimizer.state_dict(), "step": step, "best_score": self.best_score,
+                 "bad_evals": self.bad_evals, "schedule": self.schedule.to_dict(), "elapsed_s": self.elapsed()}
+        extra = {**self.task.extra_meta, "data": self.run_info.data.to_dict()}
+        with self.averaged() as trained:
+            if self.average is not None:
+                state.update(trained_weights=trained, weight_average=self.average.state())
+            save_checkpoint(self.out / name, self.model, self.task.tokenizer, self.model_cfg, self.resolved_cfg, step,
+                            state, extra)
 
-    from tqdm.auto import tqdm
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.step, self.bad_evals = state["step"], state["bad_evals"]
+        self.best_score = state.get("best_score", math.inf)
+        self.spent_before = state.get("elapsed_s", 0.0)
+        if "trained_weights" in state:  # model.safetensors holds their average (ema_decay)
+            self.model.load_state_dict(state["trained_weights"])
+        if self.average is not None and "weight_average" in state:
+            self.average.load_state(state["weight_average"])
 
-    bar = tqdm(total=cfg.max_steps, initial=start_step, disable=not info.is_main or None, dynamic_ncols=True,
-               desc=cfg.task, file=sys.stderr)
-    parts = info.world_size * cfg.grad_accum
-    val: dict[str, float] = {}
-    best_val: dict[str, float] = {}  # stays empty after a resume until validation improves again
-    stopped_early = False
-    window_tokens, window_start, window_loss, window_steps = 0, time.perf_counter(), 0.0, 0
-    step = start_step
-    model.train()
-    try:
-        for step in range(start_step, cfg.max_steps):
-            _seed_step(cfg.seed, step, info.rank)
-            lr = lr_at(step, cfg)
-            set_lr(optimizer, lr)
-            batch = task.global_batch(step)
-            count = task.count(batch)
-            shards = split_rows(batch, parts)[info.rank * cfg.grad_accum:(info.rank + 1) * cfg.grad_accum]
-            step_loss = accumulate_gradients(task, train_model, shards, count, cfg.label_smoothing, device,
-                                             info.world_size, autocast)
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip or math.inf)
-            if info.enabled:
-                t = torch.tensor([step_loss], device=device)
-                dist.all_reduce(t)
-                step_loss = t.item()
-            step_loss /= count
-            if not (math.isfinite(step_loss) and math.isfinite(float(grad_norm))):
-                raise TrainingError(f"the loss became {step_loss} at step {step + 1}; stopped. The last good "
-                                    f"checkpoint is in {out / 'last'} (try a lower lr or more warmup_steps)")
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            if average is not None:
-                average.update()
-            done = step + 1
-            window_tokens += task.n_tokens(batch)
-            window_loss += step_loss
-            window_steps += 1
-            bar.update(1)
-            if done % cfg.log_every == 0 or done == cfg.max_steps:
-                elapsed = time.perf_counter() - window_start
-                tps = window_tokens / max(elapsed, 1e-9)
-                mean = window_loss / window_steps
-                bar.set_postfix(loss=f"{mean:.4f}", lr=f"{lr:.2e}", tok_s=f"{tps:,.0f}")
-                metrics.log(done, "train", loss=mean, lr=lr, grad_norm=float(grad_norm), tokens_per_s=tps,
-                            time_s=time.perf_counter() - started)
-                window_tokens, window_start, window_loss, window_steps = 0, time.perf_counter(), 0.0, 0
-            is_eval = done % cfg.eval_every == 0 or done == cfg.max_steps
-            stop = False
-            if is_eval and info.is_main:
-                with averaged():
-                    val = _evaluate(task, model, "val")
-                metrics.log(done, "val", **val, time_s=time.perf_counter() - started)
-                bar.write(f"step {done}: " + ", ".join(f"{k} {v:.4g}" for k, v in val.items()))
-                score = _score(val, cfg.select_by)
-                if score < best_score:
-                    best_score, bad_evals, best_val = score, 0, val
-                    save(done, "best")
-                else:
-                    bad_evals += 1
-                    stop = bool(cfg.patience) and bad_evals >= cfg.patience
-            if info.is_main and ((is_eval and not cfg.save_every) or (cfg.save_every and done % cfg.save_every == 0)
-                                 or done == cfg.max_steps or stop):
-                save(done, "last")
-            if is_eval:
-                stop = broadcast_flag(stop, info)
-                barrier(info)
-                if stop:
-                    log(f"early stopping at step {done}: no better validation {cfg.select_by} in {cfg.patience} "
-                        "evaluations")
-                    stopped_early = True
-                    break
-    finally:
-        bar.close()
-        metrics.close()
+    # ------------------------------------------------------------------------------------ stopping
 
-    result = TrainResult(out, model, task, model_cfg, step + 1 if cfg.max_steps > start_step else start_step,
-                         val=best_val or val, last_val=val, stopped_early=stopped_early, is_main=info.is_main)
-    if average is not None and average.updates:  # the model returned is the average (best/'s, if any)
-        model.load_state_dict({**model.state_dict(), **average.average})
-    if info.is_main:
-        kept_step = result.step  # the step of the checkpoint the test metrics are measured on
-        if (out / "best" / "model.safetensors").is_file():
-            from safetensors.torch import load_model
+    def elapsed(self) -> float:
+        """Training seconds of this run, earlier sessions of a resumed run included."""
+        return self.spent_before + time.perf_counter() - self.started
 
-            load_model(model, str(out / "best" / "model.safetensors"), device=str(device))
-            kept_step = read_meta(out / "best")["step"]
-        if cfg.test_at_end and task.has_split("test"):
-            result.test = _evaluate(task, model, "test")
-            MetricsLogger(out, tensorboard=False).log(kept_step, "test", **result.test)
-        model.eval()
-        result.samples = task.samples(model)
-    result.seconds = time.perf_counter() - started
-    return result
+    def out_of_time(self) -> bool:
+        budget = self.cfg.max_time_s
+        late = budget is not None and self.elapsed() >= budget
+        return bool(reduce_flags([late], self.info)[0]) if self.info.enabled else late
+
+    def stop_requested(self) -> bool:
+        if self.info.enabled:
+            self.interrupt = bool(reduce_flags([self.interrupt], self.info)[0])
+        return self.interrupt
+
+    @contextlib.contextmanager
+    def signals(self) -> Iterator[None]:
+        """SIGINT/SIGTERM: finish the current step, save last/, stop. A second signal stops at once."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def handler(signum: int, frame: Any) -> None:
+            if self.interrupt:
+                raise KeyboardInterrupt
+            self.interrupt = True
+            self.log(f"\n{signal.Signals(signum).name}: saving the run after this step (again to stop at once)")
+
+        old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+
+    def estimate_steps(self) -> int:
+        """How many steps fit in ``max_time``: a few timed steps and one evaluation, then the weights and the
+        optimizer are put back as they were. Every rank takes rank 0's answer."""
+        cfg, model = self.cfg, self.model
+        budget = cfg.max_time_s or 0.0
+        weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        self.schedule = Schedule.of(cfg, 10_000)  # any schedule: these steps are undone
+        times, step = [], 0
+        while step < 3 or (sum(times) < min(2.0, 0.02 * budget) and step < 50):
+            t = time.perf_counter()
+            self.train_step(step)
+            times.append(time.perf_counter() - t)
+            step += 1
+        t = time.perf_counter()
+        _evaluate(self.task, model, "val")
+        eval_s = time.perf_counter() - t
+        model.load_state_dict(weights)
+        self.optimizer = make_optimizer(model, cfg)
+        if self.average is not None:
+            self.average = WeightAverage(model, cfg.ema_decay)
+        per_step = sorted(times[1:])[len(times[1:]) // 2]  # the median, past the first (slower) step
+        spendable = budget - self.elapsed() - 2 * eval_s  # the final evaluation and the test
+        total = max(1, int(spendable / (per_step + eval_s / cfg.eval_every)))
+        total = int(broadcast_object(total, self.info))
+        self.log(f"max_time={cfg.max_time}: about {total:,} steps fit ({per_step:.3g} s a step, {eval_s:.2g} s an "
+                 f"evaluation, measured on {len(times)} steps that were then undone)")
+        return total
 
 
-def _pretrained_classifier(cfg: TrainConfig, model_kw: dict[str, Any], task: Task,
-                           log: Callable[[str], None]) -> nn.Module:
-    """A classifier whose encoder is the pretrained BERT ``cfg.init_from`` (its head freshly initialised)."""
-    from ..config import ConfigError
-    from ..interop import bert_from_pretrained
-    from ..pretrained import find_pretrained
+class _Window:
+    """Losses and tokens since the last log line."""
 
-    own = {"arch", "pooling", "max_len"}  # max_len here only limits the inputs (see ClassifyTask)
-    clash = sorted(set(model_kw) - own)
-    if clash:
-        raise ConfigError(f"init_from={cfg.init_from} fixes the architecture; remove {', '.join(clash)}")
-    folder = find_pretrained(cfg.init_from, cfg.data_dir)  # type: ignore[arg-type]
-    n_classes = task.model_fields().get("n_classes", 2)
-    model = bert_from_pretrained(folder, n_classes=n_classes, pooling=model_kw.get("pooling", "mean"))
-    log(f"initialised from {folder} (the classification head is new)")
-    return model.train()
+    def __init__(self) -> None:
+        self.loss, self.steps, self.tokens, self.start = 0.0, 0, 0, time.perf_counter()
+
+    def add(self, loss: float, tokens: int) -> None:
+        self.loss, self.steps, self.tokens = self.loss + loss, self.steps + 1, self.tokens + tokens
+
+    def flush(self) -> tuple[float, float]:
+        mean = self.loss / max(self.steps, 1)
+        tps = self.tokens / max(time.perf_counter() - self.start, 1e-9)
+        self.__init__()  # type: ignore[misc]
+        return mean, tps
 
 
-def _classifier_from_run(base: Checkpoint, run: str, model_kw: dict[str, Any], task: Task,
-                         log: Callable[[str], None]) -> nn.Module:
-    """A classifier that starts from the encoder of a scratchformer checkpoint (a ``task=mlm`` run, say):
-    the same architecture and weights, a new head for this task's classes. ``pooling`` and ``dropout``
-    may be chosen anew; other model settings, if given, must agree with the checkpoint's."""
-    from ..config import ConfigError
-    from ..models import EncoderClassifier
-
-    have = base.model_config
-    if have.arch != "encoder":
-        raise ConfigError(f"init_from={run} holds a {have.arch} model; a classifier starts only from an encoder "
-                          "(a task=mlm or task=classify run)")
-    clash = [f"{k}={v!r} (it has {getattr(have, k)!r})" for k, v in sorted(model_kw.items())
-             if k not in ("arch", "pooling", "dropout", "max_len") and getattr(have, k) != v]
-    if clash:
-        raise ConfigError(f"init_from={run} fixes the architecture; remove or match {', '.join(clash)}")
-    max_len = getattr(task, "max_len", have.max_len)
-    if max_len > have.max_len:
-        raise ConfigError(f"max_len={max_len} is longer than the max_len={have.max_len} of init_from={run}; "
-                          f"set max_len={have.max_len} or less")
-    fields = {**have.to_dict(), "n_classes": task.model_fields().get("n_classes", 2),
-              "pooling": model_kw.get("pooling", have.pooling), "dropout": model_kw.get("dropout", have.dropout)}
-    model = EncoderClassifier(ModelConfig(**fields))
-    encoder = {k: v for k, v in base.model.state_dict().items() if not k.startswith("head.")}
-    missing, unexpected = model.load_state_dict(encoder, strict=False)
-    assert not unexpected and all(k.startswith("head.") for k in missing), (missing, unexpected)
-    log(f"initialised from {run} (step {base.step} of a task={base.train_config.task} run; the classification "
-        "head is new)")
-    return model.train()
+def _seed_step(seed: int, step: int, rank: int) -> None:
+    torch.manual_seed((seed * 1_000_003 + step) * 131 + rank)
 
 
 def accumulate_gradients(task: Task, model: nn.Module, shards: list[Batch], count: int, label_smoothing: float,
@@ -363,3 +486,4 @@ def _evaluate(task: Task, model: nn.Module, split: str) -> dict[str, float]:
         return task.evaluate(model, split)
     finally:
         model.train(was_training)
+

@@ -1,0 +1,93 @@
+"""Run directories: refusing to overwrite one, and finding the checkpoint a resumed run continues from.
+
+``--resume`` continues from ``last/``. A ``last/`` that is truncated or corrupt (a full disk, a killed copy)
+is reported in one line and, when ``best/`` is a good checkpoint, the run continues from there instead
+(the steps after it are trained again). A run interrupted before its first checkpoint restarts at step 0
+with its own settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from .checkpoint import CheckpointError, load_trainer_state, read_meta
+
+
+class RunDirError(ValueError):
+    """The output directory cannot be used as asked (it exists, or there is nothing to resume)."""
+
+
+def check_out_dir(out: Path, resume: bool) -> None:
+    """Refuse to overwrite a run; refuse to resume from nothing. Called before any work is done."""
+    if resume:
+        if not (out / "config.json").is_file():
+            raise RunDirError(f"nothing to resume: {out} holds no run (start it without --resume)")
+    elif out.exists() and (not out.is_dir() or any(out.iterdir())):
+        if (out / "config.json").is_file():
+            raise RunDirError(f"{out} already holds a run; continue it with --resume, or choose another --out")
+        raise RunDirError(f"{out} already exists and is not empty; choose another --out")
+
+
+def _candidates(out: Path) -> list[Path]:
+    """``last/``, then ``best/`` (or their previous copies, when a crash interrupted a rename)."""
+    found = []
+    for name in ("last", "best"):
+        for path in (out / name, out / f".{name}.old"):
+            if path.is_dir():
+                found.append(path)
+                break
+    return found
+
+
+def _check(ckpt: Path) -> None:
+    """Raise ``CheckpointError`` unless every file of the checkpoint reads back whole."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    from ..data.errors import DataError
+    from ..tokenizers import load_tokenizer
+
+    read_meta(ckpt)
+    try:
+        load_file(str(ckpt / "model.safetensors"))
+    except (SafetensorError, OSError, RuntimeError) as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise CheckpointError(f"{ckpt / 'model.safetensors'} is unreadable ({first})") from None
+    load_trainer_state(ckpt)
+    try:
+        load_tokenizer(ckpt)
+    except DataError as err:
+        raise CheckpointError(str(err)) from None
+
+
+def pick_checkpoint(out: Path, log: Callable[[str], None]) -> Path | None:
+    """The checkpoint a resumed run continues from (None: none was saved yet; the run restarts at step 0)."""
+    candidates = _candidates(out)
+    if not candidates:
+        log(f"{out} has no checkpoint yet (it was stopped before its first one): starting at step 0 with its settings")
+        return None
+    problems = []
+    for ckpt in candidates:
+        try:
+            _check(ckpt)
+        except CheckpointError as err:
+            problems.append(str(err))
+            continue
+        if problems:
+            log(f"warning: {problems[0]}; resuming from {ckpt} (step {read_meta(ckpt)['step']:,}) instead, the "
+                "steps after it are trained again")
+        return ckpt
+    raise CheckpointError(f"cannot resume: {problems[0]}, and no earlier good checkpoint is kept")
+
+
+def restore_weights(ckpt: Path, model: nn.Module, device: torch.device) -> dict[str, Any]:
+    """Load a checked checkpoint's weights into ``model``; return its trainer state."""
+    from safetensors.torch import load_model
+
+    load_model(model, str(ckpt / "model.safetensors"), device=str(device))
+    return load_trainer_state(ckpt)

@@ -1,0 +1,105 @@
+"""What a run says about itself: at its start on the terminal, and in its ``config.json``.
+
+The block names the model, the settings that differ from the task's defaults (with where each came from:
+a preset, a config file, the command line), the data actually used (each split's file, how it was split,
+how many examples or tokens it has, and what was skipped), and the schedule.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..config import ModelConfig, TrainConfig
+from ..data.sources import DataFiles
+from .distributed import DistInfo
+from .optim import Schedule
+from .settings import Resolved, task_defaults
+from .tasks import Task
+
+FAMILY = {"seq2seq": "an encoder-decoder", "gpt": "a decoder-only GPT", "encoder": "an encoder"}
+
+
+@dataclass
+class RunInfo:
+    """The flat settings of a run, where each came from, and its data files."""
+
+    settings: dict[str, Any]
+    source: dict[str, str]
+    data: DataFiles
+
+    @classmethod
+    def from_resolved(cls, resolved: Resolved) -> RunInfo:
+        return cls(dict(resolved.settings), dict(resolved.source), resolved.data)
+
+    @classmethod
+    def from_config(cls, model_kw: dict[str, Any], cfg: TrainConfig, data: DataFiles) -> RunInfo:
+        """A run started from Python with ready-made configs: its settings are those that differ from the
+        configs' own defaults."""
+        defaults = TrainConfig(task=cfg.task)
+        settings = {"task": cfg.task}
+        settings |= {f.name: getattr(cfg, f.name) for f in fields(TrainConfig)
+                     if getattr(cfg, f.name) != getattr(defaults, f.name)}
+        settings |= {k: v for k, v in model_kw.items() if k != "arch"}
+        return cls(settings, dict.fromkeys(settings, "given"), data)
+
+    def changed(self) -> dict[str, list[str]]:
+        """Source -> ``key=value`` of each setting not at the task's default."""
+        task = self.settings["task"]
+        base = task_defaults(task, self.settings.get("init_from")) | {"task": task}
+        out: dict[str, list[str]] = {}
+        for key, value in sorted(self.settings.items()):
+            if base.get(key, _UNSET) != value and not (key not in base and value is None):
+                out.setdefault(self.source.get(key, "given"), []).append(f"{key}={value}")
+        return out
+
+    def summary(self, task: Task, model_cfg: ModelConfig, model: nn.Module, schedule: Schedule, info: DistInfo,
+                device: torch.device) -> list[str]:
+        cfg = task.cfg
+        n = sum(p.numel() for p in model.parameters())
+        tok = type(task.tokenizer).__name__.removesuffix("Tokenizer").lower() or "custom"
+        lines = [f"task={cfg.task}: {FAMILY[model_cfg.arch]}, {n:,} parameters (d_model {model_cfg.d_model}, "
+                 f"{plural(model_cfg.n_layers, 'layer')}, {plural(model_cfg.n_heads, 'head')}, d_ff {model_cfg.d_ff}, "
+                 f"max_len {model_cfg.max_len}), vocabulary {model_cfg.vocab_size:,} ({tok} tokens); "
+                 f"{plural(info.world_size, 'process', 'processes')} on {device}"]
+        changed = self.changed()
+        lines.append(f"settings beyond task={cfg.task}'s defaults:" + ("" if changed else " none"))
+        lines += [f"  {source}: {' '.join(items)}" for source, items in changed.items()]
+        lines.append("data:")
+        lines += [f"  {split:<5} {origin}: {size}" for split, origin, size in self.splits(task)]
+        lines += [f"  note: {note}" for note in (task.raw.notes if task.raw is not None else [])]
+        rates = f"from {schedule.lr:g} to {schedule.min_lr:g}" if schedule.kind == "cosine" else f"lr {schedule.lr:g}"
+        lines.append(f"schedule: {schedule.total:,} steps, warm-up {schedule.warmup:,}, {schedule.kind} {rates}"
+                     + (f", at most {cfg.max_time}" if cfg.max_time else ""))
+        return lines
+
+    def splits(self, task: Task) -> list[tuple[str, str, str]]:
+        """(split, where it came from, its size) for each split the task has."""
+        unit = "tokens" if task.cfg.task == "lm" else "examples"
+        if task.raw is None:  # a built-in task
+            n = task.cfg.n_test
+            return [("train", "fresh random strings at every step (never a held-out one)", "unlimited"),
+                    ("val", f"{n:,} held-out strings", f"{n:,} examples"),
+                    ("test", f"{n:,} other held-out strings", f"{n:,} examples")]
+        return [(split, task.raw.origin.get(split, split), f"{task.split_size(split):,} {unit}")
+                for split in ("train", "val", "test") if task.has_split(split)]
+
+    def to_json(self, model_cfg: ModelConfig, cfg: TrainConfig, task: Task, model: nn.Module,
+                summary: list[str]) -> str:
+        return json.dumps({
+            "model": model_cfg.to_dict(), "train": cfg.__dict__,
+            "settings": self.settings, "sources": self.source, "data": self.data.to_dict(),
+            "splits": {split: {"from": origin, "size": size} for split, origin, size in self.splits(task)},
+            "parameters": sum(p.numel() for p in model.parameters()), "summary": summary,
+        }, indent=2)
+
+
+_UNSET = object()
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"

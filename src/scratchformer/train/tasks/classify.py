@@ -1,0 +1,119 @@
+"""Classification of labelled text: an encoder, a pooled sentence vector, a linear head.
+
+Inputs longer than ``max_len`` tokens follow the ``truncate`` policy. Evaluation reports the loss (mean
+negative log-probability of the true class), accuracy and macro-F1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ...config import TrainConfig
+from ...data import pad_batch
+from ...data.sources import Splits
+from ...metrics import accuracy, macro_f1
+from ...tokenizers import PAD_ID, Tokenizer
+from .base import Batch, EpochBatches, Task, clip, step_generator
+
+
+def drop_tokens(ids: list[int], prob: float, keep: Collection[int], gen: torch.Generator) -> list[int]:
+    """Word dropout (Iyyer et al. 2015, "Deep unordered composition"): remove each token with
+    probability ``prob``, never one of ``keep`` (special tokens), and never all of the others."""
+    coins = torch.rand(len(ids), generator=gen).tolist()
+    out = [t for t, c in zip(ids, coins) if t in keep or c >= prob]
+    return out if any(t not in keep for t in out) or all(t in keep for t in ids) else ids
+
+
+class ClassifyTask(Task):
+    """Labelled text -> class."""
+
+    def __init__(self, cfg: TrainConfig, model_kw: dict[str, Any], splits: Splits | None,
+                 log: Callable[[str], None], tokenizer: Tokenizer | None = None) -> None:
+        super().__init__(cfg, model_kw, splits, log, tokenizer)
+        assert splits is not None and splits.labels is not None
+        self.labels = list(splits.labels)
+        self.texts = {split: self._limited(split, rows) for split, rows in splits.rows.items()}
+        if cfg.init_from and self.given_tokenizer is None:  # fine-tuning: the pretrained model's own tokenizer
+            from ...pretrained import find_pretrained
+            from ...tokenizers import PretrainedTokenizer
+
+            self.given_tokenizer = PretrainedTokenizer.from_file(find_pretrained(cfg.init_from, cfg.data_dir)
+                                                                 / "tokenizer.json")
+        self.tokenizer = self._tokenizer_for([t for t, _ in self.texts.get("train", [])])
+        self.max_len = int(model_kw.get("max_len", 128))
+        self.splits: dict[str, list[tuple[list[int], int]]] = {}
+        for split, rows in self.texts.items():
+            ids = self._check_lengths(self.tokenizer.encode_batch([t for t, _ in rows]), self.max_len, split)
+            self.splits[split] = [(i or [PAD_ID], label) for i, (_, label) in zip(ids, rows)]
+        self.extra_meta = {"labels": self.labels}
+        if "train" in self.splits:
+            self.batches = EpochBatches([len(ids) for ids, _ in self.splits["train"]], cfg)
+
+    def model_fields(self) -> dict[str, Any]:
+        return {**super().model_fields(), "n_classes": len(self.labels), "max_len": 128}
+
+    def has_split(self, split: str) -> bool:
+        return split in self.splits
+
+    def split_size(self, split: str) -> int:
+        return len(self.splits[split])
+
+    @staticmethod
+    def collate(rows: list[tuple[list[int], int]]) -> Batch:
+        ids, mask = pad_batch([r for r, _ in rows], PAD_ID)
+        return {"ids": ids, "mask": mask, "labels": torch.tensor([y for _, y in rows])}
+
+    def global_batch(self, step: int) -> Batch:
+        rows = [self.splits["train"][i] for i in self.batches(step)]
+        if self.cfg.word_dropout:
+            gen = step_generator(self.cfg.seed, step, salt=23)
+            keep = self.tokenizer.special_ids
+            rows = [(drop_tokens(ids, self.cfg.word_dropout, keep, gen), y) for ids, y in rows]
+        return self.collate(rows)
+
+    def count(self, batch: Batch) -> int:
+        return batch["labels"].numel()
+
+    def n_tokens(self, batch: Batch) -> int:
+        return int(batch["mask"].sum())
+
+    def loss_sum(self, model: nn.Module, batch: Batch, label_smoothing: float) -> Tensor:
+        logits = model(batch["ids"], batch["mask"])
+        return F.cross_entropy(logits.float(), batch["labels"], label_smoothing=label_smoothing, reduction="sum")
+
+    @torch.no_grad()
+    def probabilities(self, model: nn.Module, split: str) -> Tensor:
+        """The model's class probabilities ``(N, n_classes)`` for the examples of ``split``, in order."""
+        rows = self.splits[split]
+        device = next(model.parameters()).device
+        out = [model(b["ids"].to(device), b["mask"].to(device)).float().softmax(-1).cpu()
+               for b in (self.collate(rows[i:i + 256]) for i in range(0, len(rows), 256))]
+        return torch.cat(out) if out else torch.zeros(0, len(self.labels))
+
+    def score(self, probs: Tensor, split: str) -> dict[str, float]:
+        """Loss (mean negative log-probability of the true class), accuracy and macro-F1 of ``probs``."""
+        labels = [y for _, y in self.splits[split]]
+        truth = probs[torch.arange(len(labels)), torch.tensor(labels, dtype=torch.long)]
+        loss = float(-truth.clamp(min=1e-12).log().mean()) if labels else 0.0
+        preds = probs.argmax(-1).tolist()
+        return {"loss": loss, "accuracy": accuracy(preds, labels), "f1": macro_f1(preds, labels, len(self.labels))}
+
+    def evaluate(self, model: nn.Module, split: str) -> dict[str, float]:
+        return self.score(self.probabilities(model, split), split)
+
+    def samples(self, model: nn.Module) -> list[str]:
+        split = self.sample_split()
+        rows, texts = self.splits[split][:8], self.texts[split][:8]
+        probs = self.probabilities(model, split)[:8] if rows else []
+        lines = [f"{split} examples: predicted label, its probability, the true label"]
+        for p, (text, truth) in zip(probs, texts):
+            guess = int(p.argmax())
+            mark = "ok " if guess == truth else "   "
+            lines.append(f"{mark} {self.labels[guess]:>10} {p.max().item():.2f}  (true: {self.labels[truth]})  "
+                         f"{clip(text, 70)}")
+        return lines

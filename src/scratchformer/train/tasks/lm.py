@@ -1,0 +1,117 @@
+"""Language modelling: next-token prediction on a text, random windows of ``max_len`` tokens (nanoGPT's get_batch).
+
+Validation during training draws ``eval_batches`` batches of random windows with a fixed seed (the same
+windows at every evaluation, comparable with nanoGPT's figures). A test text is scored whole: every
+token predicted once, in consecutive windows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ...config import TrainConfig
+from ...data import LMDataset
+from ...data.errors import DataError
+from ...data.sources import Splits
+from ...generation import generate
+from ...metrics import perplexity
+from ...tokenizers import Tokenizer
+from .base import Batch, Task, step_generator
+
+
+class LMTask(Task):
+    """Random windows of a token stream; the target is the window shifted by one."""
+
+    def __init__(self, cfg: TrainConfig, model_kw: dict[str, Any], splits: Splits | None,
+                 log: Callable[[str], None], tokenizer: Tokenizer | None = None) -> None:
+        super().__init__(cfg, model_kw, splits, log, tokenizer)
+        assert splits is not None
+        texts = {split: rows[0] for split, rows in splits.rows.items()}
+        if cfg.train_limit and "train" in texts:
+            texts["train"] = texts["train"][:cfg.train_limit]
+        self.tokenizer = self._tokenizer_for([texts["train"]] if "train" in texts else [])
+        self.block = int(model_kw.get("max_len", 256))
+        self.texts = texts
+        self.data = {split: LMDataset(torch.tensor(self.tokenizer.encode(text), dtype=torch.long), name=split)
+                     for split, text in texts.items()}
+        for split, ds in self.data.items():
+            if len(ds.ids) < self.block + 1 and split != "test":
+                raise DataError(f"the {split} text has {len(ds.ids)} tokens, fewer than max_len + 1 = "
+                                f"{self.block + 1}; give more text or a smaller max_len")
+
+    def model_fields(self) -> dict[str, Any]:
+        return {**super().model_fields(), "max_len": 256}
+
+    def has_split(self, split: str) -> bool:
+        return split in self.data
+
+    def split_size(self, split: str) -> int:
+        return len(self.data[split])
+
+    def global_batch(self, step: int) -> Batch:
+        x, y = self.data["train"].get_batch(self.cfg.batch_size, self.block, step_generator(self.cfg.seed, step))
+        return {"x": x, "y": y}
+
+    def count(self, batch: Batch) -> int:
+        return batch["y"].numel()
+
+    def loss_sum(self, model: nn.Module, batch: Batch, label_smoothing: float) -> Tensor:
+        logits = model(batch["x"])
+        return F.cross_entropy(logits.float().flatten(0, 1), batch["y"].flatten(), label_smoothing=label_smoothing,
+                               reduction="sum")
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, split: str) -> dict[str, float]:
+        device = next(model.parameters()).device
+        total, count = 0.0, 0
+        for x, y in (self._sweep(split) if split == "test" else self._random_windows(split)):
+            total += self.loss_sum(model, {"x": x.to(device), "y": y.to(device)}, 0.0).item()
+            count += y.numel()
+        loss = total / max(count, 1)
+        out = {"loss": loss, "perplexity": perplexity(loss)}
+        return {**out, "tokens": count} if split == "test" else out
+
+    def _random_windows(self, split: str) -> list[tuple[Tensor, Tensor]]:
+        gen = torch.Generator().manual_seed(1234)  # the same windows at every evaluation
+        return [self.data[split].get_batch(self.cfg.batch_size, self.block, gen)
+                for _ in range(max(1, self.cfg.eval_batches))]
+
+    def _sweep(self, split: str) -> list[tuple[Tensor, Tensor]]:
+        """Consecutive windows that predict every token of the split (but the first) exactly once."""
+        ids = self.data[split].ids
+        if len(ids) < 2:
+            raise DataError(f"the {split} text has {len(ids)} token(s); at least 2 are needed to score it")
+        starts = range(0, len(ids) - 1, self.block)
+        windows = [(ids[s:s + self.block], ids[s + 1:s + self.block + 1]) for s in starts]
+        full = [w for w in windows if len(w[1]) == self.block]
+        batches = [(torch.stack([x for x, _ in full[i:i + 32]]), torch.stack([y for _, y in full[i:i + 32]]))
+                   for i in range(0, len(full), 32)]
+        rest = [w for w in windows if len(w[1]) != self.block]
+        return batches + [(x[:len(y)][None], y[None]) for x, y in rest]
+
+    @torch.no_grad()
+    def samples(self, model: nn.Module) -> list[str]:
+        """A held-out prompt, the model's continuation (sampled, temperature 0.8) and the real text after it."""
+        split = self.sample_split()
+        ids = self.data[split].ids.tolist()
+        n_prompt, n_new = min(64, self.block // 2), min(200, max(1, self.block))
+        if len(ids) < n_prompt + 1:
+            return []
+        newline = self.tokenizer.encode("\n")
+        start = 0
+        if len(newline) == 1:  # start the prompt at the beginning of a line
+            start = next((i + 1 for i, t in enumerate(ids[: len(ids) // 2]) if t == newline[0]), 0)
+        prompt = ids[start:start + n_prompt]
+        device = next(model.parameters()).device
+        out = generate(model, torch.tensor([prompt], device=device), n_new, do_sample=True, temperature=0.8,
+                       top_k=200, seed=self.cfg.seed)[0, len(prompt):].tolist()
+        truth = ids[start + n_prompt:start + n_prompt + n_new]
+        decode = self.tokenizer.decode
+        return [f"-- a {split} prompt --", *decode(prompt).splitlines(),
+                "-- the model's continuation (sampled, temperature 0.8) --", *decode(out).splitlines(),
+                "-- the real text --", *decode(truth).splitlines()]

@@ -1,0 +1,132 @@
+"""Masked-token prediction (BERT's pretraining objective, Devlin et al. 2019, §3.1) on texts.
+
+An encoder is pretrained to predict chosen tokens from their context; a classifier is then fine-tuned
+from its run (``task=classify init_from=RUN_DIR``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ...config import TrainConfig
+from ...data import pad_batch
+from ...data.sources import Splits
+from ...metrics import perplexity
+from ...tokenizers import BOS_ID, PAD_ID, SPECIAL_TOKENS, Tokenizer
+from .base import Batch, EpochBatches, Task, step_generator
+
+MASK_ID = BOS_ID  # an encoder never sees <bos> otherwise, so masked-token pretraining uses it as [MASK]
+
+
+def mask_tokens(ids: Tensor, real: Tensor, prob: float, vocab_size: int,
+                gen: torch.Generator) -> tuple[Tensor, Tensor]:
+    """BERT's corruption: choose each real token with probability ``prob``; of the chosen, 80 % become
+    ``MASK_ID``, 10 % a random token, 10 % stay. Returns (inputs, chosen), both ``(B, T)``; at least one
+    token is chosen, so a batch always has something to predict."""
+    chosen = (torch.rand(ids.shape, generator=gen) < prob) & real
+    if not chosen.any():
+        chosen[0, 0] = bool(real[0, 0])
+    r = torch.rand(ids.shape, generator=gen)
+    inputs = ids.clone()
+    inputs[chosen & (r < 0.8)] = MASK_ID
+    swap = chosen & (r >= 0.8) & (r < 0.9)
+    inputs[swap] = torch.randint(len(SPECIAL_TOKENS), vocab_size, (int(swap.sum()),), generator=gen)
+    return inputs, chosen
+
+
+class MaskedLMTask(Task):
+    """Masked-token prediction on texts (one example a line, or the text column of labelled data).
+
+    The model is an ``EncoderClassifier``; ``model(inputs, mask, predict_tokens=chosen)`` returns the
+    logits over the vocabulary at the chosen positions, through the (tied) token embedding matrix, so
+    pretraining adds no parameters and the classifier head is left as it was. The validation masks are
+    drawn once with a fixed seed, so the validation loss of every evaluation is comparable.
+    """
+
+    def __init__(self, cfg: TrainConfig, model_kw: dict[str, Any], splits: Splits | None,
+                 log: Callable[[str], None], tokenizer: Tokenizer | None = None) -> None:
+        super().__init__(cfg, model_kw, splits, log, tokenizer)
+        assert splits is not None
+        self.texts = {split: self._limited(split, rows) for split, rows in splits.rows.items()}
+        self.tokenizer = self._tokenizer_for(self.texts.get("train", []))
+        self.max_len = int(model_kw.get("max_len", 128))
+        self.splits = {split: [ids or [PAD_ID] for ids in  # token ids of each text
+                               self._check_lengths(self.tokenizer.encode_batch(t), self.max_len, split)]
+                       for split, t in self.texts.items()}
+        if "train" in self.splits:
+            self.batches = EpochBatches([len(ids) for ids in self.splits["train"]], cfg)
+
+    def model_fields(self) -> dict[str, Any]:
+        return {**super().model_fields(), "n_classes": 2, "max_len": 128}
+
+    def has_split(self, split: str) -> bool:
+        return split in self.splits
+
+    def split_size(self, split: str) -> int:
+        return len(self.splits[split])
+
+    def _masked(self, rows: list[list[int]], gen: torch.Generator) -> Batch:
+        ids, real = pad_batch(rows, PAD_ID)
+        inputs, chosen = mask_tokens(ids, real.bool(), self.cfg.mask_prob, self.tokenizer.vocab_size, gen)
+        return {"ids": inputs, "mask": real, "targets": ids, "chosen": chosen}
+
+    def global_batch(self, step: int) -> Batch:
+        rows = [self.splits["train"][i] for i in self.batches(step)]
+        return self._masked(rows, step_generator(self.cfg.seed, step, salt=17))
+
+    def count(self, batch: Batch) -> int:
+        return int(batch["chosen"].sum())
+
+    def n_tokens(self, batch: Batch) -> int:
+        return int(batch["mask"].sum())
+
+    def loss_sum(self, model: nn.Module, batch: Batch, label_smoothing: float) -> Tensor:
+        logits = model(batch["ids"], batch["mask"], predict_tokens=batch["chosen"])  # (chosen tokens, V)
+        return F.cross_entropy(logits.float(), batch["targets"][batch["chosen"]], label_smoothing=label_smoothing,
+                               reduction="sum")
+
+    def _val_batches(self, split: str) -> list[Batch]:
+        gen = torch.Generator().manual_seed(1234)  # the same masks at every evaluation
+        rows = self.splits[split]
+        return [self._masked(rows[i:i + 256], gen) for i in range(0, len(rows), 256)]
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, split: str) -> dict[str, float]:
+        device = next(model.parameters()).device
+        total, right, count = 0.0, 0, 0
+        for batch in self._val_batches(split):
+            batch = {k: v.to(device) for k, v in batch.items()}
+            logits = model(batch["ids"], batch["mask"], predict_tokens=batch["chosen"]).float()
+            targets = batch["targets"][batch["chosen"]]
+            total += F.cross_entropy(logits, targets, reduction="sum").item()
+            right += int((logits.argmax(-1) == targets).sum())
+            count += targets.numel()
+        loss = total / max(1, count)
+        return {"loss": loss, "perplexity": perplexity(loss), "accuracy": right / max(1, count)}
+
+    @torch.no_grad()
+    def samples(self, model: nn.Module) -> list[str]:
+        """A few held-out texts with their masked tokens, each as ``[true -> predicted]``."""
+        split = self.sample_split()
+        device = next(model.parameters()).device
+        batch = self._masked(self.splits[split][:5], torch.Generator().manual_seed(99))
+        predicted = model(batch["ids"].to(device), batch["mask"].to(device),
+                          predict_tokens=batch["chosen"].to(device)).argmax(-1).tolist()
+        lines, k = [f"{split} texts, each masked token as [true -> predicted]:"], 0
+        piece = self.tokenizer.decode
+        for row in range(batch["ids"].size(0)):
+            text = ""
+            for t in range(int(batch["mask"][row].sum())):
+                true = int(batch["targets"][row, t])
+                if batch["chosen"][row, t]:
+                    text += f"[{piece([true])!r} -> {piece([predicted[k]])!r}]"
+                    k += 1
+                else:
+                    text += piece([true])
+            lines.append(text)
+        return lines
