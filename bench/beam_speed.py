@@ -4,10 +4,11 @@
     python bench/beam_speed.py                     # 200 Multi30k test sentences, 3 rounds
     python bench/beam_speed.py --limit 64 --repeats 2 --threads 1
 
-Data: the German sources of the Multi30k test set (test_2016_flickr) from ``$SCRATCHFORMER_DATA``
-(default ``/work/shared/data``), tokenized with a byte-level BPE of 8,000 tokens trained on the Multi30k
-training set (German + English), with eos appended as the trainer does. The first ``--limit`` sentences
-are sorted by length and cut into batches of ``--batch-size``; both contestants get the same batches.
+Data: the German sources of the Multi30k test set (test_2016_flickr), found like every named dataset
+(``$SCRATCHFORMER_DATA``, then the user cache, else downloaded), tokenized with a byte-level BPE of 8,000
+tokens trained on the Multi30k training set (German + English), with eos appended as the trainer does.
+The first ``--limit`` sentences are sorted by length and cut into batches of ``--batch-size``; both
+contestants get the same batches.
 
 Models: the ``multi30k`` preset's dimensions (d_model 256, 4 heads, 3 encoder + 3 decoder layers, d_ff
 1024, shared vocabulary of 8,000, ReLU, post-LN), random weights. BART is built with the same dimensions
@@ -67,7 +68,7 @@ def _quiet_transformers() -> None:
 def make_batches(limit: int, batch_size: int, directory: Path) -> list[Batch]:
     """Tokenize the test sources (the BPE is trained once and cached in ``directory``)."""
     tok_file = directory / "tokenizer.json"
-    data = load_multi30k(os.environ.get("SCRATCHFORMER_DATA", "/work/shared/data"))
+    data = load_multi30k()
     if tok_file.exists():
         from scratchformer.tokenizers import load_tokenizer
 

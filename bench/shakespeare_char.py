@@ -20,7 +20,8 @@ from pathlib import Path
 
 import torch
 
-from scratchformer.train.settings import load_preset, parse_overrides, split_settings
+from scratchformer.train.run_info import RunInfo
+from scratchformer.train.settings import parse_overrides, resolve
 from scratchformer.train.trainer import train
 
 NANOGPT_VAL_LOSS = 1.88
@@ -36,10 +37,10 @@ def main() -> None:
     out = Path(args.out)
     if out.exists() and not args.keep:
         shutil.rmtree(out)
-    settings = {**load_preset("shakespeare-char"), **parse_overrides(args.overrides)}
-    model_kw, cfg = split_settings(settings)
+    resolved = resolve(preset="shakespeare-char", overrides=parse_overrides(args.overrides))
+    model_kw, cfg = resolved.split()
     start = time.perf_counter()
-    result = train(model_kw, cfg, out, [])
+    result = train(model_kw, cfg, out, run=RunInfo.from_resolved(resolved))
     seconds = time.perf_counter() - start
     task, model = result.task, result.model
     model.eval()

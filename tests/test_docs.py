@@ -138,3 +138,18 @@ def test_every_test_the_pages_name_exists():
     for page in [*PAGES, DOCS / "README.md", ROOT / "README.md"]:
         for name in set(re.findall(r"`(test_\w+)`", page.read_text(encoding="utf-8"))):
             assert name in defined, f"{page.name} names {name}, which no test defines"
+
+
+def test_the_readme_python_example_runs_and_its_cached_decoding_equals_the_full_pass():
+    """The README's Python API block, run as written: models in eval mode, so the GPT's one-token-at-a-time
+    logits with the KV cache equal its full forward pass (with dropout on they would not)."""
+    import torch
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## The Python API"):]
+    block = re.search(r"```python\n(.*?)^```", section, re.M | re.S).group(1)
+    namespace: dict = {}
+    exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - our own documentation
+    assert not namespace["model"].training and not namespace["gpt"].training
+    torch.testing.assert_close(torch.cat(namespace["step_logits"], 1), namespace["logits"], atol=1e-5, rtol=1e-5)
+    assert namespace["class_logits"].shape == (2, 2)

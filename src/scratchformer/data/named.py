@@ -60,7 +60,7 @@ class DataFile:
 _MULTI30K = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"
 _SST2 = "https://raw.githubusercontent.com/forest-snow/alps/main/data/SST-2/"
 
-# name -> (path of the dataset under a data folder, its files). Hashes: /work/shared/data/SHA256SUMS.
+# name -> (path of the dataset under a data folder, its files). Hashes: the SHA256SUMS file published beside the data.
 DATASETS: dict[str, tuple[str, tuple[DataFile, ...]]] = {
     "tinyshakespeare": ("tinyshakespeare.txt", (
         DataFile("tinyshakespeare.txt",

@@ -55,7 +55,7 @@ class MetricsLogger:
 
 def _plain(v: Any) -> Any:
     if isinstance(v, float):
-        return round(v, 6) if math.isfinite(v) else str(v)
+        return float(f"{v:.7g}") if math.isfinite(v) else str(v)  # 7 significant digits
     return v
 
 

@@ -18,8 +18,10 @@ starts.
 **Extending a run** (``--resume max_steps=N`` with N above the step reached): the steps already taken
 keep their rates. ``inverse_sqrt`` and ``constant`` do not depend on the run's length and go on as before.
 A cosine schedule whose decay had not begun is recomputed for the new length (the warm-up stays). One
-whose decay had begun continues from the rate of the last step taken down to ``min_lr`` at step N along
-a half cosine, so the rate never jumps back up.
+whose decay was under way continues from the rate of the last step taken down to ``min_lr`` at step N along
+a half cosine, so the rate never jumps back up. One that had finished (its rate is ``min_lr``, often 0)
+starts a new cycle, a warm restart (SGDR, Loshchilov & Hutter 2017): the warm-up again, from 0 to ``lr``,
+then a half cosine to ``min_lr`` at step N.
 """
 
 from __future__ import annotations
@@ -62,10 +64,12 @@ class Schedule:
     warmup: int  # steps
     total: int  # max_steps
     decay_fraction: float = 1.0
-    # an extended cosine run: from step ``resumed_at`` the rate falls from ``resumed_lr`` to min_lr at total;
-    # the steps before follow ``previous``, the schedule the run had then
+    # an extended cosine run: from step ``resumed_at`` the rate falls from ``resumed_lr`` to min_lr at total
+    # (or, ``restarted``, warms up again and then falls); the steps before follow ``previous``, the schedule
+    # the run had then
     resumed_at: int | None = None
     resumed_lr: float | None = None
+    restarted: bool = False
     previous: dict[str, Any] | None = None
 
     @classmethod
@@ -99,9 +103,14 @@ class Schedule:
         return self.min_lr + 0.5 * (peak - self.min_lr) * (1 + math.cos(math.pi * min(progress, 1.0)))
 
     def _extension(self, step: int) -> float:
-        if step < (self.resumed_at or 0) and self.previous is not None:
+        start = self.resumed_at or 0
+        if step < start and self.previous is not None:
             return Schedule.from_dict(self.previous)(step)  # the steps taken before the run was extended
-        return self._cosine(step + 1, self.resumed_at or 0, self.resumed_lr or self.lr)
+        if self.restarted:  # a warm restart: the warm-up again, then the decay to the new end
+            if self.warmup and step - start + 1 <= self.warmup:
+                return self.lr * (step - start + 1) / self.warmup
+            return self._cosine(step + 1, start + self.warmup, self.lr)
+        return self._cosine(step + 1, start, self.lr if self.resumed_lr is None else self.resumed_lr)
 
     def extended(self, done: int, total: int) -> Schedule:
         """This schedule for a run that has taken ``done`` steps and now goes on to ``total`` (module docstring)."""
@@ -110,7 +119,8 @@ class Schedule:
         began = self.resumed_at is not None or done > self.decay_start
         if not began:
             return replace(self, total=total)
-        return replace(self, total=total, resumed_at=done, resumed_lr=self(done - 1), previous=self.to_dict())
+        return replace(self, total=total, resumed_at=done, resumed_lr=self(done - 1), restarted=done >= self.total,
+                       previous=self.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

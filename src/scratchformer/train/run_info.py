@@ -48,12 +48,14 @@ class RunInfo:
         return cls(settings, dict.fromkeys(settings, "given"), data)
 
     def changed(self) -> dict[str, list[str]]:
-        """Source -> ``key=value`` of each setting not at the task's default."""
+        """Source -> ``key=value`` of each setting not at the task's default (or, for a key the task does not
+        set, the field's own default)."""
         task = self.settings["task"]
-        base = task_defaults(task, self.settings.get("init_from")) | {"task": task}
+        base = {f.name: f.default for cls in (ModelConfig, TrainConfig) for f in fields(cls)}
+        base |= task_defaults(task, self.settings.get("init_from")) | {"task": task}
         out: dict[str, list[str]] = {}
         for key, value in sorted(self.settings.items()):
-            if base.get(key, _UNSET) != value and not (key not in base and value is None):
+            if base.get(key, _UNSET) != value:
                 out.setdefault(self.source.get(key, "given"), []).append(f"{key}={value}")
         return out
 

@@ -206,10 +206,13 @@ class Trainer:
                               "extend it")
         self.schedule = saved.extended(self.step, total) if total != saved.total else saved
         if total != saved.total:
-            self.log(f"extending the run from {saved.total:,} to {total:,} steps: "
-                     + ("the cosine decay continues from the current rate "
-                        f"({self.schedule.resumed_lr:.3g}) to min_lr at step {total:,}"
-                        if self.schedule.resumed_at is not None else "the schedule is recomputed for the new length"))
+            how = "the schedule is recomputed for the new length"
+            if self.schedule.restarted:
+                how = f"a warm restart: the warm-up again, then the decay to min_lr at step {total:,}"
+            elif self.schedule.resumed_at is not None:
+                how = f"the decay continues from the current rate ({self.schedule.resumed_lr:.3g}) to min_lr at step " \
+                      f"{total:,}"
+            self.log(f"extending the run from {saved.total:,} to {total:,} steps: {how}")
 
     def begin(self) -> None:
         """Write the run's configuration, say what it uses, and open the logs."""
