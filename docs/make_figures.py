@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 from matplotlib.ticker import NullFormatter
+from PIL import Image as PILImage
 
 from scratchformer import ModelConfig, build_model, viz
 from scratchformer.config import TrainConfig
@@ -37,6 +38,13 @@ DPI = 100  # figures are read on a screen; a higher resolution only makes the re
 
 def _save(fig: Figure, path: Path) -> None:
     fig.savefig(path, dpi=DPI, metadata={"Software": None})
+
+
+def _shrink(path: Path) -> None:
+    """Re-encode a PNG with a 256-colour palette: a third of the size, no visible change for these plots."""
+    image = PILImage.open(path).convert("RGB")
+    palette = image.quantize(colors=256, method=PILImage.Quantize.MEDIANCUT, dither=PILImage.Dither.NONE)
+    palette.save(path, optimize=True)
 
 
 # ============================================================================ the paper's figures 1 and 2
@@ -705,11 +713,15 @@ def main(argv: list[str]) -> int:
         print(f"unknown figure {unknown[0]!r}; --list prints the names", file=sys.stderr)
         return 2
     OUT.mkdir(parents=True, exist_ok=True)
+    began = time.time()
     for name in argv or FIGURES:
         torch.manual_seed(0)
         start = time.perf_counter()
         FIGURES[name]()
         print(f"{name}: {time.perf_counter() - start:.1f} s")
+    for png in sorted(OUT.glob("*.png")):
+        if png.stat().st_mtime >= began - 1:  # written by this run (some by scratchformer.viz)
+            _shrink(png)
     return 0
 
 
