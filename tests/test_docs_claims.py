@@ -169,17 +169,16 @@ class TableTranslator(torch.nn.Module):
     """A 'translator' whose next-token distribution is read from ``TABLE``; the tokens so far travel in
     a real ``DecoderCache``, so beam search's reordering of the cache is exercised as with a model."""
 
-    config = SimpleNamespace(max_len=8)
-
-    def __init__(self):
+    def __init__(self, max_len: int = 8):
         super().__init__()
+        self.config = SimpleNamespace(max_len=max_len)  # caps the output length
         self.steps = 0  # decoder calls: one per step of the search
 
     def encode(self, src, src_mask):
         return torch.zeros(src.size(0), 1, 1)
 
     def new_cache(self, batch_size, max_len=None):
-        return DecoderCache([KVCache(batch_size, 1, 1, max_len or 8)])
+        return DecoderCache([KVCache(batch_size, 1, 1, max_len or self.config.max_len)])
 
     def decode(self, tgt, memory, src_mask=None, *, cache):
         self.steps += 1
@@ -203,8 +202,12 @@ def test_beam_search_worked_example_of_page_11():
     assert math.isclose(hyp.log_prob, math.log(0.4 * 0.85 * 0.9), rel_tol=1e-5)
     assert math.isclose(hyp.score, math.log(0.306) / gnmt_length_penalty(3, 0.6), rel_tol=1e-5)
     assert round(hyp.score, 3) == -0.996  # the number in the page's table
-    # after step 3 no live beam can beat it, even at the longest length allowed: the search stops
+    # after step 3 no live beam can beat it, even at the longest length allowed (8): the search stops
     assert model.steps == 3
+    # with the paper's cap (input length + 50 = 51 here) the bound is looser: one more step, same answer
+    model = TableTranslator(max_len=60)
+    (longer,) = beam_search_hypotheses(model, src, src > 0, bos_id=1, eos_id=EOS, beam_size=2, length_penalty=0.6)
+    assert longer == hyp and model.steps == 4
     (greedy,) = beam_search_hypotheses(TableTranslator(), src, src > 0, bos_id=1, eos_id=EOS, beam_size=1,
                                        length_penalty=0.6)
     assert greedy.tokens == [A, A] and math.isclose(greedy.log_prob, math.log(0.1), rel_tol=1e-5)
