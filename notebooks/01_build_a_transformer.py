@@ -297,7 +297,8 @@ print(f"parameters: counted {actual:,}, formula {formula:,}, by hand {by_hand:,}
 assert actual == formula == by_hand
 
 if not TINY:
-    # The paper's base model (Table 3: "65M" with their vocabulary; 37,000 shared BPE tokens here).
+    # The paper's base model with a shared vocabulary of exactly 37,000 tokens: 63.1M parameters. Table 3
+    # says 65M; the paper gives neither its exact vocabulary nor how it counted (walkthrough, page 2).
     base = ModelConfig.preset("paper-base")
     n_base = sum(p.numel() for p in build_model(base).parameters())
     print(f"paper-base: counted {n_base:,}, formula {count_parameters_formula(base):,}")

@@ -65,15 +65,17 @@ print("TINY mode" if TINY else "full mode")
 # ## Subwords: byte-pair encoding
 #
 # Characters make sequences long; whole words make the vocabulary huge and leave rare words unknown.
-# **BPE** (Sennrich et al., 2016) starts from single bytes and repeatedly merges the most frequent
-# adjacent pair into a new token, until the vocabulary has `bpe_vocab_size` tokens: frequent words become
-# one token, rare ones are spelt out from pieces, and nothing is ever unknown. As in the paper, German and
-# English share one vocabulary (and so one embedding matrix). `tokenizer="bpe"` makes the trainer learn it
-# from the training sentences.
+# **BPE** (Sennrich et al., 2016) starts from single characters and repeatedly merges the most frequent
+# adjacent pair into a new token, until the vocabulary has the size asked for: frequent words become one
+# token, rare ones are spelt out from pieces. A character never seen in training still has no token.
+# As in the paper, German and English share one vocabulary (and so one embedding matrix).
+# `tokenizer="bpe"` makes the trainer learn it from the training sentences.
 #
-# The BPE here is *byte-level* (GPT-2's): it works on the UTF-8 bytes of the text, and its vocabulary
-# shows each byte as a printable symbol. So a piece `Ġein` is " ein" with its leading space (`Ġ` stands
-# for the space byte), and `Ã¤` is the two bytes of "ä". Decoding turns them back into text.
+# The BPE here is GPT-2's variant, *byte-level* BPE: it starts from the 256 possible bytes of UTF-8 text
+# instead of characters, so every string can be encoded and nothing is ever unknown (no `<unk>`). Its
+# vocabulary shows each byte as a printable symbol. So a piece `Ġein` is " ein" with its leading space
+# (`Ġ` stands for the space byte), and `Ã¤` is the two bytes of "ä". Decoding turns them back into text.
+# The trainer learns `bpe_vocab_size` tokens.
 
 # %%
 cfg = TrainConfig(

@@ -24,6 +24,7 @@ SPECS: dict[str, tuple[str | None, list[str]]] = {
     ]),
     "03_char_gpt.py": ("tinyshakespeare.txt", []),
     "04_translate_beam_search.py": ("multi30k/train.de.gz", []),
+    "05_training_loop.py": (None, []),
 }
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -72,6 +73,11 @@ def test_notebook_runs_in_tiny_mode(name, tmp_path, monkeypatch):
     if name.startswith("04"):
         assert set(namespace["scores"]) == {"greedy", "beam 4"}
         assert "tok:13a" in namespace["signature"]
+    if name.startswith("05"):
+        losses = namespace["losses"]
+        assert len(losses) == namespace["STEPS"] and losses[-1] < losses[0]
+        assert namespace["library"] == namespace["predictions"]  # the plain loop decodes as greedy_translate
+        assert 0.0 <= namespace["exact_match"] <= 1.0
 
 
 def test_char_gpt_notebook_falls_back_to_builtin_text_without_data(tmp_path, monkeypatch):
