@@ -89,6 +89,20 @@ def test_gpt_round_trip_through_transformers_gives_the_same_logits(tmp_path, set
         torch.testing.assert_close(gpt2_from_pretrained(tmp_path)(ids, mask)[mask], ours[mask], atol=ATOL, rtol=0)
 
 
+def test_the_export_check_sees_a_small_change_in_one_weight():
+    """The equality above is not vacuous: the comparison the export relies on notices a 1e-3 change in
+    one bias of one layer."""
+    from scratchformer.hf_export import _check_inputs, compare_logits
+
+    model = _perturbed(GPT(tiny("gpt")))
+    hf = to_hugging_face(model)
+    ids, mask = _check_inputs(model.config)
+    assert compare_logits(model, hf, "GPT2LMHeadModel", ids, mask)[0] <= ATOL
+    with torch.no_grad():
+        hf.transformer.h[1].ln_2.bias[0] += 1e-3
+    assert compare_logits(model, hf, "GPT2LMHeadModel", ids, mask)[0] > ATOL  # beyond what the export accepts
+
+
 BERT_SETTINGS = {
     "bert-like": dict(activation="gelu", positional="learned", scale_embeddings=False),
     "paper encoder + embedding LayerNorm": dict(),  # relu, sinusoidal, x sqrt(C)

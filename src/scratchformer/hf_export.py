@@ -79,6 +79,12 @@ unseen one ``<unk>``); byte-level BPE and pretrained (WordPiece) tokenizers are 
 scratchformer, text that spells a special token is text (``split_special_tokens``), except for a pretrained
 tokenizer, which keeps its own behaviour (``[SEP]`` in text is the separator, as scratchformer treats it).
 
+Where the two still differ in use: GPT-2 has no positions past ``max_len``, so transformers' ``generate``
+stops there while scratchformer's slides a window; called directly on a left-padded batch, GPT-2 needs
+``position_ids`` counted over real tokens (its ``generate`` passes them); an input longer than ``max_len``
+is cut by scratchformer at ``max_len`` ids, by transformers' ``truncation=True`` with a pretrained
+tokenizer's final ``[SEP]`` kept. A GPT's model card says the first two.
+
 Every export is checked before it is published: the directory is loaded back with ``from_pretrained`` and
 its logits compared with the checkpoint's on random inputs, padded ones included (within 1e-5 of the
 largest logit's size), and the tokenizer's ids with scratchformer's on sample texts. It is written to a
