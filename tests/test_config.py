@@ -47,6 +47,14 @@ def test_formula_matches_every_architecture_choice(arch, norm, activation, posit
     assert n_params(build_model(cfg)) == count_parameters_formula(cfg)
 
 
+@pytest.mark.parametrize("bias", [True, False])
+def test_formula_counts_berts_pooler(bias):
+    cfg = ModelConfig(arch="encoder", vocab_size=51, d_model=24, n_heads=4, n_layers=2, d_ff=40, max_len=30,
+                      pooling="pooler", bias=bias)
+    assert n_params(build_model(cfg)) == count_parameters_formula(cfg)
+    assert count_parameters_formula(cfg) - count_parameters_formula(cfg.replace(pooling="cls")) == 24 * 24 + bias * 24
+
+
 def test_family_defaults():
     gpt, s2s = ModelConfig(arch="gpt"), ModelConfig(arch="seq2seq")
     assert (gpt.norm, gpt.activation, gpt.positional, gpt.tie_embeddings, gpt.scale_embeddings) == \

@@ -105,7 +105,7 @@ def test_seq2seq_padded_source_tokens_change_nothing_and_batch_equals_rows(posit
         torch.testing.assert_close(m(src[b:b + 1, :n], tgt[b:b + 1]), out[b:b + 1], atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("pooling", ["mean", "max", "cls"])
+@pytest.mark.parametrize("pooling", ["mean", "max", "cls", "pooler"])
 @pytest.mark.parametrize("norm", ["pre", "post"])
 def test_classifier_padding_changes_nothing_and_batch_equals_rows(pooling, norm):
     m = clf(pooling=pooling, norm=norm)

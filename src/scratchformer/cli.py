@@ -272,10 +272,18 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .export import export_onnx, export_torchscript
     from .train.checkpoint import load_checkpoint
 
-    ckpt = load_checkpoint(args.ckpt)
     out = Path(args.out)
     if out.exists() and not args.force:
         raise ConfigError(f"{out} exists; choose another --out or add --force")
+    if args.hf_class and args.format != "hf":
+        raise ConfigError("--hf-class applies to --format hf")
+    if args.format == "hf":
+        from .hf_export import export_hf
+
+        done = export_hf(args.ckpt, out, hf_class=args.hf_class, force=args.force)
+        print(f"wrote {done.path} ({done.hf_class}; outputs match the checkpoint's within {done.max_abs_diff:.1e})")
+        return 0
+    ckpt = load_checkpoint(args.ckpt)
     path = (export_onnx if args.format == "onnx" else export_torchscript)(ckpt.model, out)
     print(f"wrote {path}")
     return 0
@@ -527,10 +535,14 @@ def _inference_parsers(sub: Any) -> None:
     _decoding_options(p)
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("export", help="export a checkpoint's model to ONNX or TorchScript")
+    p = sub.add_parser("export", help="export a checkpoint's model to ONNX, TorchScript or Hugging Face transformers")
     p.add_argument("--ckpt", required=True, help="checkpoint or run directory")
-    p.add_argument("--format", choices=["onnx", "torchscript"], required=True)
-    p.add_argument("--out", required=True, help="output file")
+    p.add_argument("--format", choices=["onnx", "torchscript", "hf"], required=True,
+                   help="hf: a directory that transformers' from_pretrained loads (model, tokenizer, model card)")
+    p.add_argument("--out", required=True, help="output file (a directory for --format hf)")
+    p.add_argument("--hf-class", choices=["GPT2LMHeadModel", "BertForSequenceClassification", "BertModel"],
+                   help="hf: the transformers class (default: GPT2LMHeadModel for a GPT, "
+                        "BertForSequenceClassification for a classifier, BertModel for a task=mlm encoder)")
     p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     p.set_defaults(func=cmd_export)
 

@@ -27,14 +27,14 @@ Arch = Literal["seq2seq", "gpt", "encoder"]
 Norm = Literal["post", "pre"]
 Activation = Literal["relu", "gelu", "gelu_tanh", "swiglu"]
 Positional = Literal["sinusoidal", "learned", "rotary", "none"]
-Pooling = Literal["mean", "max", "cls"]
+Pooling = Literal["mean", "max", "cls", "pooler"]
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "arch": ("seq2seq", "gpt", "encoder"),
     "norm": ("post", "pre"),
     "activation": ("relu", "gelu", "gelu_tanh", "swiglu"),
     "positional": ("sinusoidal", "learned", "rotary", "none"),
-    "pooling": ("mean", "max", "cls"),
+    "pooling": ("mean", "max", "cls", "pooler"),
 }
 
 # The defaults of each family for the fields that default to None.
@@ -233,7 +233,7 @@ def count_parameters_formula(cfg: ModelConfig) -> int:
     - embeddings: V C per table (tables shared when tied); learned positions: max_len C;
       sinusoidal and rotary positions have no parameters
     - output projection: V C with no bias, unless tied to the target embedding (then 0)
-    - classifier head: C n_classes + n_classes
+    - classifier head: C n_classes + n_classes; ``pooling="pooler"`` adds BERT's pooler: C^2 + b C
     """
     c, f, b = cfg.d_model, cfg.d_ff, int(cfg.bias)
     attn = 4 * (c * c + b * c)
@@ -249,7 +249,8 @@ def count_parameters_formula(cfg: ModelConfig) -> int:
         return cfg.vocab_size * c + positions + emb_ln + layers + head
     if cfg.arch == "encoder":
         layers = cfg.n_layers * (attn + ffn + 2 * ln) + final_ln
-        return cfg.vocab_size * c + positions + emb_ln + layers + c * cfg.n_classes + cfg.n_classes
+        pooler = c * c + b * c if cfg.pooling == "pooler" else 0
+        return cfg.vocab_size * c + positions + emb_ln + layers + pooler + c * cfg.n_classes + cfg.n_classes
 
     assert cfg.n_encoder_layers is not None and cfg.n_decoder_layers is not None
     encoder = cfg.n_encoder_layers * (attn + ffn + 2 * ln) + final_ln

@@ -79,7 +79,8 @@ class _Trace:
             elif isinstance(mod, nn.LayerNorm):
                 self.rows.append((0, f"{name}: final LayerNorm", _shape(out), self.new_params(mod)))
             elif isinstance(mod, nn.Linear):
-                label = "classification head" if name == "head" else "output projection (logits)"
+                label = {"head": "classification head", "pooler": "BERT's pooler, tanh(dense(first token))"}.get(
+                    name, "output projection (logits)")
                 self.rows.append((0, f"{name}: {label}", f"{_shape(args[0])} -> {_shape(out)}",
                                   self.new_params(mod)))
 
@@ -111,7 +112,7 @@ def explain(cfg: ModelConfig, *, batch: int = 1, length: int = 8, target_length:
             handles.append(mod.register_forward_pre_hook(trace.layer_header(name)))
         top_norm = isinstance(mod, nn.LayerNorm) and name in ("encoder.norm", "decoder.norm")
         if isinstance(mod, (Embeddings, MultiHeadAttention, FeedForward, ResidualNorm)) or top_norm or (
-                isinstance(mod, nn.Linear) and name in ("head", "lm_head")):
+                isinstance(mod, nn.Linear) and name in ("head", "lm_head", "pooler")):
             handles.append(mod.register_forward_hook(trace.hook(name, mod)))
         if isinstance(mod, MultiHeadAttention):
             mod.record = True
@@ -142,9 +143,12 @@ def explain(cfg: ModelConfig, *, batch: int = 1, length: int = 8, target_length:
     if predict_tokens:
         trace.rows.append((0, "logits = h @ table^T (tied embedding), masked positions (here all)",
                            f"({batch * length}, {cfg.d_model}) -> {_shape(out)}", 0))
+        if model.pooler is not None:
+            trace.rows.append((0, "pooler: BERT's pooler (unused while pretraining)", "",
+                               trace.new_params(model.pooler)))
         trace.rows.append((0, "head: classification head (unused while pretraining)", "",
                            trace.new_params(model.head)))
-    elif cfg.arch == "encoder":
+    elif cfg.arch == "encoder" and cfg.pooling != "pooler":  # the pooler's own row stands for the pooling
         trace.rows.insert(len(trace.rows) - 1, (0, f"{cfg.pooling} pooling over real tokens",
                                                 f"({batch}, {cfg.d_model})", 0))
     width = max(2 * d + len(s) for d, s, _, _ in trace.rows) + 2

@@ -264,7 +264,8 @@ def bert_from_pretrained(model_dir: str | Path, n_classes: int = 2, pooling: str
                          dtype: torch.dtype = torch.float32) -> EncoderClassifier:
     """Load a Hugging Face BERT directory (``config.json`` + ``model.safetensors``) into an
     ``EncoderClassifier``. ``.encode(input_ids, attention_mask)`` then returns ``BertModel``'s
-    ``last_hidden_state``; the classification head (``n_classes``) is freshly initialised.
+    ``last_hidden_state``; the classification head (``n_classes``) is freshly initialised. With
+    ``pooling="pooler"`` the file's pooler (``pooler.dense``) is loaded too, if it has one.
     """
     hf, state = _read_hf_dir(model_dir)
     if hf.get("model_type", "bert") != "bert":
@@ -311,9 +312,11 @@ def bert_from_pretrained(model_dir: str | Path, n_classes: int = 2, pooling: str
             o + "ffn_block.norm.weight": state[b + "output.LayerNorm.weight"],
             o + "ffn_block.norm.bias": state[b + "output.LayerNorm.bias"],
         })
+    if pooling == "pooler" and "pooler.dense.weight" in state:  # BERT's pretrained pooler, when the file has it
+        ours.update({"pooler.weight": state["pooler.dense.weight"], "pooler.bias": state["pooler.dense.bias"]})
     model = EncoderClassifier(cfg)
-    head = {k: v for k, v in model.state_dict().items() if k.startswith("head.")}
-    _load_exact(model, {**{k: v.contiguous() for k, v in ours.items()}, **head})
+    fresh = {k: v for k, v in model.state_dict().items() if k.startswith(("head.", "pooler.")) and k not in ours}
+    _load_exact(model, {**{k: v.contiguous() for k, v in ours.items()}, **fresh})
     return model.to(dtype).eval()
 
 

@@ -4,7 +4,9 @@
 
 Pooling (config field ``pooling``): ``mean`` averages the hidden states of the real (unpadded) tokens;
 ``max`` takes each feature's largest value over the real tokens (as a CNN text classifier pools);
-``cls`` takes the first position, which the tokenizer must fill with a [CLS] token.
+``cls`` takes the first position, which the tokenizer must fill with a [CLS] token; ``pooler`` is BERT's
+pooler, ``tanh(W h_0 + b)`` on that first position (a ``(C, C)`` layer of its own), which makes the model
+exactly Hugging Face's ``BertForSequenceClassification`` when the encoder's settings are BERT's too.
 
 The same module serves masked-token pretraining (``task=mlm``): ``forward(..., predict_tokens=chosen)``
 scores the vocabulary at the chosen positions through the tied token embeddings, so a pretrained run
@@ -37,6 +39,8 @@ class EncoderClassifier(nn.Module):
         self.embed = Embeddings(nn.Embedding(config.vocab_size, config.d_model), config)
         self.encoder = Encoder(config, config.n_layers)
         self.dropout = nn.Dropout(config.dropout)
+        self.pooler = (nn.Linear(config.d_model, config.d_model, bias=config.bias) if config.pooling == "pooler"
+                       else None)
         self.head = nn.Linear(config.d_model, config.n_classes)
         init_weights(self, config)
 
@@ -55,6 +59,8 @@ class EncoderClassifier(nn.Module):
         """``(B, T, C)`` hidden states, ``(B, T)`` real-token mask -> ``(B, C)`` sentence vectors."""
         if self.config.pooling == "cls":
             return hidden[:, 0]
+        if self.pooler is not None:  # BERT: the first token through a dense layer and tanh
+            return torch.tanh(self.pooler(hidden[:, 0]))
         if self.config.pooling == "max":  # padding can never win: it is set to the lowest number first
             return hidden.masked_fill(~mask.unsqueeze(-1), torch.finfo(hidden.dtype).min).amax(1)
         m = mask.to(hidden.dtype).unsqueeze(-1)  # (B, T, 1)

@@ -50,9 +50,9 @@ def classifier_from_run(base: Checkpoint, run: str, model_kw: dict[str, Any], ta
     fields = {**have.to_dict(), "n_classes": task.model_fields().get("n_classes", 2),
               "pooling": model_kw.get("pooling", have.pooling), "dropout": model_kw.get("dropout", have.dropout)}
     model = EncoderClassifier(ModelConfig(**fields))
-    encoder = {k: v for k, v in base.model.state_dict().items() if not k.startswith("head.")}
+    encoder = {k: v for k, v in base.model.state_dict().items() if not k.startswith(("head.", "pooler."))}
     missing, unexpected = model.load_state_dict(encoder, strict=False)
-    assert not unexpected and all(k.startswith("head.") for k in missing), (missing, unexpected)
+    assert not unexpected and all(k.startswith(("head.", "pooler.")) for k in missing), (missing, unexpected)
     log(f"initialised from {run} (step {base.step} of a task={base.train_config.task} run; the classification "
-        "head is new)")
+        "head" + (" and the pooler are" if model.pooler is not None else " is") + " new)")
     return model.train()
