@@ -9,6 +9,7 @@
     scratchformer evaluate --ckpt DIR [DIR ...] [--split test | --data PATH ...]   (several DIRs: an ensemble)
     scratchformer export --ckpt DIR --format onnx|torchscript --out FILE
     scratchformer plot attention|positions|schedule|curves --out FILE.png ...
+    scratchformer explore --ckpt DIR [--port N --host ADDR]   (the attention explorer, a local web page)
     scratchformer explain [--preset NAME] [key=value ...]
     scratchformer demo [--preset MODEL_PRESET] [key=value ...]
 
@@ -360,6 +361,15 @@ def _plot_attention(args: argparse.Namespace, out: Path) -> Path:
     return viz.plot_attention(maps, out, query_tokens=queries, key_tokens=keys, kind=kind, title=title)
 
 
+def cmd_explore(args: argparse.Namespace) -> int:
+    from .explore import Limits, serve
+
+    caps = {"max_chars": args.max_chars, "max_tokens": args.max_tokens}
+    serve(args.ckpt, args.host, args.port, limits=Limits(**{k: v for k, v in caps.items() if v is not None}),
+          quiet=not args.verbose)
+    return 0
+
+
 def _shorten(text: str, limit: int = 90) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
@@ -567,6 +577,22 @@ def _model_parsers(sub: Any) -> None:
     p.add_argument("--d-model", type=at_least(2), default=128, help="positions: model size (even)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="schedule: settings, e.g. warmup_steps=4000")
     p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser("explore", help="the attention explorer: a local web page that draws every layer's and "
+                       "head's attention for what you type",
+                       description="Serve a web page (on this computer only, by default) where you type an input "
+                                   "and see its tokens, every layer's and head's attention, and the model's output: "
+                                   "next-token probabilities and a sampled continuation (GPT), the beam-search "
+                                   "translation (encoder-decoder) or the class probabilities (classifier). "
+                                   "POST /api/explore serves the same numbers as JSON.")
+    p.add_argument("--ckpt", required=True, help="checkpoint or run directory")
+    p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000; 0: any free port)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this computer only)")
+    p.add_argument("--max-chars", type=int, help="longest input accepted, in characters (default 1000)")
+    p.add_argument("--max-tokens", type=int, help="longest input accepted, in tokens (default 128; "
+                   "never more than the model's max_len)")
+    p.add_argument("--verbose", action="store_true", help="log every request")
+    p.set_defaults(func=cmd_explore)
 
     p = sub.add_parser("explain", help="print a model's data flow: each stage's tensor shape and parameters",
                        description="Build the model of a preset (model presets: "

@@ -1,0 +1,14 @@
+"""The attention explorer: a local web page that runs a checkpoint on what a user types and draws every
+layer's and head's attention (§3.2) beside the model's output.
+
+    scratchformer explore --ckpt runs/copy            # then open http://127.0.0.1:8000/
+
+``model_view`` turns one input into the JSON-able numbers (tokens, attention maps, next-token
+probabilities, a translation, class probabilities); ``server`` serves them and the page in ``static/``
+(plain HTML, CSS and JavaScript that ship with the package: no network, no build step).
+"""
+
+from .model_view import Limits, RequestError, explore, model_info, parse_request
+from .server import ExploreServer, make_server, serve
+
+__all__ = ["ExploreServer", "Limits", "RequestError", "explore", "make_server", "model_info", "parse_request", "serve"]
