@@ -26,9 +26,9 @@ from pathlib import Path
 
 import torch
 
+from scratchformer.checkpoint import load_checkpoint
 from scratchformer.data.batching import pad_batch
 from scratchformer.generation import generate
-from scratchformer.train.checkpoint import load_checkpoint
 
 PROMPTS = ["ROMEO:", "JULIET:\nO", "First Citizen:\n", "KING RICHARD III:\nNow is", "To be", "What", "MENENIUS:\n",
            "The king"]

@@ -28,9 +28,9 @@ def clean_log(text: str) -> str:
 
 
 def samples(name: str, run: Path) -> str:
+    from scratchformer.app.inference import classify_texts, generate_text, translate_texts
+    from scratchformer.checkpoint import load_checkpoint
     from scratchformer.data import load_multi30k
-    from scratchformer.inference import classify_texts, generate_text, translate_texts
-    from scratchformer.train.checkpoint import load_checkpoint
 
     ckpt = load_checkpoint(run)
     task = ckpt.train_config.task
@@ -52,8 +52,8 @@ def samples(name: str, run: Path) -> str:
 
 
 def main(names: list[str]) -> int:
-    from scratchformer import viz
-    from scratchformer.cli import main as cli
+    from scratchformer.app import plots as viz
+    from scratchformer.app.cli import main as cli
 
     for name in names or [n for n in ALL if (RUNS / n).is_dir()]:
         run, out = RUNS / name, RESULTS / name

@@ -19,8 +19,8 @@ import json
 import torch
 import torch.nn.functional as F
 
+from scratchformer.checkpoint import load_checkpoint
 from scratchformer.data import load_tinyshakespeare
-from scratchformer.train.checkpoint import load_checkpoint
 
 
 @torch.no_grad()

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import torch
 
+from scratchformer.checkpoint import load_checkpoint
 from scratchformer.data import load_sst2
-from scratchformer.train.checkpoint import load_checkpoint
 from scratchformer.train.settings import load_preset, parse_overrides, split_settings
 from scratchformer.train.trainer import train
 from sst2_tuning import held_out_split, write_tsv

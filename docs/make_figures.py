@@ -24,11 +24,12 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 from matplotlib.ticker import NullFormatter
 from PIL import Image as PILImage
 
-from scratchformer import ModelConfig, build_model, viz
-from scratchformer.config import TrainConfig
+from scratchformer import ModelConfig, build_model
+from scratchformer.app import plots as viz
 from scratchformer.nn import MultiHeadAttention, attention_reference, sinusoidal_table
 from scratchformer.nn.masks import causal_mask, combine_masks, key_padding_to_attention_mask, padding_mask
 from scratchformer.tokenizers import BOS_ID
+from scratchformer.train.config import TrainConfig
 from scratchformer.train.optim import lr_at
 from scratchformer.train.trainer import train
 

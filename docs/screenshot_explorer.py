@@ -27,7 +27,7 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from scratchformer.explore import make_server
+from scratchformer.app.explore import make_server
 
 
 def main() -> int:

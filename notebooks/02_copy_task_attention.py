@@ -40,12 +40,13 @@ from pathlib import Path
 
 import torch
 
-from scratchformer import build_model, viz
-from scratchformer.config import TrainConfig
+from scratchformer import build_model
+from scratchformer.app import plots as viz
 from scratchformer.data.batching import pad_batch
 from scratchformer.generation import greedy_translate
 from scratchformer.metrics import exact_match
 from scratchformer.tokenizers import BOS_ID, EOS_ID, PAD_ID
+from scratchformer.train.config import TrainConfig
 from scratchformer.train.tasks import build_task, resolve_model_config
 from scratchformer.train.trainer import train
 

@@ -38,10 +38,10 @@ from pathlib import Path
 
 import torch
 
-from scratchformer.config import TrainConfig
 from scratchformer.data.errors import DataError
 from scratchformer.data.named import cache_dir, find_dataset
 from scratchformer.generation import generate
+from scratchformer.train.config import TrainConfig
 from scratchformer.train.trainer import train
 
 print("TINY mode" if TINY else "full mode")

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import scratchformer
-from scratchformer.cli import main
+from scratchformer.app.cli import main
 
 TINY = ["d_model=32", "n_heads=2", "n_layers=1", "d_ff=64", "log_every=50"]
 

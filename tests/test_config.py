@@ -3,7 +3,7 @@ import itertools
 import pytest
 
 from scratchformer import ConfigError, ModelConfig, build_model, count_parameters_formula
-from scratchformer.config import PRESETS
+from scratchformer.nn.config import PRESETS
 from scratchformer.train.settings import split_settings
 
 

@@ -476,7 +476,7 @@ def test_bucket_batches_max_tokens() -> None:
 def test_pretrained_model_offline_without_local_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """init_from=all-MiniLM-L6-v2 with no installed package, no local folder and no network: one line that
     says how to get the weights; a folder lacking files names them."""
-    from scratchformer import pretrained
+    from scratchformer.interop import pretrained
 
     monkeypatch.setattr(pretrained, "_PACKAGES", {})
     monkeypatch.delenv("SCRATCHFORMER_DATA", raising=False)

@@ -109,7 +109,7 @@ def test_the_pages_show_explain_output():
 def test_every_explain_transcript_is_what_the_command_prints(name, command, printed, capsys):
     """What a page shows after ``$ scratchformer explain ...`` is the command's real output; a ``...`` line
     stands for lines left out, and the pieces between must appear in order, line for line."""
-    from scratchformer.cli import main
+    from scratchformer.app.cli import main
 
     assert main(shlex.split(command)[1:]) == 0
     captured = capsys.readouterr()

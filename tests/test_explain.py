@@ -6,9 +6,10 @@ import re
 
 import pytest
 
-from scratchformer.cli import main
-from scratchformer.config import ModelConfig, count_parameters_formula
-from scratchformer.explain import explain
+from scratchformer.app.cli import main
+from scratchformer.app.explain import explain
+from scratchformer.models.params import count_parameters_formula
+from scratchformer.nn.config import ModelConfig
 
 
 def _total(text: str) -> int:

@@ -22,19 +22,19 @@ import pytest
 import torch
 
 from scratchformer import GPT, EncoderClassifier, ModelConfig, Seq2SeqTransformer
-from scratchformer.cli import main
-from scratchformer.config import TrainConfig
+from scratchformer.app.cli import main
+from scratchformer.app.explore import ExploreServer, Limits, RequestError, explore, model_info, parse_request
+from scratchformer.app.explore.server import MAX_BODY, STATIC
+from scratchformer.app.inference import classify_texts, translate_texts
+from scratchformer.app.plots import attention_maps
+from scratchformer.checkpoint import load_checkpoint, save_checkpoint
 from scratchformer.data.errors import DataError
-from scratchformer.explore import ExploreServer, Limits, RequestError, explore, model_info, parse_request
-from scratchformer.explore.server import MAX_BODY, STATIC
 from scratchformer.generation import beam_search, generate
-from scratchformer.inference import classify_texts, translate_texts
 from scratchformer.tokenizers import BOS_ID, EOS_ID, CharTokenizer
-from scratchformer.train.checkpoint import load_checkpoint, save_checkpoint
-from scratchformer.viz import attention_maps
+from scratchformer.train.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent
-STATIC_DIR = ROOT / "src" / "scratchformer" / "explore" / "static"
+STATIC_DIR = ROOT / "src" / "scratchformer" / "app" / "explore" / "static"
 ALPHABET = "abcdefghij ."
 
 
@@ -270,7 +270,7 @@ def test_no_path_of_a_request_reaches_the_disk(server, path):
 
 
 def test_an_unexpected_failure_is_a_500_line_and_the_traceback_stays_on_the_console(server, monkeypatch, capsys):
-    from scratchformer.explore import server as server_module
+    from scratchformer.app.explore import server as server_module
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom in the model")
@@ -291,7 +291,7 @@ def test_the_static_files_ship_with_the_package_and_fetch_nothing_from_elsewhere
     patterns = setuptools["package-data"]["scratchformer"]
     for name, _ in STATIC.values():
         assert (STATIC_DIR / name).is_file()
-        assert any(fnmatch(f"explore/static/{name}", p) for p in patterns), f"{name} is not package data"
+        assert any(fnmatch(f"app/explore/static/{name}", p) for p in patterns), f"{name} is not package data"
         text = (STATIC_DIR / name).read_text(encoding="utf-8")
         assert "http://" not in text and "https://" not in text and "//cdn" not in text, name
 

@@ -15,7 +15,7 @@ import torch
 
 from conftest import tiny
 from scratchformer import GPT, EncoderClassifier, Seq2SeqTransformer
-from scratchformer.export import ExportError, export_onnx, export_torchscript, verify_onnx
+from scratchformer.app.export import ExportError, export_onnx, export_torchscript, verify_onnx
 
 ATOL = 1e-4
 V = 37  # tiny()'s vocabulary

@@ -8,11 +8,11 @@ import math
 import pytest
 import torch
 
-from scratchformer.cli import main
-from scratchformer.config import ModelConfig
+from scratchformer.app.cli import main
+from scratchformer.checkpoint import load_checkpoint
 from scratchformer.models import EncoderClassifier
+from scratchformer.nn.config import ModelConfig
 from scratchformer.tokenizers import PAD_ID, SPECIAL_TOKENS
-from scratchformer.train.checkpoint import load_checkpoint
 from scratchformer.train.tasks import MASK_ID, mask_tokens
 
 TINY = ["d_model=32", "n_heads=2", "n_layers=1", "d_ff=64", "log_every=1", "dropout=0.0"]

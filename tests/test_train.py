@@ -15,11 +15,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from scratchformer.cli import main, preset_names
-from scratchformer.config import ConfigError, TrainConfig
+from scratchformer import checkpoint as ckpt_mod
+from scratchformer.app.cli import main, preset_names
 from scratchformer.data.sources import DataFiles
 from scratchformer.interop import minilm_path
-from scratchformer.train import checkpoint as ckpt_mod
+from scratchformer.nn.config import ConfigError
+from scratchformer.train.config import TrainConfig
 from scratchformer.train.optim import lr_at, param_groups
 from scratchformer.train.settings import split_settings
 from scratchformer.train.tasks import ClassifyTask, LMTask, build_task, drop_tokens

@@ -11,10 +11,10 @@ import torch
 
 from conftest import tiny
 from scratchformer import GPT, EncoderClassifier, Seq2SeqTransformer
-from scratchformer.config import TrainConfig
+from scratchformer.train.config import TrainConfig
 
 mpimg = pytest.importorskip("matplotlib.image", reason="plots need matplotlib (pip install matplotlib)")
-from scratchformer import viz  # noqa: E402  (after the skip: viz imports matplotlib)
+from scratchformer.app import plots as viz  # noqa: E402 - after the importorskip
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -18,10 +18,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from scratchformer.cli import main
-from scratchformer.config import ConfigError
+from scratchformer.app.cli import main
+from scratchformer.checkpoint import load_checkpoint
 from scratchformer.interop import minilm_path
-from scratchformer.train.checkpoint import load_checkpoint
+from scratchformer.nn.config import ConfigError
 from scratchformer.train.optim import Schedule
 from scratchformer.train.settings import resolve
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from .models import GPT, Seq2SeqTransformer
+from scratchformer.models import GPT, Seq2SeqTransformer
 
 # ============================================================================================ helpers
 

@@ -30,8 +30,8 @@ from typing import Any, ClassVar
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
-from .data.errors import DataError
-from .data.files import atomic_write_text
+from scratchformer.data.errors import DataError
+from scratchformer.data.files import atomic_write_text
 
 __all__ = [
     "BOS_ID", "EOS_ID", "PAD_ID", "SPECIAL_TOKENS", "UNK_ID", "BPETokenizer", "CharTokenizer", "PretrainedTokenizer",

@@ -15,11 +15,11 @@ batching        padding with masks, length-bucketed batches
 ==============  =================================================================================
 """
 
-from .batching import bucket_batches, pad_batch
-from .errors import DataError
-from .files import atomic_write_text, read_lines, read_text
-from .labelled import read_labelled
-from .named import (
+from scratchformer.data.batching import bucket_batches, pad_batch
+from scratchformer.data.errors import DataError
+from scratchformer.data.files import atomic_write_text, read_lines, read_text
+from scratchformer.data.labelled import read_labelled
+from scratchformer.data.named import (
     DATASETS,
     SST2_LABELS,
     cache_dir,
@@ -28,9 +28,9 @@ from .named import (
     load_sst2,
     load_tinyshakespeare,
 )
-from .parallel import read_parallel
-from .synthetic import ALPHABET, TASKS, SyntheticTask
-from .text import LMDataset, lm_splits
+from scratchformer.data.parallel import read_parallel
+from scratchformer.data.synthetic import ALPHABET, TASKS, SyntheticTask
+from scratchformer.data.text import LMDataset, lm_splits
 
 __all__ = [
     "ALPHABET", "DATASETS", "SST2_LABELS", "TASKS", "DataError", "LMDataset", "SyntheticTask", "atomic_write_text",

@@ -17,7 +17,7 @@ import uuid
 import zlib
 from pathlib import Path
 
-from .errors import DataError
+from scratchformer.data.errors import DataError
 
 __all__ = ["atomic_write_text", "read_lines", "read_text"]
 

@@ -20,9 +20,9 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 
-from .errors import DataError
-from .files import read_text
-from .headers import is_header
+from scratchformer.data.errors import DataError
+from scratchformer.data.files import read_text
+from scratchformer.data.headers import is_header
 
 __all__ = ["read_labelled"]
 

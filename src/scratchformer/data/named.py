@@ -34,11 +34,11 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from .errors import DataError
-from .files import read_text
-from .labelled import read_labelled
-from .parallel import read_parallel
-from .text import lm_splits
+from scratchformer.data.errors import DataError
+from scratchformer.data.files import read_text
+from scratchformer.data.labelled import read_labelled
+from scratchformer.data.parallel import read_parallel
+from scratchformer.data.text import lm_splits
 
 __all__ = [
     "DATASETS", "SST2_LABELS", "cache_dir", "find_dataset", "load_multi30k", "load_sst2", "load_tinyshakespeare",

@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from .errors import DataError
-from .files import read_lines
-from .headers import is_header
+from scratchformer.data.errors import DataError
+from scratchformer.data.files import read_lines
+from scratchformer.data.headers import is_header
 
 __all__ = ["FORMAT", "read_parallel"]
 

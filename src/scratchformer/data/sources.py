@@ -28,12 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from .errors import DataError
-from .files import read_text
-from .labelled import FORMAT as LABELLED_FORMAT
-from .labelled import read_labelled
-from .parallel import FORMAT as PARALLEL_FORMAT
-from .parallel import read_parallel
+from scratchformer.data.errors import DataError
+from scratchformer.data.files import read_text
+from scratchformer.data.labelled import FORMAT as LABELLED_FORMAT
+from scratchformer.data.labelled import read_labelled
+from scratchformer.data.parallel import FORMAT as PARALLEL_FORMAT
+from scratchformer.data.parallel import read_parallel
 
 __all__ = ["DataFiles", "Splits", "carve_rows", "carve_text", "data_formats", "load_named", "load_splits",
            "read_corpus"]
@@ -163,7 +163,7 @@ def _describe(paths: Sequence[str]) -> str:
 def load_named(task: str, dataset: str, data_dir: str | Path | None, files: DataFiles, *, val_fraction: float,
                seed: int) -> Splits:
     """A named dataset's own splits for a task family; a user's ``--val``/``--test`` files replace them."""
-    from .named import SST2_LABELS, find_dataset, load_multi30k, load_sst2
+    from scratchformer.data.named import SST2_LABELS, find_dataset, load_multi30k, load_sst2
 
     fits = {"lm": ("tinyshakespeare",), "translate": ("multi30k",), "classify": ("sst2",), "mlm": ("sst2",)}
     if dataset not in fits.get(task, ()):

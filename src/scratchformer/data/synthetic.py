@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 
-from .errors import DataError
+from scratchformer.data.errors import DataError
 
 __all__ = ["ALPHABET", "TASKS", "SyntheticTask"]
 

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .errors import DataError
+from scratchformer.data.errors import DataError
 
 if TYPE_CHECKING:
-    from ..tokenizers import Tokenizer
+    from scratchformer.tokenizers import Tokenizer
 
 __all__ = ["LMDataset", "lm_splits"]
 

@@ -2,10 +2,10 @@
 
 from torch import nn
 
-from ..config import ModelConfig
-from .classifier import EncoderClassifier
-from .gpt import GPT
-from .seq2seq import Seq2SeqTransformer
+from scratchformer.models.classifier import EncoderClassifier
+from scratchformer.models.gpt import GPT
+from scratchformer.models.seq2seq import Seq2SeqTransformer
+from scratchformer.nn.config import ModelConfig
 
 MODEL_CLASSES: dict[str, type[nn.Module]] = {
     "seq2seq": Seq2SeqTransformer,

@@ -18,11 +18,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..config import ConfigError, ModelConfig
-from ..nn.embedding import Embeddings, positions_for
-from ..nn.layers import Encoder
-from ..nn.masks import padding_mask
-from .init import init_weights
+from scratchformer.models.init import init_weights
+from scratchformer.nn.config import ConfigError, ModelConfig
+from scratchformer.nn.embedding import Embeddings, positions_for
+from scratchformer.nn.layers import Encoder
+from scratchformer.nn.masks import padding_mask
 
 
 class EncoderClassifier(nn.Module):

@@ -13,11 +13,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..config import ConfigError, ModelConfig
-from ..nn.embedding import Embeddings, positions_for
-from ..nn.kv_cache import DecoderCache
-from ..nn.layers import Decoder
-from .init import init_weights
+from scratchformer.models.init import init_weights
+from scratchformer.nn.config import ConfigError, ModelConfig
+from scratchformer.nn.embedding import Embeddings, positions_for
+from scratchformer.nn.kv_cache import DecoderCache
+from scratchformer.nn.layers import Decoder
 
 
 class GPT(nn.Module):

@@ -15,7 +15,7 @@ import math
 
 from torch import nn
 
-from ..config import ModelConfig
+from scratchformer.nn.config import ModelConfig
 
 
 def init_weights(model: nn.Module, cfg: ModelConfig) -> None:

@@ -15,12 +15,12 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..config import ConfigError, ModelConfig
-from ..nn.embedding import Embeddings, positions_for
-from ..nn.kv_cache import DecoderCache
-from ..nn.layers import Decoder, Encoder
-from ..nn.masks import padding_mask
-from .init import init_weights
+from scratchformer.models.init import init_weights
+from scratchformer.nn.config import ConfigError, ModelConfig
+from scratchformer.nn.embedding import Embeddings, positions_for
+from scratchformer.nn.kv_cache import DecoderCache
+from scratchformer.nn.layers import Decoder, Encoder
+from scratchformer.nn.masks import padding_mask
 
 
 class Seq2SeqTransformer(nn.Module):

@@ -4,24 +4,24 @@ masks -> attention (scaled dot-product, multi-head) -> kv_cache -> feedforward -
 (tokens, positions) -> layers (residual + LayerNorm, encoder/decoder layers and stacks).
 """
 
-from .attention import (
+from scratchformer.nn.attention import (
     MultiHeadAttention,
     attend,
     attention_reference,
     record_attention,
     set_attention_impl,
 )
-from .embedding import (
+from scratchformer.nn.embedding import (
     Embeddings,
     LearnedPositionalEmbedding,
     RotaryEmbedding,
     SinusoidalPositionalEncoding,
     sinusoidal_table,
 )
-from .feedforward import FeedForward
-from .kv_cache import DecoderCache, KVCache
-from .layers import Decoder, DecoderLayer, Encoder, EncoderLayer, ResidualNorm
-from .masks import causal_mask, combine_masks, key_padding_to_attention_mask, padding_mask
+from scratchformer.nn.feedforward import FeedForward
+from scratchformer.nn.kv_cache import DecoderCache, KVCache
+from scratchformer.nn.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, ResidualNorm
+from scratchformer.nn.masks import causal_mask, combine_masks, key_padding_to_attention_mask, padding_mask
 
 __all__ = [
     "Decoder", "DecoderCache", "DecoderLayer", "Embeddings", "Encoder", "EncoderLayer", "FeedForward",

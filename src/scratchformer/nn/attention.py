@@ -31,8 +31,8 @@ from typing import Literal
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .kv_cache import KVCache
-from .masks import causal_mask
+from scratchformer.nn.kv_cache import KVCache
+from scratchformer.nn.masks import causal_mask
 
 AttentionImpl = Literal["auto", "reference", "sdpa"]
 

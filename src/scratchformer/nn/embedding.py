@@ -29,7 +29,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..config import ModelConfig
+from scratchformer.nn.config import ModelConfig
 
 
 def sinusoidal_table(max_len: int, d_model: int) -> Tensor:

@@ -22,12 +22,12 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from ..config import ModelConfig
-from .attention import MultiHeadAttention
-from .embedding import RotaryEmbedding
-from .feedforward import FeedForward
-from .kv_cache import DecoderCache, KVCache
-from .masks import combine_masks, key_padding_to_attention_mask, window_mask
+from scratchformer.nn.attention import MultiHeadAttention
+from scratchformer.nn.config import ModelConfig
+from scratchformer.nn.embedding import RotaryEmbedding
+from scratchformer.nn.feedforward import FeedForward
+from scratchformer.nn.kv_cache import DecoderCache, KVCache
+from scratchformer.nn.masks import combine_masks, key_padding_to_attention_mask, window_mask
 
 
 def layer_norm(cfg: ModelConfig) -> nn.LayerNorm:

@@ -7,17 +7,18 @@ from typing import Any
 
 from torch import nn
 
-from ..config import ConfigError, ModelConfig, TrainConfig
-from ..models import EncoderClassifier
-from .checkpoint import Checkpoint
-from .tasks import Task
+from scratchformer.checkpoint import Checkpoint
+from scratchformer.models import EncoderClassifier
+from scratchformer.nn.config import ConfigError, ModelConfig
+from scratchformer.train.config import TrainConfig
+from scratchformer.train.tasks import Task
 
 
 def pretrained_classifier(cfg: TrainConfig, model_kw: dict[str, Any], task: Task,
                           log: Callable[[str], None]) -> nn.Module:
     """A classifier whose encoder is the pretrained BERT ``cfg.init_from`` (its head freshly initialised)."""
-    from ..interop import bert_from_pretrained
-    from ..pretrained import find_pretrained
+    from scratchformer.interop import bert_from_pretrained
+    from scratchformer.interop.pretrained import find_pretrained
 
     own = {"arch", "pooling", "max_len"}  # max_len here only limits the inputs (see ClassifyTask)
     clash = sorted(set(model_kw) - own)

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..config import TrainConfig
+from scratchformer.train.config import TrainConfig
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .checkpoint import CheckpointError, load_trainer_state, read_meta
+from scratchformer.checkpoint import CheckpointError, load_trainer_state, read_meta
 
 
 class RunDirError(ValueError):
@@ -49,8 +49,8 @@ def _check(ckpt: Path) -> None:
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
-    from ..data.errors import DataError
-    from ..tokenizers import load_tokenizer
+    from scratchformer.data.errors import DataError
+    from scratchformer.tokenizers import load_tokenizer
 
     read_meta(ckpt)
     try:

@@ -14,12 +14,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..config import ModelConfig, TrainConfig
-from ..data.sources import DataFiles
-from .distributed import DistInfo
-from .optim import Schedule
-from .settings import Resolved, task_defaults
-from .tasks import Task
+from scratchformer.data.sources import DataFiles
+from scratchformer.nn.config import ModelConfig
+from scratchformer.train.config import TrainConfig
+from scratchformer.train.distributed import DistInfo
+from scratchformer.train.optim import Schedule
+from scratchformer.train.settings import Resolved, task_defaults
+from scratchformer.train.tasks import Task
 
 FAMILY = {"seq2seq": "an encoder-decoder", "gpt": "a decoder-only GPT", "encoder": "an encoder"}
 

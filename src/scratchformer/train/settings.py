@@ -19,15 +19,19 @@ prints the settings that differ from the task's defaults at its start.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
+import types
+import typing
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from ..config import ConfigError, ModelConfig, TrainConfig, coerce, field_types
-from ..data.sources import DataFiles
+from scratchformer.data.sources import DataFiles
+from scratchformer.nn.config import ConfigError, ModelConfig
+from scratchformer.train.config import TrainConfig
 
 __all__ = ["RESUMABLE", "TASK_DEFAULTS", "Resolved", "load_config_file", "load_preset", "parse_overrides",
            "preset_names", "resolve", "task_defaults"]
@@ -93,7 +97,7 @@ def _toml_loads(text: str) -> dict[str, Any]:
 
 
 def preset_names() -> list[str]:
-    return sorted(p.name[:-5] for p in resources.files("scratchformer").joinpath("presets").iterdir()
+    return sorted(p.name[:-5] for p in resources.files("scratchformer.train").joinpath("presets").iterdir()
                   if p.name.endswith(".toml"))
 
 
@@ -102,7 +106,7 @@ def load_preset(name: str) -> dict[str, Any]:
         close = difflib.get_close_matches(name, preset_names(), n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
         raise ConfigError(f"unknown preset {name!r}{hint}; choose from {', '.join(preset_names())}")
-    return _toml_loads(resources.files("scratchformer").joinpath("presets", f"{name}.toml").read_text())
+    return _toml_loads(resources.files("scratchformer.train").joinpath("presets", f"{name}.toml").read_text())
 
 
 def load_config_file(path: str) -> dict[str, Any]:
@@ -243,7 +247,51 @@ def _norm(value: Any) -> str:
     return "" if value is None else str(value).lower()
 
 
-# ------------------------------------------------------------------------------------ typed split
+# ------------------------------------------------------------------------------------ typed values
+
+
+def field_types(cls: type) -> dict[str, Any]:
+    """The declared type of each field of a config dataclass."""
+    return typing.get_type_hints(cls)
+
+
+def coerce(name: str, value: Any, annotation: Any) -> Any:
+    """Check (and, for strings from the command line, convert) ``value`` against a field's type."""
+    args = typing.get_args(annotation)
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        # "none" means "unset" unless it is one of the field's own choices (positional="none")
+        own_choice = typing.get_origin(inner[0]) is Literal and value in typing.get_args(inner[0])
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null") and not own_choice):
+            if type(None) in args:
+                return None
+        return coerce(name, value, inner[0])
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{name}={value!r} is not one of {', '.join(map(str, args))}")
+        return value
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+            return value.lower() in ("true", "1", "yes")
+        raise ConfigError(f"{name}={value!r} must be true or false")
+    if annotation in (int, float):
+        kind = "an integer" if annotation is int else "a number"
+        numeric = (int,) if annotation is int else (int, float)
+        if isinstance(value, numeric) and not isinstance(value, bool):
+            return annotation(value)
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):  # a string that does not parse falls through to the error
+                return annotation(value)
+        raise ConfigError(f"{name}={value!r} must be {kind}")
+    if annotation is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{name}={value!r} must be a string")
+    return value
+
 
 
 def split_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], TrainConfig]:

@@ -36,21 +36,22 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..config import LOWER_IS_BETTER, ConfigError, ModelConfig, TrainConfig
-from ..data.files import atomic_write_text
-from ..data.sources import DataFiles
-from ..models import build_model
-from ..tokenizers import Tokenizer, load_tokenizer
-from .averaging import WeightAverage
-from .checkpoint import find_checkpoint, load_checkpoint, read_meta, save_checkpoint
-from .distributed import DistInfo, broadcast_object, cleanup, init_distributed, reduce_flags
-from .fine_tune import classifier_from_run, pretrained_classifier
-from .logger import MetricsLogger, prune
-from .optim import Schedule, make_optimizer, set_lr
-from .progress import Progress
-from .resume import RunDirError, check_out_dir, pick_checkpoint, restore_weights
-from .run_info import RunInfo
-from .tasks import Batch, Task, build_task, resolve_model_config, split_rows
+from scratchformer.checkpoint import find_checkpoint, load_checkpoint, read_meta, save_checkpoint
+from scratchformer.data.files import atomic_write_text
+from scratchformer.data.sources import DataFiles
+from scratchformer.models import build_model
+from scratchformer.nn.config import ConfigError, ModelConfig
+from scratchformer.tokenizers import Tokenizer, load_tokenizer
+from scratchformer.train.averaging import WeightAverage
+from scratchformer.train.config import LOWER_IS_BETTER, TrainConfig
+from scratchformer.train.distributed import DistInfo, broadcast_object, cleanup, init_distributed, reduce_flags
+from scratchformer.train.fine_tune import classifier_from_run, pretrained_classifier
+from scratchformer.train.logger import MetricsLogger, prune
+from scratchformer.train.optim import Schedule, make_optimizer, set_lr
+from scratchformer.train.progress import Progress
+from scratchformer.train.resume import RunDirError, check_out_dir, pick_checkpoint, restore_weights
+from scratchformer.train.run_info import RunInfo
+from scratchformer.train.tasks import Batch, Task, build_task, resolve_model_config, split_rows
 
 __all__ = ["Interrupted", "RunDirError", "TrainResult", "TrainingError", "accumulate_gradients", "check_out_dir",
            "pick_device", "train"]

@@ -17,15 +17,16 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ...config import ModelConfig, TrainConfig
-from ...data.errors import DataError
-from ...data.sources import FORMATS, DataFiles, Splits, load_named, load_splits
-from ...tokenizers import PAD_ID, Tokenizer
-from .base import Batch, EpochBatches, Task, split_rows, step_generator
-from .classify import ClassifyTask, drop_tokens
-from .lm import LMTask
-from .mlm import MASK_ID, MaskedLMTask, mask_tokens
-from .seq2seq import Seq2SeqTask
+from scratchformer.data.errors import DataError
+from scratchformer.data.sources import FORMATS, DataFiles, Splits, load_named, load_splits
+from scratchformer.nn.config import ModelConfig
+from scratchformer.tokenizers import PAD_ID, Tokenizer
+from scratchformer.train.config import TrainConfig
+from scratchformer.train.tasks.base import Batch, EpochBatches, Task, split_rows, step_generator
+from scratchformer.train.tasks.classify import ClassifyTask, drop_tokens
+from scratchformer.train.tasks.lm import LMTask
+from scratchformer.train.tasks.mlm import MASK_ID, MaskedLMTask, mask_tokens
+from scratchformer.train.tasks.seq2seq import Seq2SeqTask
 
 __all__ = ["MASK_ID", "Batch", "ClassifyTask", "EpochBatches", "LMTask", "MaskedLMTask", "Seq2SeqTask", "Task",
            "build_task", "drop_tokens", "load_task_splits", "mask_tokens", "resolve_model_config", "split_rows",

@@ -13,11 +13,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ...config import TrainConfig
-from ...data import bucket_batches
-from ...data.errors import DataError
-from ...data.sources import Splits
-from ...tokenizers import PAD_ID, BPETokenizer, CharTokenizer, Tokenizer
+from scratchformer.data import bucket_batches
+from scratchformer.data.errors import DataError
+from scratchformer.data.sources import Splits
+from scratchformer.tokenizers import PAD_ID, BPETokenizer, CharTokenizer, Tokenizer
+from scratchformer.train.config import TrainConfig
 
 Batch = dict[str, Tensor]
 

@@ -13,12 +13,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ...config import TrainConfig
-from ...data import pad_batch
-from ...data.sources import Splits
-from ...metrics import accuracy, macro_f1
-from ...tokenizers import PAD_ID, Tokenizer
-from .base import Batch, EpochBatches, Task, clip, step_generator
+from scratchformer.data import pad_batch
+from scratchformer.data.sources import Splits
+from scratchformer.metrics import accuracy, macro_f1
+from scratchformer.tokenizers import PAD_ID, Tokenizer
+from scratchformer.train.config import TrainConfig
+from scratchformer.train.tasks.base import Batch, EpochBatches, Task, clip, step_generator
 
 
 def drop_tokens(ids: list[int], prob: float, keep: Collection[int], gen: torch.Generator) -> list[int]:
@@ -39,8 +39,8 @@ class ClassifyTask(Task):
         self.labels = list(splits.labels)
         self.texts = {split: self._limited(split, rows) for split, rows in splits.rows.items()}
         if cfg.init_from and self.given_tokenizer is None:  # fine-tuning: the pretrained model's own tokenizer
-            from ...pretrained import find_pretrained
-            from ...tokenizers import PretrainedTokenizer
+            from scratchformer.interop.pretrained import find_pretrained
+            from scratchformer.tokenizers import PretrainedTokenizer
 
             self.given_tokenizer = PretrainedTokenizer.from_file(find_pretrained(cfg.init_from, cfg.data_dir)
                                                                  / "tokenizer.json")

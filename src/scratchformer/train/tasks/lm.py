@@ -14,14 +14,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ...config import TrainConfig
-from ...data import LMDataset
-from ...data.errors import DataError
-from ...data.sources import Splits
-from ...generation import generate
-from ...metrics import perplexity
-from ...tokenizers import Tokenizer
-from .base import Batch, Task, step_generator
+from scratchformer.data import LMDataset
+from scratchformer.data.errors import DataError
+from scratchformer.data.sources import Splits
+from scratchformer.generation import generate
+from scratchformer.metrics import perplexity
+from scratchformer.tokenizers import Tokenizer
+from scratchformer.train.config import TrainConfig
+from scratchformer.train.tasks.base import Batch, Task, step_generator
 
 
 class LMTask(Task):

@@ -13,12 +13,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ...config import TrainConfig
-from ...data import pad_batch
-from ...data.sources import Splits
-from ...metrics import perplexity
-from ...tokenizers import BOS_ID, PAD_ID, SPECIAL_TOKENS, Tokenizer
-from .base import Batch, EpochBatches, Task, step_generator
+from scratchformer.data import pad_batch
+from scratchformer.data.sources import Splits
+from scratchformer.metrics import perplexity
+from scratchformer.tokenizers import BOS_ID, PAD_ID, SPECIAL_TOKENS, Tokenizer
+from scratchformer.train.config import TrainConfig
+from scratchformer.train.tasks.base import Batch, EpochBatches, Task, step_generator
 
 MASK_ID = BOS_ID  # an encoder never sees <bos> otherwise, so masked-token pretraining uses it as [MASK]
 

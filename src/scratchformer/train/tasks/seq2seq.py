@@ -14,13 +14,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ...config import TrainConfig
-from ...data import SyntheticTask, pad_batch
-from ...data.sources import Splits
-from ...generation import greedy_translate
-from ...metrics import bleu, exact_match, perplexity
-from ...tokenizers import BOS_ID, EOS_ID, PAD_ID, Tokenizer
-from .base import Batch, EpochBatches, Task, clip
+from scratchformer.data import SyntheticTask, pad_batch
+from scratchformer.data.sources import Splits
+from scratchformer.generation import greedy_translate
+from scratchformer.metrics import bleu, exact_match, perplexity
+from scratchformer.tokenizers import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from scratchformer.train.config import TrainConfig
+from scratchformer.train.tasks.base import Batch, EpochBatches, Task, clip
 
 Pairs = list[tuple[list[int], list[int]]]
 

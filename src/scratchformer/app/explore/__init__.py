@@ -8,7 +8,7 @@ probabilities, a translation, class probabilities); ``server`` serves them and t
 (plain HTML, CSS and JavaScript that ship with the package: no network, no build step).
 """
 
-from .model_view import Limits, RequestError, explore, model_info, parse_request
-from .server import ExploreServer, make_server, serve
+from scratchformer.app.explore.model_view import Limits, RequestError, explore, model_info, parse_request
+from scratchformer.app.explore.server import ExploreServer, make_server, serve
 
 __all__ = ["ExploreServer", "Limits", "RequestError", "explore", "make_server", "model_info", "parse_request", "serve"]

@@ -14,13 +14,13 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from .data.batching import pad_batch
-from .data.errors import DataError
-from .generation import beam_search, generate, greedy_translate
-from .metrics import bleu, chrf
-from .models import GPT, EncoderClassifier, Seq2SeqTransformer
-from .tokenizers import BOS_ID, EOS_ID, PAD_ID, UNK_ID, CharTokenizer, Tokenizer
-from .train.checkpoint import Checkpoint, CheckpointError
+from scratchformer.checkpoint import Checkpoint, CheckpointError
+from scratchformer.data.batching import pad_batch
+from scratchformer.data.errors import DataError
+from scratchformer.generation import beam_search, generate, greedy_translate
+from scratchformer.metrics import bleu, chrf
+from scratchformer.models import GPT, EncoderClassifier, Seq2SeqTransformer
+from scratchformer.tokenizers import BOS_ID, EOS_ID, PAD_ID, UNK_ID, CharTokenizer, Tokenizer
 
 KIND_NAMES = {"gpt": "a language model (GPT)", "seq2seq": "an encoder-decoder", "encoder": "a classifier"}
 
@@ -37,7 +37,7 @@ def require(ckpt: Checkpoint, arch: str, command: str) -> None:
 
 def read_inputs(texts: Iterable[str], input_file: str | None) -> list[str]:
     """Inputs from the arguments, else ``--input FILE`` (one per line; '-' = stdin), else stdin."""
-    from .data.files import read_lines
+    from scratchformer.data.files import read_lines
 
     lines = list(texts)
     if not lines:
@@ -139,8 +139,8 @@ def classify_texts(ckpt: Checkpoint, texts: list[str], batch_size: int = 128) ->
 def _held_out(ckpt: Checkpoint, split: str, data: list[str] | None, whose: str) -> tuple[Any, str]:
     """The checkpoint's task rebuilt with its own tokenizer (and labels) on its own data, or on ``data``: a
     test set scored whole. Returns the task and the split to evaluate."""
-    from .data.sources import DataFiles
-    from .train.tasks import build_task
+    from scratchformer.data.sources import DataFiles
+    from scratchformer.train.tasks import build_task
 
     cfg = ckpt.train_config
     if data:  # all of the user's file, whatever slice of its own data the run looked at

@@ -46,7 +46,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from .models import GPT, EncoderClassifier, Seq2SeqTransformer
+from scratchformer.models import GPT, EncoderClassifier, Seq2SeqTransformer
 
 # Models above this size keep their weights in a side file ``NAME.data``: protobuf caps a file at 2 GiB.
 _EXTERNAL_DATA_BYTES = 1536 * 2**20

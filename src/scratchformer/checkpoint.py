@@ -22,9 +22,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..config import ConfigError, ModelConfig, TrainConfig
-from ..models import build_model
-from ..tokenizers import Tokenizer, load_tokenizer
+from scratchformer.models import build_model
+from scratchformer.nn.config import ConfigError, ModelConfig
+from scratchformer.tokenizers import Tokenizer, load_tokenizer
+from scratchformer.train.config import TrainConfig
 
 
 class CheckpointError(ValueError):
@@ -117,7 +118,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     from safetensors import SafetensorError
     from safetensors.torch import load_model
 
-    from ..data.errors import DataError
+    from scratchformer.data.errors import DataError
 
     ckpt = resolve(path)
     meta = read_meta(ckpt)

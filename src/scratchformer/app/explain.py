@@ -18,12 +18,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .config import ModelConfig, count_parameters_formula
-from .models import build_model
-from .nn.attention import MultiHeadAttention
-from .nn.embedding import Embeddings
-from .nn.feedforward import FeedForward
-from .nn.layers import DecoderLayer, EncoderLayer, ResidualNorm
+from scratchformer.models import build_model
+from scratchformer.models.params import count_parameters_formula
+from scratchformer.nn.attention import MultiHeadAttention
+from scratchformer.nn.config import ModelConfig
+from scratchformer.nn.embedding import Embeddings
+from scratchformer.nn.feedforward import FeedForward
+from scratchformer.nn.layers import DecoderLayer, EncoderLayer, ResidualNorm
 
 __all__ = ["explain"]
 

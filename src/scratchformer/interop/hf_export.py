@@ -106,9 +106,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .config import ModelConfig
-from .models import GPT, EncoderClassifier, Seq2SeqTransformer
-from .tokenizers import SPECIAL_TOKENS, BPETokenizer, CharTokenizer, PretrainedTokenizer, Tokenizer
+from scratchformer.models import GPT, EncoderClassifier, Seq2SeqTransformer
+from scratchformer.nn.config import ModelConfig
+from scratchformer.tokenizers import SPECIAL_TOKENS, BPETokenizer, CharTokenizer, PretrainedTokenizer, Tokenizer
 
 __all__ = ["HF_CLASSES", "HFExport", "HFExportError", "check_exportable", "export_hf", "hf_tokenizer_files",
            "to_hugging_face"]
@@ -460,7 +460,7 @@ def _run_dir(ckpt_dir: Path) -> Path | None:
 
 
 def _metrics_table(run: Path | None, step: int) -> list[str]:
-    from .train.logger import read_metrics
+    from scratchformer.train.logger import read_metrics
 
     if run is None:
         return ["No `metrics.jsonl` was found beside the checkpoint, so no metrics are recorded here."]
@@ -509,7 +509,7 @@ def model_card(ckpt_dir: Path, meta: dict[str, Any], hf_class: str, result: HFEx
     run = _run_dir(ckpt_dir)
     data = meta.get("data") or (json.loads((run / "config.json").read_text()).get("data") if run and
                                 (run / "config.json").is_file() else None)
-    from .data.sources import DataFiles
+    from scratchformer.data.sources import DataFiles
 
     files = DataFiles.from_dict(data)
     names = [f"{Path(p).name} ({role})" for role, paths in (("train", files.train), ("val", files.val),
@@ -569,7 +569,7 @@ def export_hf(ckpt: str | os.PathLike, out: str | os.PathLike, *, hf_class: str 
     """Export the checkpoint (or run directory) ``ckpt`` to the directory ``out``: weights and
     ``config.json``, the tokenizer files and a model card ``README.md``; checked, then published
     atomically (see the module docstring). ``hf_class``: one of ``HF_CLASSES`` (default: by family)."""
-    from .train.checkpoint import load_checkpoint, read_meta, resolve
+    from scratchformer.checkpoint import load_checkpoint, read_meta, resolve
 
     out = Path(out)
     if out.exists() and not force:

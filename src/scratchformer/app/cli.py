@@ -30,10 +30,20 @@ from typing import Any, NoReturn
 
 import torch
 
-from .config import PRESETS, ConfigError, ModelConfig, coerce, count_parameters_formula, field_types
-from .data.sources import DataFiles, data_formats
-from .models import build_model
-from .train.settings import TASK_DEFAULTS, load_preset, parse_overrides, preset_names, resolve, resume_settings
+from scratchformer.data.sources import DataFiles, data_formats
+from scratchformer.models import build_model
+from scratchformer.models.params import count_parameters_formula
+from scratchformer.nn.config import PRESETS, ConfigError, ModelConfig
+from scratchformer.train.settings import (
+    TASK_DEFAULTS,
+    coerce,
+    field_types,
+    load_preset,
+    parse_overrides,
+    preset_names,
+    resolve,
+    resume_settings,
+)
 
 DEFAULT_PRESET = "copy"
 
@@ -128,9 +138,9 @@ def _take_settings(parser: argparse.ArgumentParser, argv: list[str]) -> list[str
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from .train.resume import check_out_dir
-    from .train.run_info import RunInfo
-    from .train.trainer import train
+    from scratchformer.train.resume import check_out_dir
+    from scratchformer.train.run_info import RunInfo
+    from scratchformer.train.trainer import train
 
     out = Path(args.out)
     check_out_dir(out, args.resume)
@@ -185,8 +195,8 @@ def _fmt(name: str, value: float) -> str:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from .train.checkpoint import load_checkpoint
-    from .train.checkpoint import resolve as resolve_ckpt
+    from scratchformer.checkpoint import load_checkpoint
+    from scratchformer.checkpoint import resolve as resolve_ckpt
 
     ckpt = load_checkpoint(args.ckpt)
     cfg = ckpt.model_config
@@ -222,8 +232,8 @@ _FAMILY_ONLY = {"n_classes": ("encoder",), "pooling": ("encoder",), "n_encoder_l
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from .inference import generate_text
-    from .train.checkpoint import load_checkpoint
+    from scratchformer.app.inference import generate_text
+    from scratchformer.checkpoint import load_checkpoint
 
     if not args.prompt:
         raise ConfigError("--prompt is empty")
@@ -234,8 +244,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
-    from .inference import read_inputs, translate_texts
-    from .train.checkpoint import load_checkpoint
+    from scratchformer.app.inference import read_inputs, translate_texts
+    from scratchformer.checkpoint import load_checkpoint
 
     ckpt = load_checkpoint(args.ckpt)
     texts = read_inputs(args.texts, args.input)
@@ -245,8 +255,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
 
 def cmd_classify(args: argparse.Namespace) -> int:
-    from .inference import classify_texts, read_inputs
-    from .train.checkpoint import load_checkpoint
+    from scratchformer.app.inference import classify_texts, read_inputs
+    from scratchformer.checkpoint import load_checkpoint
 
     ckpt = load_checkpoint(args.ckpt)
     texts = read_inputs(args.texts, args.input)
@@ -256,8 +266,8 @@ def cmd_classify(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from .inference import evaluate_checkpoint, evaluate_ensemble
-    from .train.checkpoint import load_checkpoint
+    from scratchformer.app.inference import evaluate_checkpoint, evaluate_ensemble
+    from scratchformer.checkpoint import load_checkpoint
 
     if len(args.ckpt) > 1:
         ckpts = [(path, load_checkpoint(path)) for path in args.ckpt]
@@ -270,8 +280,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from .export import export_onnx, export_torchscript
-    from .train.checkpoint import load_checkpoint
+    from scratchformer.app.export import export_onnx, export_torchscript
+    from scratchformer.checkpoint import load_checkpoint
 
     out = Path(args.out)
     if out.exists() and not args.force:
@@ -279,7 +289,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.hf_class and args.format != "hf":
         raise ConfigError("--hf-class applies to --format hf")
     if args.format == "hf":
-        from .hf_export import export_hf
+        from scratchformer.interop.hf_export import export_hf
 
         done = export_hf(args.ckpt, out, hf_class=args.hf_class, force=args.force)
         print(f"wrote {done.path} ({done.hf_class}; outputs match the checkpoint's within {done.max_abs_diff:.1e})")
@@ -294,7 +304,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from . import viz
+    from scratchformer.app import plots as viz
 
     out = Path(args.out)
     if args.what == "positions":
@@ -314,31 +324,31 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def _schedule_of(args: argparse.Namespace) -> Any:
     """A checkpoint's own schedule (extensions included), or the one a preset and key=value words give."""
     if args.ckpt:
-        from .train.checkpoint import load_trainer_state
-        from .train.checkpoint import resolve as resolve_ckpt
-        from .train.optim import Schedule
+        from scratchformer.checkpoint import load_trainer_state
+        from scratchformer.checkpoint import resolve as resolve_ckpt
+        from scratchformer.train.optim import Schedule
 
         state = load_trainer_state(resolve_ckpt(args.ckpt))
         if "schedule" in state:
             return Schedule.from_dict(state["schedule"])
-        from .train.checkpoint import load_checkpoint
+        from scratchformer.checkpoint import load_checkpoint
 
         return load_checkpoint(args.ckpt).train_config
     return resolve(preset=args.preset, overrides=parse_overrides(args.overrides)).split()[1]
 
 
 def _plot_attention(args: argparse.Namespace, out: Path) -> Path:
-    from . import viz
-    from .inference import encode_checked
-    from .tokenizers import BOS_ID
-    from .train.checkpoint import load_checkpoint
+    from scratchformer.app import plots as viz
+    from scratchformer.app.inference import encode_checked
+    from scratchformer.checkpoint import load_checkpoint
+    from scratchformer.tokenizers import BOS_ID
 
     if not args.ckpt or not args.text:
         raise ConfigError("plot attention needs --ckpt DIR and --text TEXT")
     ckpt = load_checkpoint(args.ckpt)
     tok, model = ckpt.tokenizer, ckpt.model
     if ckpt.model_config.arch == "seq2seq":
-        from .inference import translate_texts
+        from scratchformer.app.inference import translate_texts
 
         src = encode_checked(tok, args.text, add_eos=True)
         target = args.target if args.target is not None else translate_texts(ckpt, [args.text], beam=1)[0]
@@ -362,7 +372,7 @@ def _plot_attention(args: argparse.Namespace, out: Path) -> Path:
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
-    from .explore import Limits, serve
+    from scratchformer.app.explore import Limits, serve
 
     caps = {"max_chars": args.max_chars, "max_tokens": args.max_tokens}
     serve(args.ckpt, args.host, args.port, limits=Limits(**{k: v for k, v in caps.items() if v is not None}),
@@ -440,7 +450,7 @@ def explain_config(preset: str, overrides: dict[str, Any]) -> tuple[ModelConfig,
         raise ConfigError(f"preset {preset} fine-tunes a pretrained model; see `scratchformer info` of its checkpoint")
     note = ""
     if vocab is None:  # the real vocabulary comes from the tokenizer trained on the data
-        from .tokenizers import SPECIAL_TOKENS
+        from scratchformer.tokenizers import SPECIAL_TOKENS
 
         if train.tokenizer == "bpe":
             vocab = train.bpe_vocab_size
@@ -455,7 +465,7 @@ def explain_config(preset: str, overrides: dict[str, Any]) -> tuple[ModelConfig,
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from .explain import explain
+    from scratchformer.app.explain import explain
 
     cfg, note, task = explain_config(args.preset, parse_overrides(args.overrides))
     if note:
@@ -632,10 +642,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(_take_settings(parser, list(sys.argv[1:] if argv is None else argv)))
     except SystemExit as done:  # --help, or a usage error argparse has printed in one line
         return int(done.code or 0)
-    from .data.errors import DataError
-    from .train.checkpoint import CheckpointError
-    from .train.resume import RunDirError
-    from .train.trainer import Interrupted, TrainingError
+    from scratchformer.checkpoint import CheckpointError
+    from scratchformer.data.errors import DataError
+    from scratchformer.train.resume import RunDirError
+    from scratchformer.train.trainer import Interrupted, TrainingError
 
     try:
         return args.func(args)

@@ -24,12 +24,12 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from torch import Tensor, nn
 
-from .config import TrainConfig
-from .nn.attention import record_attention
-from .nn.embedding import sinusoidal_table
-from .tokenizers import WORD_START
-from .train.logger import read_metrics
-from .train.optim import Schedule
+from scratchformer.nn.attention import record_attention
+from scratchformer.nn.embedding import sinusoidal_table
+from scratchformer.tokenizers import WORD_START
+from scratchformer.train.config import TrainConfig
+from scratchformer.train.logger import read_metrics
+from scratchformer.train.optim import Schedule
 
 DPI = 130
 # Beyond these, a grid of heatmaps is too small to read: show evenly spaced layers and the first heads.

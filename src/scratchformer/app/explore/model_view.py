@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..generation import generate
-from ..inference import KIND_NAMES, encode_checked, translate_ids
-from ..tokenizers import BOS_ID
-from ..train.checkpoint import Checkpoint
-from ..viz import ATTENTION_KINDS, attention_maps
+from scratchformer.app.inference import KIND_NAMES, encode_checked, translate_ids
+from scratchformer.app.plots import ATTENTION_KINDS, attention_maps
+from scratchformer.checkpoint import Checkpoint
+from scratchformer.generation import generate
+from scratchformer.tokenizers import BOS_ID
 
 # Defaults for the caps on one request. Tokens: also never more than the model's max_len. The maps grow
 # with layers x heads x tokens^2 numbers, so the cap keeps one answer to a few megabytes.

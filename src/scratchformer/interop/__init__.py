@@ -30,10 +30,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .config import ModelConfig
-from .models import GPT, EncoderClassifier, Seq2SeqTransformer
-from .nn.attention import MultiHeadAttention
-from .nn.layers import DecoderLayer, EncoderLayer
+from scratchformer.models import GPT, EncoderClassifier, Seq2SeqTransformer
+from scratchformer.nn.attention import MultiHeadAttention
+from scratchformer.nn.config import ModelConfig
+from scratchformer.nn.layers import DecoderLayer, EncoderLayer
 
 # ----------------------------------------------------------------------------------- masks
 

@@ -23,10 +23,18 @@ from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..config import ConfigError
-from ..data.errors import DataError
-from ..train.checkpoint import Checkpoint, load_checkpoint
-from .model_view import DEFAULT_LIMITS, Limits, RequestError, checkpoint_name, explore, model_info, parse_request
+from scratchformer.app.explore.model_view import (
+    DEFAULT_LIMITS,
+    Limits,
+    RequestError,
+    checkpoint_name,
+    explore,
+    model_info,
+    parse_request,
+)
+from scratchformer.checkpoint import Checkpoint, load_checkpoint
+from scratchformer.data.errors import DataError
+from scratchformer.nn.config import ConfigError
 
 # URL path -> (file in this package's static/ folder, content type). The whole of what is served from disk.
 STATIC = {

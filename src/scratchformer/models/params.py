@@ -1,0 +1,52 @@
+"""The number of parameters of a model, derived on paper and checked against the real count by the tests."""
+
+from __future__ import annotations
+
+from scratchformer.nn.config import ModelConfig
+
+
+def count_parameters_formula(cfg: ModelConfig) -> int:
+    """The number of trainable parameters of the model ``cfg`` builds, derived on paper.
+
+    Notation: C = d_model, F = d_ff, V = vocabulary, L = layers, b = 1 if biases else 0.
+
+    - attention block: Q, K, V, O projections  ->  4 (C^2 + b C)
+    - feed-forward:  relu/gelu: C F + b F + F C + b C;   swiglu adds a gate: + C F + b F
+    - LayerNorm:  C weights + b C biases
+    - encoder layer = attention + FFN + 2 LayerNorms; decoder layer = 2 attention + FFN + 3 LayerNorms;
+      a decoder-only (GPT) layer has no cross-attention: attention + FFN + 2 LayerNorms
+    - pre-LN adds one final LayerNorm per stack; ``embedding_norm`` one LayerNorm after the embeddings
+    - embeddings: V C per table (tables shared when tied); learned positions: max_len C;
+      sinusoidal and rotary positions have no parameters
+    - output projection: V C with no bias, unless tied to the target embedding (then 0)
+    - classifier head: C n_classes + n_classes; ``pooling="pooler"`` adds BERT's pooler: C^2 + b C
+    """
+    c, f, b = cfg.d_model, cfg.d_ff, int(cfg.bias)
+    attn = 4 * (c * c + b * c)
+    ffn = 2 * c * f + b * (f + c) + (c * f + b * f if cfg.activation == "swiglu" else 0)
+    ln = c + b * c
+    final_ln = ln if cfg.norm == "pre" else 0
+    positions = cfg.max_len * c if cfg.positional == "learned" else 0
+    emb_ln = ln if cfg.embedding_norm else 0
+
+    if cfg.arch == "gpt":
+        layers = cfg.n_layers * (attn + ffn + 2 * ln) + final_ln
+        head = 0 if cfg.tie_embeddings else cfg.vocab_size * c
+        return cfg.vocab_size * c + positions + emb_ln + layers + head
+    if cfg.arch == "encoder":
+        layers = cfg.n_layers * (attn + ffn + 2 * ln) + final_ln
+        pooler = c * c + b * c if cfg.pooling == "pooler" else 0
+        return cfg.vocab_size * c + positions + emb_ln + layers + pooler + c * cfg.n_classes + cfg.n_classes
+
+    assert cfg.n_encoder_layers is not None and cfg.n_decoder_layers is not None
+    encoder = cfg.n_encoder_layers * (attn + ffn + 2 * ln) + final_ln
+    decoder = cfg.n_decoder_layers * (2 * attn + ffn + 3 * ln) + final_ln
+    src_v, tgt_v = cfg.vocab_size, cfg.target_vocab_size
+    if cfg.shared_vocab and cfg.tie_embeddings:
+        embeddings = src_v * c  # one matrix for source, target and output (§3.4)
+    elif cfg.tie_embeddings:
+        embeddings = src_v * c + tgt_v * c  # target embedding doubles as the output projection
+    else:
+        embeddings = src_v * c + 2 * tgt_v * c
+    # each stack has its own learned positions and its own embedding LayerNorm
+    return embeddings + 2 * (positions + emb_ln) + encoder + decoder

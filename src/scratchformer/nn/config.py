@@ -1,0 +1,221 @@
+"""Typed model configuration: one dataclass for all three Transformer families.
+
+``ModelConfig`` describes *what* network to build. ``arch`` picks the family:
+
+- ``"seq2seq"``  encoder-decoder (the paper, §3.1): translation and other sequence-to-sequence tasks;
+- ``"gpt"``      decoder-only language model (masked self-attention, no cross-attention);
+- ``"encoder"``  encoder-only classifier (BERT-like).
+
+Architecture choices are single fields with a small set of named values. Fields left as ``None`` take
+the family's default in ``__post_init__`` (see ``FAMILY_DEFAULTS``): the paper's choices for
+``seq2seq`` and ``encoder`` (post-LN, ReLU, sinusoidal positions, embeddings x sqrt(d_model)), GPT-2's
+for ``gpt`` (pre-LN, GELU, learned positions, no embedding scaling). After construction every field
+holds a concrete value, so the JSON written with a checkpoint is complete.
+
+Impossible configurations raise ``ConfigError`` (a ``ValueError``) with a message naming the fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, fields
+from typing import Any, Literal, get_args
+
+# Each choice field's allowed values, written once: the blocks check against these types too (``choices``).
+Arch = Literal["seq2seq", "gpt", "encoder"]
+Norm = Literal["post", "pre"]
+Activation = Literal["relu", "gelu", "gelu_tanh", "swiglu"]
+Positional = Literal["sinusoidal", "learned", "rotary", "none"]
+Pooling = Literal["mean", "max", "cls", "pooler"]
+
+
+def choices(kind: Any) -> tuple[str, ...]:
+    """The allowed values of a choice type (``choices(Norm) == ("post", "pre")``)."""
+    return get_args(kind)
+
+
+CHOICES: dict[str, tuple[str, ...]] = {"arch": choices(Arch), "norm": choices(Norm),
+                                       "activation": choices(Activation), "positional": choices(Positional),
+                                       "pooling": choices(Pooling)}
+
+# The defaults of each family for the fields that default to None.
+FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    # "Attention Is All You Need": post-LN, ReLU, sinusoidal, shared + scaled embeddings.
+    "seq2seq": dict(norm="post", activation="relu", positional="sinusoidal",
+                    scale_embeddings=True, tie_embeddings=True),
+    # GPT-2: pre-LN with a final LayerNorm, GELU, learned positions, tied unscaled embeddings.
+    "gpt": dict(norm="pre", activation="gelu", positional="learned",
+                scale_embeddings=False, tie_embeddings=True),
+    # The paper's encoder stack with a classification head.
+    "encoder": dict(norm="post", activation="relu", positional="sinusoidal",
+                    scale_embeddings=True, tie_embeddings=False),
+}
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot describe a working model."""
+
+
+@dataclass
+class ModelConfig:
+    """Hyper-parameters of a Transformer. Defaults are the paper's base model (Table 3)."""
+
+    arch: Arch = "seq2seq"
+    vocab_size: int = 37000
+    d_model: int = 512
+    n_heads: int = 8
+    n_layers: int = 6
+    d_ff: int = 2048
+    max_len: int = 512
+    dropout: float = 0.1
+    # seq2seq only: depths of the two stacks (None = n_layers) and a separate target vocabulary
+    # (None = one vocabulary shared by source and target, as in the paper).
+    n_encoder_layers: int | None = None
+    n_decoder_layers: int | None = None
+    tgt_vocab_size: int | None = None
+    # Architecture choices; None = the family default (FAMILY_DEFAULTS).
+    norm: Norm | None = None
+    activation: Activation | None = None
+    positional: Positional | None = None
+    scale_embeddings: bool | None = None
+    tie_embeddings: bool | None = None
+    bias: bool = True
+    attention_dropout: float = 0.0
+    layer_norm_eps: float = 1e-5
+    embedding_norm: bool = False  # LayerNorm right after the embeddings (BERT); not in the paper
+    rope_base: float = 10000.0
+    pad_id: int = 0
+    # > 0: in the encoder's self-attention, each token attends only to tokens at most this many positions
+    # away (a sliding window, as Longformer's local attention); not in the paper. 0 = to every token
+    attention_window: int = 0
+    # encoder (classifier) only
+    n_classes: int = 2
+    pooling: Pooling = "mean"
+
+    def __post_init__(self) -> None:
+        for name, allowed in CHOICES.items():
+            value = getattr(self, name)
+            if name != "arch" and value is None:
+                continue
+            if value not in allowed:
+                raise ConfigError(f"{name}={value!r} is not one of {', '.join(allowed)}")
+        for name, value in FAMILY_DEFAULTS[self.arch].items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
+        if self.arch == "seq2seq":
+            self.n_encoder_layers = self.n_layers if self.n_encoder_layers is None else self.n_encoder_layers
+            self.n_decoder_layers = self.n_layers if self.n_decoder_layers is None else self.n_decoder_layers
+        else:
+            for name in ("n_encoder_layers", "n_decoder_layers", "tgt_vocab_size"):
+                if getattr(self, name) is not None:
+                    raise ConfigError(f"{name} applies to arch='seq2seq' only, not arch={self.arch!r}")
+        self._validate()
+
+    def _validate(self) -> None:
+        ints = ["vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len", "n_classes", "pad_id",
+                "attention_window"]
+        ints += [n for n in ("n_encoder_layers", "n_decoder_layers", "tgt_vocab_size") if getattr(self, n) is not None]
+        for name in ints:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ConfigError(f"{name}={value!r} must be an integer")
+        for name in ("norm", "activation", "positional"):
+            if not isinstance(getattr(self, name), str):
+                raise ConfigError(f"{name}={getattr(self, name)!r} must be a string")
+        for name in ("bias", "embedding_norm", "scale_embeddings", "tie_embeddings"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name}={getattr(self, name)!r} must be true or false")
+        for name in ("vocab_size", "d_model", "n_heads", "d_ff", "max_len"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")
+        for name in ("n_layers", "n_encoder_layers", "n_decoder_layers", "attention_window"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ConfigError(f"{name}={value} must be >= 0")
+        if self.attention_window and self.arch == "gpt":
+            raise ConfigError("attention_window applies to an encoder's self-attention; arch='gpt' has no encoder")
+        if self.tgt_vocab_size is not None and self.tgt_vocab_size < 1:
+            raise ConfigError(f"tgt_vocab_size={self.tgt_vocab_size} must be >= 1")
+        if self.d_model % self.n_heads:
+            raise ConfigError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        if self.positional == "rotary" and self.head_dim % 2:
+            raise ConfigError(
+                f"positional='rotary' needs an even head size, but d_model={self.d_model} / "
+                f"n_heads={self.n_heads} = {self.head_dim}")
+        if self.positional == "sinusoidal" and self.d_model % 2:
+            raise ConfigError(f"positional='sinusoidal' needs an even d_model, got d_model={self.d_model}")
+        for name in ("dropout", "attention_dropout"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                raise ConfigError(f"{name}={value!r} must be a number in [0, 1)")
+        if not self.layer_norm_eps > 0:
+            raise ConfigError(f"layer_norm_eps={self.layer_norm_eps} must be > 0")
+        if not 0 <= self.pad_id < min(self.vocab_size, self.tgt_vocab_size or self.vocab_size):
+            raise ConfigError(f"pad_id={self.pad_id} is outside the vocabulary (vocab_size={self.vocab_size})")
+        if self.arch == "encoder" and self.n_classes < 1:
+            raise ConfigError(f"n_classes={self.n_classes} must be >= 1")
+
+    # ----------------------------------------------------------------- derived values
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def target_vocab_size(self) -> int:
+        """Size of the output vocabulary (the target one for seq2seq)."""
+        return self.tgt_vocab_size if self.tgt_vocab_size is not None else self.vocab_size
+
+    @property
+    def shared_vocab(self) -> bool:
+        return self.tgt_vocab_size is None
+
+    # ----------------------------------------------------------------- (de)serialization
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown model config key(s): {', '.join(unknown)}")
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls, text: str) -> ModelConfig:
+        return cls.from_dict(json.loads(text))
+
+    def replace(self, **changes: Any) -> ModelConfig:
+        """A copy with some fields changed (validated again)."""
+        return self.from_dict({**self.to_dict(), **changes})
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> ModelConfig:
+        """A named configuration from ``PRESETS``, with optional field overrides."""
+        if name not in PRESETS:
+            raise ConfigError(f"unknown model preset {name!r}; choose from {', '.join(sorted(PRESETS))}")
+        return cls.from_dict({**PRESETS[name], **overrides})
+
+
+# Named configurations. The two paper models use a 37,000-token shared BPE vocabulary (§5.1).
+PRESETS: dict[str, dict[str, Any]] = {
+    # Table 3, "base": 65M parameters in the paper.
+    "paper-base": dict(arch="seq2seq", vocab_size=37000, d_model=512, n_heads=8, n_layers=6, d_ff=2048,
+                       dropout=0.1),
+    # Table 3, "big": 213M parameters in the paper.
+    "paper-big": dict(arch="seq2seq", vocab_size=37000, d_model=1024, n_heads=16, n_layers=6, d_ff=4096,
+                      dropout=0.3),
+    # GPT-2 small (124M): the architecture Hugging Face's GPT2LMHeadModel implements.
+    "gpt2-small": dict(arch="gpt", vocab_size=50257, d_model=768, n_heads=12, n_layers=12, d_ff=3072,
+                       max_len=1024, dropout=0.1, activation="gelu_tanh"),
+    # nanoGPT's CPU Tiny Shakespeare model (block 64, 4 layers, 4 heads, d 128).
+    "gpt-char-small": dict(arch="gpt", vocab_size=65, d_model=128, n_heads=4, n_layers=4, d_ff=512,
+                           max_len=64, dropout=0.0),
+    # A small sentence classifier.
+    "encoder-small": dict(arch="encoder", vocab_size=8000, d_model=256, n_heads=4, n_layers=4, d_ff=1024,
+                          max_len=128, dropout=0.1),
+}

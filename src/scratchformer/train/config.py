@@ -1,0 +1,181 @@
+"""Training configuration: everything about a run that is not the network (task, data, optimisation,
+bookkeeping). Each choice field's allowed values are written once, as its ``Literal`` type.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from scratchformer.nn.config import ConfigError
+
+Task = Literal["copy", "reverse", "sort", "lm", "translate", "classify", "mlm"]
+TokenizerKind = Literal["char", "bpe"]
+ScheduleKind = Literal["inverse_sqrt", "cosine", "constant"]
+Truncate = Literal["warn", "error"]
+Device = Literal["auto", "cpu", "cuda"]
+
+TASK_ARCH: dict[str, str] = {"copy": "seq2seq", "reverse": "seq2seq", "sort": "seq2seq", "translate": "seq2seq",
+                             "lm": "gpt", "classify": "encoder", "mlm": "encoder"}
+assert set(TASK_ARCH) == set(get_args(Task))
+# What each task's evaluation reports besides loss and perplexity (exact_match, bleu: with eval_decode > 0).
+TASK_METRICS: dict[str, tuple[str, ...]] = {"copy": ("exact_match",), "reverse": ("exact_match",),
+                                            "sort": ("exact_match",), "translate": ("bleu",), "lm": (),
+                                            "classify": ("accuracy", "f1"), "mlm": ("accuracy",)}
+LOWER_IS_BETTER = ("loss", "perplexity")
+TRAIN_CHOICES: dict[str, tuple[str, ...]] = {"task": get_args(Task), "tokenizer": get_args(TokenizerKind),
+                                             "schedule": get_args(ScheduleKind), "truncate": get_args(Truncate),
+                                             "device": get_args(Device)}
+
+
+@dataclass
+class TrainConfig:
+    """Everything about a training run that is not the network: task, data, optimisation, bookkeeping.
+
+    ``batch_size`` is the *global* batch (sequences per optimizer step), whatever ``grad_accum`` and the
+    number of processes: each micro-batch / rank takes its share, so the run computes the same thing.
+    """
+
+    task: Task = "copy"
+    dataset: str | None = None  # a named dataset: tinyshakespeare | multi30k | sst2
+    data_dir: str | None = None
+    # tokenization
+    tokenizer: TokenizerKind = "char"
+    bpe_vocab_size: int = 8000
+    lowercase: bool = False
+    # fine-tuning (task=classify): start from a pretrained BERT encoder, e.g. "all-MiniLM-L6-v2", or a
+    # folder with config.json + model.safetensors + tokenizer.json, or a scratchformer run or checkpoint
+    # directory (a task=mlm run, say); its architecture and tokenizer are used
+    init_from: str | None = None
+    # masked-token pretraining (task=mlm): the fraction of tokens chosen for prediction (BERT: 0.15)
+    mask_prob: float = 0.15
+    # built-in synthetic tasks (copy, reverse, sort)
+    n_symbols: int = 10
+    min_seq_len: int = 4
+    max_seq_len: int = 16
+    n_test: int = 1000
+    train_limit: int = 0  # use only the first N training examples (characters of text for lm); 0 = all
+    eval_limit: int = 0  # evaluate on only the first N examples of each held-out split; 0 = all
+    # sequences longer than the model's max_len: "warn" = truncate and say how many, "error" = refuse
+    truncate: Truncate = "warn"
+    # the share of the training rows (or, for lm, of the text) held out for validation when no
+    # validation file is given: a seeded random sample of rows (stratified by label for classify), or for
+    # language modelling the last part of the text
+    val_fraction: float = 0.1
+    # optimisation. The run ends at max_steps, or when max_time (e.g. "90s", "10m", "1.5h") has passed;
+    # max_steps = 0 with max_time: the number of steps is estimated from the first steps' speed
+    max_steps: int = 1000
+    max_time: str | None = None
+    batch_size: int = 64
+    max_tokens: int = 0  # > 0: seq2seq/classify batches hold at most this many padded tokens instead
+    grad_accum: int = 1
+    lr: float = 1e-3
+    min_lr: float = 0.0
+    schedule: ScheduleKind = "cosine"
+    warmup_steps: int = 100
+    warmup_fraction: float | None = None  # warm-up as a share of max_steps (replaces warmup_steps when set)
+    # cosine: the learning rate stays at lr after the warm-up until the last decay_fraction of the run, then
+    # decays to min_lr along a half cosine (1.0: decay right after the warm-up)
+    decay_fraction: float = 1.0
+    weight_decay: float = 0.01
+    beta1: float = 0.9
+    beta2: float = 0.98
+    adam_eps: float = 1e-9
+    label_smoothing: float = 0.0
+    word_dropout: float = 0.0  # classify: drop each input token of a training example with this probability
+    grad_clip: float = 1.0  # max global gradient norm; 0 = off
+    # > 0: evaluate and save a moving average of the weights over about 1 / (1 - ema_decay) steps (0.999,
+    # say) instead of the last weights (Polyak averaging; see train/averaging.py); 0 = off
+    ema_decay: float = 0.0
+    # bookkeeping
+    seed: int = 0
+    eval_every: int = 200
+    eval_batches: int = 20  # language modelling: batches per evaluation
+    eval_decode: int = 200  # seq2seq: sentences decoded per evaluation (exact match / BLEU); 0 = none
+    save_every: int = 0  # 0 = at every evaluation
+    log_every: int = 50
+    patience: int = 0  # early stopping: evaluations without a better validation metric; 0 = off
+    # the validation metric that picks best/ and drives early stopping: loss or perplexity (lower is
+    # better), or one the task reports (higher is better): accuracy, f1, exact_match, bleu
+    select_by: str = "loss"
+    # at the end, measure the kept checkpoint on the task's test split, if it has one; false keeps the test
+    # split unseen while tuning (`scratchformer evaluate --ckpt RUN` measures it once you have chosen)
+    test_at_end: bool = True
+    bf16: bool = False
+    compile: bool = False
+    device: Device = "auto"
+    num_threads: int = 0  # 0 = torch's default
+
+    def __post_init__(self) -> None:
+        for name, allowed in TRAIN_CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"{name}={getattr(self, name)!r} is not one of {', '.join(allowed)}")
+        positive = ["batch_size", "grad_accum", "eval_every", "log_every", "n_symbols", "min_seq_len",
+                    "max_seq_len", "n_test", "bpe_vocab_size"]
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")
+        for name in ("max_steps", "max_tokens", "warmup_steps", "save_every", "patience", "eval_decode", "num_threads",
+                     "eval_batches", "train_limit", "eval_limit"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name}={getattr(self, name)} must be >= 0")
+        if self.max_time is not None:
+            self.max_time_s  # noqa: B018 - parses, or raises ConfigError
+        if self.max_steps == 0 and self.max_time is None:
+            raise ConfigError("max_steps=0 needs max_time (the run's length is then its time budget)")
+        if not 0 < self.val_fraction < 1:
+            raise ConfigError(f"val_fraction={self.val_fraction} must be between 0 and 1")
+        if self.warmup_fraction is not None and not 0 <= self.warmup_fraction < 1:
+            raise ConfigError(f"warmup_fraction={self.warmup_fraction} must be in [0, 1)")
+        if not 0 < self.decay_fraction <= 1:
+            raise ConfigError(f"decay_fraction={self.decay_fraction} must be in (0, 1]")
+        if not self.lr > 0:
+            raise ConfigError(f"lr={self.lr} must be > 0")
+        if not 0 <= self.min_lr <= self.lr:
+            raise ConfigError(f"min_lr={self.min_lr} must be between 0 and lr={self.lr}")
+        if not 0 < self.mask_prob < 1:
+            raise ConfigError(f"mask_prob={self.mask_prob} must be between 0 and 1")
+        if not 0 <= self.word_dropout < 1:
+            raise ConfigError(f"word_dropout={self.word_dropout} must be in [0, 1)")
+        if self.word_dropout and self.task != "classify":
+            raise ConfigError(f"word_dropout works with task=classify, not task={self.task}")
+        metrics = LOWER_IS_BETTER + TASK_METRICS[self.task]
+        if self.select_by not in metrics:
+            raise ConfigError(f"select_by={self.select_by!r} is not a validation metric of task={self.task} "
+                              f"(choose from {', '.join(metrics)})")
+        if self.select_by in ("exact_match", "bleu") and not self.eval_decode:
+            raise ConfigError(f"select_by={self.select_by} needs eval_decode > 0 (sentences decoded per evaluation)")
+        if not 0 <= self.ema_decay < 1:
+            raise ConfigError(f"ema_decay={self.ema_decay} must be in [0, 1)")
+        if not 0 <= self.label_smoothing < 1:
+            raise ConfigError(f"label_smoothing={self.label_smoothing} must be in [0, 1)")
+        if self.batch_size % self.grad_accum:
+            raise ConfigError(f"batch_size={self.batch_size} is not divisible by grad_accum={self.grad_accum}")
+        if self.min_seq_len > self.max_seq_len:
+            raise ConfigError(f"min_seq_len={self.min_seq_len} is larger than max_seq_len={self.max_seq_len}")
+        if self.init_from is not None and self.task != "classify":
+            raise ConfigError(f"init_from works with task=classify (a pretrained BERT encoder), not task={self.task}")
+        if self.n_symbols > 36:
+            raise ConfigError(f"n_symbols={self.n_symbols} must be <= 36")
+
+    @property
+    def arch(self) -> str:
+        return TASK_ARCH[self.task]
+
+    @property
+    def max_time_s(self) -> float | None:
+        """``max_time`` in seconds (None: no time budget)."""
+        return None if self.max_time is None else parse_duration("max_time", self.max_time)
+
+
+def parse_duration(name: str, text: str) -> float:
+    """``"90"``, ``"90s"``, ``"10m"``, ``"1.5h"``, ``"1h30m"`` -> seconds."""
+    parts = re.fullmatch(r"\s*(?:(\d+(?:\.\d*)?)h)?\s*(?:(\d+(?:\.\d*)?)m)?\s*(?:(\d+(?:\.\d*)?)s?)?\s*", str(text))
+    if not str(text).strip() or parts is None or not any(parts.groups()):
+        raise ConfigError(f"{name}={text!r} is not a duration (e.g. 90s, 10m, 1.5h, 1h30m)")
+    hours, minutes, seconds = (float(g) if g else 0.0 for g in parts.groups())
+    total = 3600 * hours + 60 * minutes + seconds
+    if total <= 0:
+        raise ConfigError(f"{name}={text!r} must be a positive duration")
+    return total
