@@ -33,7 +33,7 @@ def samples(name: str, run: Path) -> str:
     from scratchformer.data import load_multi30k
 
     ckpt = load_checkpoint(run)
-    task = ckpt.train_config.task
+    task = ckpt.task
     if task == "translate":
         pairs = load_multi30k()["test"][:8]
         sources = [s for s, _ in pairs]

@@ -46,7 +46,7 @@ def _save(root: Path, arch: str, task: str, **model_kw) -> Path:
     model = {"gpt": GPT, "seq2seq": Seq2SeqTransformer, "encoder": EncoderClassifier}[arch](cfg)
     extra = {"labels": ["neg", "neutral", "pos"]} if task == "classify" else {}
     path = root / f"{arch}-{task}"
-    save_checkpoint(path, model.eval(), tok, cfg, TrainConfig(task=task), step=7, extra=extra)
+    save_checkpoint(path, model.eval(), tok, cfg, TrainConfig(task=task).__dict__, step=7, extra=extra)
     return path
 
 

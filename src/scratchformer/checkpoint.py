@@ -1,13 +1,16 @@
 """Checkpoints: a directory per checkpoint, written atomically, loaded without executing code.
 
     CKPT/model.safetensors   weights (safetensors: no pickle; tied weights stored once)
-    CKPT/config.json         {"model": ModelConfig, "train": TrainConfig, "step": ..., "labels": [...]}
+    CKPT/config.json         {"model": ModelConfig, "train": training settings, "step": ..., "labels": [...]}
     CKPT/tokenizer.json      the tokenizer
     CKPT/trainer_state.pt    optimizer state, step, early-stopping state (torch.load(weights_only=True))
 
 A run directory keeps ``last/`` (the most recent) and ``best/`` (best validation ``select_by``). Writing goes
 to a temporary sibling directory that is renamed into place, so a crash (even SIGKILL) mid-write leaves
 the previous checkpoint intact.
+
+Training and inference both use this module; it knows models and tokenizers, and keeps the training
+settings as the plain dictionary they were saved as (``train.config.TrainConfig.from_dict`` types them).
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ from torch import nn
 from scratchformer.models import build_model
 from scratchformer.nn.config import ConfigError, ModelConfig
 from scratchformer.tokenizers import Tokenizer, load_tokenizer
-from scratchformer.train.config import TrainConfig
 
 
 class CheckpointError(ValueError):
@@ -34,16 +36,22 @@ class CheckpointError(ValueError):
 
 @dataclass
 class Checkpoint:
+    """A loaded checkpoint: the model (in eval mode), its tokenizer, its configuration and training settings."""
+
     model: nn.Module
     tokenizer: Tokenizer
     model_config: ModelConfig
-    train_config: TrainConfig
+    train: dict[str, Any]  # the training settings it was trained with
     step: int
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # labels, data files, ...
+
+    @property
+    def task(self) -> str:
+        return str(self.train.get("task", ""))
 
 
 def save_checkpoint(directory: Path, model: nn.Module, tokenizer: Tokenizer, model_config: ModelConfig,
-                    train_config: TrainConfig, step: int, trainer_state: dict[str, Any] | None = None,
+                    train: dict[str, Any], step: int, trainer_state: dict[str, Any] | None = None,
                     extra: dict[str, Any] | None = None) -> None:
     """Write a checkpoint to ``directory`` atomically (temp directory + rename)."""
     from safetensors.torch import save_model
@@ -54,7 +62,7 @@ def save_checkpoint(directory: Path, model: nn.Module, tokenizer: Tokenizer, mod
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     save_model(model, str(tmp / "model.safetensors"))
-    meta = {"model": model_config.to_dict(), "train": train_config.__dict__.copy(), "step": step, **(extra or {})}
+    meta = {"model": model_config.to_dict(), "train": dict(train), "step": step, **(extra or {})}
     (tmp / "config.json").write_text(json.dumps(meta, indent=2))
     tokenizer.save(tmp)
     if trainer_state is not None:
@@ -124,7 +132,6 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     meta = read_meta(ckpt)
     try:
         model_config = ModelConfig.from_dict(meta["model"])
-        train_config = TrainConfig(**meta.get("train", {}))
     except (ConfigError, TypeError) as err:
         raise CheckpointError(f"{ckpt / 'config.json'} holds an invalid config: {err}") from None
     model = build_model(model_config)
@@ -141,7 +148,8 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     except DataError as err:
         raise CheckpointError(str(err)) from None
     extra = {k: v for k, v in meta.items() if k not in ("model", "train", "step")}
-    return Checkpoint(model.eval(), tokenizer, model_config, train_config, int(meta.get("step", 0)), extra)
+    return Checkpoint(model.eval(), tokenizer, model_config, dict(meta.get("train", {})), int(meta.get("step", 0)),
+                      extra)
 
 
 def load_trainer_state(path: str | Path) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from scratchformer.data.sources import DataFiles, data_formats
 from scratchformer.models import build_model
 from scratchformer.models.params import count_parameters_formula
 from scratchformer.nn.config import PRESETS, ConfigError, ModelConfig
+from scratchformer.train.config import TrainConfig
 from scratchformer.train.settings import (
     TASK_DEFAULTS,
     coerce,
@@ -201,7 +202,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     ckpt = load_checkpoint(args.ckpt)
     cfg = ckpt.model_config
     n = sum(p.numel() for p in ckpt.model.parameters())
-    print(f"checkpoint: {resolve_ckpt(args.ckpt)} (step {ckpt.step}, task {ckpt.train_config.task})")
+    print(f"checkpoint: {resolve_ckpt(args.ckpt)} (step {ckpt.step}, task {ckpt.task})")
     print(f"model: {type(ckpt.model).__name__}, {n:,} parameters (formula {count_parameters_formula(cfg):,})")
     for key, value in cfg.to_dict().items():
         if key in _FAMILY_ONLY and cfg.arch not in _FAMILY_ONLY[key]:
@@ -210,7 +211,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"tokenizer: {type(ckpt.tokenizer).__name__}, {ckpt.tokenizer.vocab_size} tokens")
     if "labels" in ckpt.extra:
         print(f"labels: {', '.join(ckpt.extra['labels'])}")
-    if ckpt.train_config.task == "mlm":
+    if ckpt.task == "mlm":
         print("output: masked-token logits through the tied embedding table; the classification head is "
               f"untrained (fine-tune it: train task=classify init_from={resolve_ckpt(args.ckpt).parent})")
     metrics_file = resolve_ckpt(args.ckpt).parent / "metrics.jsonl"
@@ -289,7 +290,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.hf_class and args.format != "hf":
         raise ConfigError("--hf-class applies to --format hf")
     if args.format == "hf":
-        from scratchformer.interop.hf_export import export_hf
+        from scratchformer.app.export.huggingface import export_hf
 
         done = export_hf(args.ckpt, out, hf_class=args.hf_class, force=args.force)
         print(f"wrote {done.path} ({done.hf_class}; outputs match the checkpoint's within {done.max_abs_diff:.1e})")
@@ -333,7 +334,7 @@ def _schedule_of(args: argparse.Namespace) -> Any:
             return Schedule.from_dict(state["schedule"])
         from scratchformer.checkpoint import load_checkpoint
 
-        return load_checkpoint(args.ckpt).train_config
+        return TrainConfig.from_dict(load_checkpoint(args.ckpt).train)
     return resolve(preset=args.preset, overrides=parse_overrides(args.overrides)).split()[1]
 
 

@@ -21,6 +21,7 @@ from scratchformer.generation import beam_search, generate, greedy_translate
 from scratchformer.metrics import bleu, chrf
 from scratchformer.models import GPT, EncoderClassifier, Seq2SeqTransformer
 from scratchformer.tokenizers import BOS_ID, EOS_ID, PAD_ID, UNK_ID, CharTokenizer, Tokenizer
+from scratchformer.train.config import TrainConfig
 
 KIND_NAMES = {"gpt": "a language model (GPT)", "seq2seq": "an encoder-decoder", "encoder": "a classifier"}
 
@@ -30,7 +31,7 @@ def require(ckpt: Checkpoint, arch: str, command: str) -> None:
     have = ckpt.model_config.arch
     if have != arch:
         raise CheckpointError(f"this checkpoint holds {KIND_NAMES[have]}; '{command}' needs {KIND_NAMES[arch]}")
-    if arch == "encoder" and ckpt.train_config.task == "mlm":
+    if arch == "encoder" and ckpt.task == "mlm":
         raise CheckpointError(f"this checkpoint is a pretrained encoder (task=mlm) whose classifier head is untrained; "
                               f"fine-tune it first (task=classify init_from=DIR) for '{command}'")
 
@@ -142,7 +143,7 @@ def _held_out(ckpt: Checkpoint, split: str, data: list[str] | None, whose: str) 
     from scratchformer.data.sources import DataFiles
     from scratchformer.train.tasks import build_task
 
-    cfg = ckpt.train_config
+    cfg = TrainConfig.from_dict(ckpt.train)
     if data:  # all of the user's file, whatever slice of its own data the run looked at
         cfg = dataclasses.replace(cfg, dataset=None, train_limit=0, eval_limit=0)
         files, split = DataFiles(test=tuple(data)), "test"
@@ -165,7 +166,7 @@ def evaluate_checkpoint(ckpt: Checkpoint, *, split: str = "test", data: list[str
     exact match. Always also the teacher-forced loss.
     """
     task, split = _held_out(ckpt, split, data, "this checkpoint's data")
-    cfg = ckpt.train_config
+    cfg = TrainConfig.from_dict(ckpt.train)
     model = ckpt.model
     result: dict[str, Any] = {"split": split, "examples": None}
     if data:

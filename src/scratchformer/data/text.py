@@ -10,14 +10,17 @@ leaks into training as a neighbour) is held out.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
 from scratchformer.data.errors import DataError
 
-if TYPE_CHECKING:
-    from scratchformer.tokenizers import Tokenizer
+
+class Encoder(Protocol):
+    """Anything that turns text into token ids (a tokenizer; the data layer needs nothing more of one)."""
+
+    def encode(self, text: str) -> list[int]: ...
 
 __all__ = ["LMDataset", "lm_splits"]
 
@@ -43,7 +46,7 @@ class LMDataset:
         self.name = name
 
     @classmethod
-    def from_text(cls, text: str, tokenizer: Tokenizer, name: str = "text") -> LMDataset:
+    def from_text(cls, text: str, tokenizer: Encoder, name: str = "text") -> LMDataset:
         """Tokenize ``text`` as one stream (no BOS/EOS inserted)."""
         return cls(tokenizer.encode(text), name=name)
 

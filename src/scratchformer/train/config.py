@@ -5,8 +5,8 @@ bookkeeping). Each choice field's allowed values are written once, as its ``Lite
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Literal, get_args
+from dataclasses import dataclass, fields
+from typing import Any, Literal, get_args
 
 from scratchformer.nn.config import ConfigError
 
@@ -162,6 +162,12 @@ class TrainConfig:
     @property
     def arch(self) -> str:
         return TASK_ARCH[self.task]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        """The settings a checkpoint was saved with; keys of settings this version no longer has are dropped."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
 
     @property
     def max_time_s(self) -> float | None:

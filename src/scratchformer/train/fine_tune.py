@@ -54,6 +54,6 @@ def classifier_from_run(base: Checkpoint, run: str, model_kw: dict[str, Any], ta
     encoder = {k: v for k, v in base.model.state_dict().items() if not k.startswith(("head.", "pooler."))}
     missing, unexpected = model.load_state_dict(encoder, strict=False)
     assert not unexpected and all(k.startswith(("head.", "pooler.")) for k in missing), (missing, unexpected)
-    log(f"initialised from {run} (step {base.step} of a task={base.train_config.task} run; the classification "
+    log(f"initialised from {run} (step {base.step} of a task={base.task} run; the classification "
         "head" + (" and the pooler are" if model.pooler is not None else " is") + " new)")
     return model.train()

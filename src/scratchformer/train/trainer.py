@@ -355,8 +355,8 @@ class Trainer:
         with self.averaged() as trained:
             if self.average is not None:
                 state.update(trained_weights=trained, weight_average=self.average.state())
-            save_checkpoint(self.out / name, self.model, self.task.tokenizer, self.model_cfg, self.resolved_cfg, step,
-                            state, extra)
+            save_checkpoint(self.out / name, self.model, self.task.tokenizer, self.model_cfg,
+                            self.resolved_cfg.__dict__, step, state, extra)
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])

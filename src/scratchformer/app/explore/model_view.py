@@ -179,7 +179,7 @@ def model_info(ckpt: Checkpoint, limits: Limits = DEFAULT_LIMITS, name: str | No
     """What the page shows about the model before any input: family, sizes, options and caps."""
     cfg = ckpt.model_config
     info: dict[str, Any] = {
-        "name": name, "family": cfg.arch, "family_name": KIND_NAMES[cfg.arch], "task": ckpt.train_config.task,
+        "name": name, "family": cfg.arch, "family_name": KIND_NAMES[cfg.arch], "task": ckpt.task,
         "step": ckpt.step, "parameters": sum(p.numel() for p in ckpt.model.parameters()),
         "d_model": cfg.d_model, "n_heads": cfg.n_heads, "max_len": cfg.max_len,
         "layers": {"encoder": cfg.n_encoder_layers, "decoder": cfg.n_decoder_layers} if cfg.arch == "seq2seq"
@@ -194,7 +194,7 @@ def model_info(ckpt: Checkpoint, limits: Limits = DEFAULT_LIMITS, name: str | No
 
 
 def _class_labels(ckpt: Checkpoint) -> list[str] | None:
-    if ckpt.train_config.task == "mlm":
+    if ckpt.task == "mlm":
         return None  # its classification head was never trained
     return list(ckpt.extra.get("labels") or [str(i) for i in range(ckpt.model_config.n_classes)])
 

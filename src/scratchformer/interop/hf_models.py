@@ -1,0 +1,291 @@
+"""Hugging Face models from scratchformer's: the name-by-name mapping, and what cannot be mapped.
+
+    scratchformer export --format hf --ckpt RUN --out DIR
+    AutoModelForCausalLM.from_pretrained(DIR)                 # a GPT
+    AutoModelForSequenceClassification.from_pretrained(DIR)   # a classifier with pooling="pooler"
+    AutoModel.from_pretrained(DIR)                            # an encoder alone (--hf-class BertModel)
+    AutoTokenizer.from_pretrained(DIR)
+
+The reverse of ``interop.gpt2_from_pretrained`` and ``interop.bert_from_pretrained``. Three targets:
+
+- ``GPT`` -> ``GPT2LMHeadModel``;
+- ``EncoderClassifier`` with ``pooling="pooler"`` -> ``BertForSequenceClassification``;
+- the encoder of any ``EncoderClassifier`` (a ``task=mlm`` run's, or a mean-pooled classifier's) -> ``BertModel``.
+
+``Seq2SeqTransformer`` is refused: no target architecture was chosen for it (ONNX and TorchScript export it).
+
+GPT -> GPT2LMHeadModel, name by name (theirs under ``transformer.``; ``i`` is the layer)::
+
+    embed.token.weight                                  wte.weight (and lm_head.weight, when tied)
+    embed.positions                                     wpe.weight
+    decoder.layers.i.self_attn_block.norm.{weight,bias} h.i.ln_1.{weight,bias}
+    decoder.layers.i.self_attn.in_proj.{weight,bias}    h.i.attn.c_attn.{weight^T,bias}
+    decoder.layers.i.self_attn.out_proj.{weight,bias}   h.i.attn.c_proj.{weight^T,bias}
+    decoder.layers.i.ffn_block.norm.{weight,bias}       h.i.ln_2.{weight,bias}
+    decoder.layers.i.ffn.linear1.{weight,bias}          h.i.mlp.c_fc.{weight^T,bias}
+    decoder.layers.i.ffn.linear2.{weight,bias}          h.i.mlp.c_proj.{weight^T,bias}
+    decoder.norm.{weight,bias}                          ln_f.{weight,bias}
+    lm_head.weight (untied)                             lm_head.weight (outside transformer.)
+
+GPT-2's projections are ``Conv1D`` layers that store ``(in, out)``, hence the transposes (^T).
+``activation`` relu, gelu (erf) and gelu_tanh become ``activation_function`` relu, gelu and
+gelu_pytorch_tanh, the same functions.
+
+EncoderClassifier -> BertForSequenceClassification (theirs under ``bert.``, except ``classifier``; BertModel:
+the same names without ``bert.``)::
+
+    embed.token.weight                               embeddings.word_embeddings.weight
+    embed.positions                                  embeddings.position_embeddings.weight
+    (none)                                           embeddings.token_type_embeddings.weight: one row of zeros
+    embed.norm.{weight,bias}                         embeddings.LayerNorm.{weight,bias}
+    encoder.layers.i.self_attn.in_proj rows 0:C      encoder.layer.i.attention.self.query
+                                       rows C:2C     encoder.layer.i.attention.self.key
+                                       rows 2C:3C    encoder.layer.i.attention.self.value
+    encoder.layers.i.self_attn.out_proj              encoder.layer.i.attention.output.dense
+    encoder.layers.i.attn_block.norm                 encoder.layer.i.attention.output.LayerNorm
+    encoder.layers.i.ffn.linear1                     encoder.layer.i.intermediate.dense
+    encoder.layers.i.ffn.linear2                     encoder.layer.i.output.dense
+    encoder.layers.i.ffn_block.norm                  encoder.layer.i.output.LayerNorm
+    pooler                                           pooler.dense (BertModel of a model without one: zeros)
+    head                                             classifier
+
+Settings that the target holds exactly, although it is built differently:
+
+- ``positional="sinusoidal"`` or ``"none"``: the sinusoid table (or zeros) is written into the learned
+  position table; the same numbers are added to the same embeddings. The table is trainable there.
+- ``bias=false``: the target's biases are zeros (adding zero changes nothing).
+- ``scale_embeddings=true``: the token table is stored multiplied by sqrt(C), where the table is only an
+  input (BERT; a GPT with untied output). A tied GPT is refused: GPT-2 uses one unscaled matrix for both.
+- BERT's token-type (segment) embedding has one row (``type_vocab_size=1``) of zeros: these models know one
+  segment; a second segment would be an error rather than a silent change.
+
+Refused, in one line that names every such setting and why (``HFExportError``):
+
+- GPT-2: ``norm="post"`` (GPT-2 is pre-LN with a final LayerNorm), ``activation="swiglu"`` (no gate),
+  ``positional="rotary"`` (GPT-2 only adds a position table), ``embedding_norm=true`` (no LayerNorm after
+  the embeddings), ``scale_embeddings`` with tied embeddings.
+- BERT: ``norm="pre"`` (BERT is post-LN, without a final LayerNorm), ``embedding_norm=false`` (BERT always
+  normalises its embeddings), ``activation="swiglu"``, ``positional="rotary"``, ``attention_window > 0``
+  (BERT attends to every token).
+- BertForSequenceClassification: ``pooling`` other than ``"pooler"``. Its classifier reads BERT's pooler,
+  tanh(dense(first token)); no choice of its weights turns that into a mean, a max or the first token
+  itself (tanh is bounded), so anything else would only be approximately equal. The encoder can still be
+  exported alone, as ``BertModel``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from scratchformer.models import GPT, EncoderClassifier, Seq2SeqTransformer
+from scratchformer.nn.config import ModelConfig
+from scratchformer.tokenizers import SPECIAL_TOKENS
+
+__all__ = ["BERT_CLASSIFIER", "BERT_ENCODER", "GPT2_LM", "HF_CLASSES", "HFExportError", "check_exportable",
+           "default_hf_class", "to_hugging_face"]
+
+GPT2_LM, BERT_CLASSIFIER, BERT_ENCODER = "GPT2LMHeadModel", "BertForSequenceClassification", "BertModel"
+HF_CLASSES = (GPT2_LM, BERT_CLASSIFIER, BERT_ENCODER)
+INSTALL_HINT = 'pip install "scratchformer[hf]"'
+_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh"}
+
+
+class HFExportError(ValueError):
+    """A checkpoint that cannot be exported to the Hugging Face class asked for, or a failed export."""
+
+
+def transformers_module() -> Any:
+    try:
+        import transformers
+    except ImportError:
+        raise HFExportError(f"Hugging Face export needs the transformers package: {INSTALL_HINT}") from None
+    return transformers
+
+
+# ====================================================================================== what exports
+
+
+def default_hf_class(model: nn.Module, task: str | None = None) -> str:
+    """The class a model becomes unless told otherwise; a ``task=mlm`` encoder's head is untrained, so
+    its encoder alone (``BertModel``)."""
+    if isinstance(model, GPT):
+        return GPT2_LM
+    if isinstance(model, EncoderClassifier):
+        return BERT_ENCODER if task == "mlm" else BERT_CLASSIFIER
+    if isinstance(model, Seq2SeqTransformer):
+        raise HFExportError("a Seq2SeqTransformer has no Hugging Face export here (it exports a GPT as "
+                            f"{GPT2_LM} and an encoder classifier as {BERT_CLASSIFIER} or {BERT_ENCODER}); "
+                            "use --format onnx or torchscript")
+    raise HFExportError(f"cannot export {type(model).__name__} to Hugging Face: expected a GPT or an EncoderClassifier")
+
+
+def _gpt2_problems(cfg: ModelConfig) -> list[str]:
+    problems = []
+    if cfg.norm != "pre":
+        problems.append(f"norm={cfg.norm!r} (GPT-2 is pre-LN, with a final LayerNorm)")
+    if cfg.activation not in _ACTIVATIONS:
+        problems.append(f"activation={cfg.activation!r} (GPT-2's feed-forward has no gate: relu, gelu and "
+                        "gelu_tanh export)")
+    if cfg.positional == "rotary":
+        problems.append("positional='rotary' (GPT-2 adds a position table to the embeddings and does not rotate "
+                        "queries and keys)")
+    if cfg.embedding_norm:
+        problems.append("embedding_norm=true (GPT-2 has no LayerNorm after its embeddings)")
+    if cfg.scale_embeddings and cfg.tie_embeddings:
+        problems.append("scale_embeddings=true with tie_embeddings=true (GPT-2 uses one unscaled token matrix for "
+                        "input and output)")
+    return problems
+
+
+def _bert_problems(cfg: ModelConfig, hf_class: str) -> list[str]:
+    problems = []
+    if cfg.norm != "post":
+        problems.append(f"norm={cfg.norm!r} (BERT is post-LN, without a final LayerNorm)")
+    if not cfg.embedding_norm:
+        problems.append("embedding_norm=false (BERT always applies a LayerNorm to its embeddings)")
+    if cfg.activation not in _ACTIVATIONS:
+        problems.append(f"activation={cfg.activation!r} (BERT's feed-forward has no gate: relu, gelu and "
+                        "gelu_tanh export)")
+    if cfg.positional == "rotary":
+        problems.append("positional='rotary' (BERT adds a position table to the embeddings)")
+    if cfg.attention_window:
+        problems.append(f"attention_window={cfg.attention_window} (BERT's self-attention sees every token)")
+    if hf_class == BERT_CLASSIFIER and cfg.pooling != "pooler":
+        problems.append(f"pooling={cfg.pooling!r} ({BERT_CLASSIFIER} classifies BERT's pooler output, "
+                        f"tanh(dense(first token)), which only pooling='pooler' computes: export the encoder alone "
+                        f"with --hf-class {BERT_ENCODER}, or train with pooling=pooler)")
+    return problems
+
+
+def check_exportable(model: nn.Module, hf_class: str | None = None, task: str | None = None) -> str:
+    """The Hugging Face class ``model`` exports to (``hf_class``, or the default for its family); raises
+    ``HFExportError`` in one line naming every setting the class cannot express."""
+    hf_class = hf_class or default_hf_class(model, task)
+    if hf_class not in HF_CLASSES:
+        raise HFExportError(f"unknown Hugging Face class {hf_class!r}; choose from {', '.join(HF_CLASSES)}")
+    family = GPT if hf_class == GPT2_LM else EncoderClassifier
+    if not isinstance(model, family):
+        default_hf_class(model)  # a seq2seq model gets its own message
+        raise HFExportError(f"a {type(model).__name__} cannot become {hf_class}; it exports as "
+                            f"{' or '.join(c for c in HF_CLASSES if (c == GPT2_LM) == isinstance(model, GPT))}")
+    cfg: ModelConfig = model.config  # type: ignore[assignment]
+    problems = _gpt2_problems(cfg) if hf_class == GPT2_LM else _bert_problems(cfg, hf_class)
+    if problems:
+        raise HFExportError(f"cannot export as {hf_class}: " + "; ".join(problems))
+    return hf_class
+
+
+# ====================================================================================== weights
+
+
+def _position_table(model: GPT | EncoderClassifier) -> Tensor:
+    """The ``(max_len, C)`` numbers added to the token embeddings at each position."""
+    cfg, positions = model.config, model.embed.positions
+    if cfg.positional == "learned":
+        return positions.weight  # type: ignore[union-attr]
+    if cfg.positional == "sinusoidal":
+        return positions.table  # type: ignore[union-attr]
+    return torch.zeros(cfg.max_len, cfg.d_model)  # "none"
+
+
+def _token_table(model: GPT | EncoderClassifier) -> Tensor:
+    """The token table as the target adds it: times sqrt(C) with ``scale_embeddings`` (the same
+    multiplication the model does after the lookup, done once to the table)."""
+    scale = model.embed.scale
+    weight = model.embed.token.weight
+    return weight * scale if scale != 1.0 else weight
+
+
+def _put(state: dict[str, Tensor], name: str, module: nn.Linear | nn.LayerNorm, transpose: bool = False) -> None:
+    """``name.weight`` and ``name.bias`` of ``module``; zeros for the bias where it has none (``bias=false``)."""
+    state[name + ".weight"] = module.weight.t() if transpose else module.weight
+    size = module.out_features if isinstance(module, nn.Linear) else module.normalized_shape[0]
+    state[name + ".bias"] = module.bias if module.bias is not None else torch.zeros(size)
+
+
+def _gpt2_state(model: GPT) -> dict[str, Tensor]:
+    t = "transformer."
+    state = {t + "wte.weight": _token_table(model), t + "wpe.weight": _position_table(model),
+             "lm_head.weight": model.output_weight()}  # the token table itself when tied
+    _put(state, t + "ln_f", model.decoder.norm)
+    for i, layer in enumerate(model.decoder.layers):
+        h = f"{t}h.{i}."
+        _put(state, h + "ln_1", layer.self_attn_block.norm)
+        _put(state, h + "attn.c_attn", layer.self_attn.in_proj, transpose=True)  # Conv1D stores (in, out)
+        _put(state, h + "attn.c_proj", layer.self_attn.out_proj, transpose=True)
+        _put(state, h + "ln_2", layer.ffn_block.norm)
+        _put(state, h + "mlp.c_fc", layer.ffn.linear1, transpose=True)
+        _put(state, h + "mlp.c_proj", layer.ffn.linear2, transpose=True)
+    return state
+
+
+def _bert_state(model: EncoderClassifier, hf_class: str) -> dict[str, Tensor]:
+    C = model.config.d_model
+    b = "bert." if hf_class == BERT_CLASSIFIER else ""
+    e = b + "embeddings."
+    assert model.embed.norm is not None  # checked: embedding_norm=true
+    state = {e + "word_embeddings.weight": _token_table(model),
+             e + "position_embeddings.weight": _position_table(model),
+             e + "token_type_embeddings.weight": torch.zeros(1, C)}
+    _put(state, e + "LayerNorm", model.embed.norm)
+    for i, layer in enumerate(model.encoder.layers):
+        o = f"{b}encoder.layer.{i}."
+        qkv: dict[str, Tensor] = {}
+        _put(qkv, "in_proj", layer.self_attn.in_proj)
+        for j, name in enumerate(("query", "key", "value")):  # in_proj stacks W^Q, W^K, W^V: (3C, C)
+            for part in ("weight", "bias"):
+                state[o + f"attention.self.{name}.{part}"] = qkv[f"in_proj.{part}"][j * C:(j + 1) * C]
+        _put(state, o + "attention.output.dense", layer.self_attn.out_proj)
+        _put(state, o + "attention.output.LayerNorm", layer.attn_block.norm)
+        _put(state, o + "intermediate.dense", layer.ffn.linear1)
+        _put(state, o + "output.dense", layer.ffn.linear2)
+        _put(state, o + "output.LayerNorm", layer.ffn_block.norm)
+    if model.pooler is not None:
+        _put(state, b + "pooler.dense", model.pooler)
+    else:  # BertModel always has a pooler: zeros make its pooler_output plainly empty (tanh(0) = 0)
+        state[b + "pooler.dense.weight"], state[b + "pooler.dense.bias"] = torch.zeros(C, C), torch.zeros(C)
+    if hf_class == BERT_CLASSIFIER:
+        _put(state, "classifier", model.head)
+    return state
+
+
+def _hf_config(model: GPT | EncoderClassifier, hf_class: str, labels: list[str] | None) -> Any:
+    transformers = transformers_module()
+    cfg = model.config
+    common = dict(vocab_size=cfg.vocab_size, pad_token_id=cfg.pad_id, architectures=[hf_class])
+    if hf_class == GPT2_LM:
+        return transformers.GPT2Config(
+            n_positions=cfg.max_len, n_embd=cfg.d_model, n_layer=cfg.n_layers, n_head=cfg.n_heads, n_inner=cfg.d_ff,
+            activation_function=_ACTIVATIONS[cfg.activation], resid_pdrop=cfg.dropout, embd_pdrop=cfg.dropout,  # type: ignore[index]
+            attn_pdrop=cfg.attention_dropout, layer_norm_epsilon=cfg.layer_norm_eps,
+            tie_word_embeddings=cfg.tie_embeddings, bos_token_id=SPECIAL_TOKENS.index("<bos>"),
+            eos_token_id=SPECIAL_TOKENS.index("<eos>"), **common)
+    labels = labels or [str(i) for i in range(cfg.n_classes)]
+    return transformers.BertConfig(
+        hidden_size=cfg.d_model, num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads,
+        intermediate_size=cfg.d_ff, hidden_act=_ACTIVATIONS[cfg.activation], hidden_dropout_prob=cfg.dropout,  # type: ignore[index]
+        attention_probs_dropout_prob=cfg.attention_dropout, max_position_embeddings=cfg.max_len, type_vocab_size=1,
+        layer_norm_eps=cfg.layer_norm_eps, position_embedding_type="absolute", tie_word_embeddings=False,
+        num_labels=cfg.n_classes, id2label=dict(enumerate(labels)), label2id={n: i for i, n in enumerate(labels)},
+        **common)
+
+
+def to_hugging_face(model: nn.Module, hf_class: str | None = None, *, labels: list[str] | None = None) -> Any:
+    """``model`` as a ``transformers`` model (eval mode) with the same weights: ``GPT2LMHeadModel`` for a
+    GPT, ``BertForSequenceClassification`` (or, with ``hf_class="BertModel"``, ``BertModel``) for an
+    encoder classifier. ``labels``: the class names, for ``id2label``. Raises ``HFExportError`` for a
+    setting the class cannot express (see the module docstring)."""
+    hf_class = check_exportable(model, hf_class)
+    transformers = transformers_module()
+    config = _hf_config(model, hf_class, labels)  # type: ignore[arg-type]
+    if hf_class == GPT2_LM:
+        state = _gpt2_state(model)  # type: ignore[arg-type]
+    else:
+        state = _bert_state(model, hf_class)  # type: ignore[arg-type]
+    hf = getattr(transformers, hf_class)(config)
+    with torch.no_grad():
+        hf.load_state_dict({k: v.detach().float().cpu().contiguous() for k, v in state.items()}, strict=True)
+    return hf.eval()

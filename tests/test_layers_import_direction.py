@@ -1,0 +1,83 @@
+"""The package's folders are layers, and each imports only the layers below it (so the tree is the architecture).
+
+    rank 0  nn/ (the paper's blocks)   data/ (reading and batching)   metrics.py
+    rank 1  models/ (the three families, from nn/)   tokenizers/ (on data/)
+    rank 2  checkpoint.py   generation/   interop/ (torch.nn, Hugging Face, pretrained weights)
+    rank 3  train/ (settings, tasks, the loop)
+    rank 4  app/ (what a user runs: the CLI, inference commands, plots, export, explain, explore)
+
+Every import statement counts, those inside functions too. ``scratchformer/__init__.py`` (the public API)
+and ``__main__.py`` may gather from anywhere.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "scratchformer"
+RANKS = {"nn": 0, "data": 0, "metrics": 0, "models": 1, "tokenizers": 1, "checkpoint": 2, "generation": 2,
+         "interop": 2, "train": 3, "app": 4}
+EXEMPT = {"__init__.py", "__main__.py"}
+
+
+def component(path: Path, root: Path = PACKAGE) -> str:
+    first = path.relative_to(root).parts[0]
+    return first.removesuffix(".py")
+
+
+def imported_components(path: Path, root: Path = PACKAGE) -> list[tuple[int, str]]:
+    """(line, component) of every scratchformer module a file imports."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = ".".join(("scratchformer", *path.relative_to(root).with_suffix("").parts))
+    if path.name == "__init__.py":
+        package = package.removesuffix(".__init__") + ".__init__"
+    found = []
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: resolve against this module's package
+                base = package.split(".")[:-node.level]
+                names = [".".join([*base, node.module] if node.module else base)]
+            else:
+                names = [node.module or ""]
+            if names == ["scratchformer"]:  # from scratchformer import x: x is the component
+                names = [f"scratchformer.{a.name}" for a in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "scratchformer" and len(parts) > 1:
+                found.append((node.lineno, parts[1]))
+    return found
+
+
+def violations(path: Path, root: Path = PACKAGE) -> list[str]:
+    own = component(path, root)
+    return [f"line {line}: {own} (rank {RANKS[own]}) imports {other} (rank {RANKS[other]})"
+            for line, other in imported_components(path, root) if other != own and RANKS[other] >= RANKS[own]]
+
+
+MODULES = sorted(p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).as_posix() not in EXEMPT)
+
+
+def test_every_module_belongs_to_a_layer():
+    assert {component(p) for p in MODULES} <= set(RANKS), {component(p) for p in MODULES} - set(RANKS)
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.relative_to(PACKAGE).as_posix())
+def test_imports_only_from_layers_below(path):
+    wrong = violations(path)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_check_sees_upward_and_sideways_imports_also_inside_functions(tmp_path):
+    root = tmp_path / "scratchformer"
+    (root / "nn").mkdir(parents=True)
+    bad = root / "nn" / "bad.py"
+    bad.write_text("from scratchformer.nn import masks\n\ndef f():\n    from ..train.config import TrainConfig\n"
+                   "    import scratchformer.data.files\n")
+    assert violations(bad, root) == ["line 4: nn (rank 0) imports train (rank 3)",
+                                     "line 5: nn (rank 0) imports data (rank 0)"]
