@@ -16,13 +16,13 @@ import torch
 from safetensors.torch import load_file
 
 from scratchformer import checkpoint as ckpt_mod
-from scratchformer.app.cli import main, preset_names
+from scratchformer.app.cli import main
 from scratchformer.data.sources import DataFiles
 from scratchformer.interop import minilm_path
 from scratchformer.nn.config import ConfigError
 from scratchformer.train.config import TrainConfig
 from scratchformer.train.optim import lr_at, param_groups
-from scratchformer.train.settings import split_settings
+from scratchformer.train.settings import preset_names, split_settings
 from scratchformer.train.tasks import ClassifyTask, LMTask, build_task, drop_tokens
 from scratchformer.train.trainer import TrainingError, train
 

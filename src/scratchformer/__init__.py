@@ -1,20 +1,26 @@
-"""scratchformer: the Transformer of "Attention Is All You Need", written from scratch in PyTorch."""
+"""scratchformer: the Transformer of "Attention Is All You Need", written from scratch in PyTorch.
 
-from scratchformer.models import GPT, EncoderClassifier, Seq2SeqTransformer, build_model
-from scratchformer.models.params import count_parameters_formula
-from scratchformer.nn.config import ConfigError, ModelConfig
+The public API, importable from here (each name is loaded on first use):
+
+- the models: ``Seq2SeqTransformer``, ``GPT``, ``EncoderClassifier``, ``build_model``, ``ModelConfig``,
+  ``ConfigError``, ``count_parameters_formula``;
+- decoding: ``generate``, ``greedy_translate``, ``beam_search``;
+- weights: ``load_model`` (a trained checkpoint), ``gpt2_from_pretrained``, ``bert_from_pretrained``.
+"""
+
+from scratchformer.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
-
-def load_model(ckpt_dir: str):  # noqa: ANN201 - returns one of the three model classes
-    """The model (in eval mode) of a checkpoint directory, or of a run directory (its best/ checkpoint)."""
-    from scratchformer.checkpoint import load_model as _load
-
-    return _load(ckpt_dir)
-
-
-__all__ = [
-    "GPT", "ConfigError", "EncoderClassifier", "ModelConfig", "Seq2SeqTransformer", "build_model",
-    "count_parameters_formula", "load_model", "__version__",
-]
+_EXPORTS = {
+    "GPT": "scratchformer.models", "EncoderClassifier": "scratchformer.models",
+    "Seq2SeqTransformer": "scratchformer.models", "build_model": "scratchformer.models",
+    "ModelConfig": "scratchformer.nn.config", "ConfigError": "scratchformer.nn.config",
+    "count_parameters_formula": "scratchformer.models.params",
+    "generate": "scratchformer.generation", "greedy_translate": "scratchformer.generation",
+    "beam_search": "scratchformer.generation",
+    "load_model": "scratchformer.checkpoint",
+    "gpt2_from_pretrained": "scratchformer.interop", "bert_from_pretrained": "scratchformer.interop",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = [*_EXPORTS, "__version__"]

@@ -12,28 +12,24 @@ parallel        sentence pairs from a TSV file or two line-aligned files
 labelled        (text, label) rows from TSV or CSV
 named           tinyshakespeare, multi30k, sst2: local lookup or verified download
 batching        padding with masks, length-bucketed batches
+headers         the one rule for header rows, shared by every tabular format
+sources         a user's files by role (--data, --val, --test) or a named dataset, split into train/val/test
 ==============  =================================================================================
 """
 
-from scratchformer.data.batching import bucket_batches, pad_batch
-from scratchformer.data.errors import DataError
-from scratchformer.data.files import atomic_write_text, read_lines, read_text
-from scratchformer.data.labelled import read_labelled
-from scratchformer.data.named import (
-    DATASETS,
-    SST2_LABELS,
-    cache_dir,
-    find_dataset,
-    load_multi30k,
-    load_sst2,
-    load_tinyshakespeare,
-)
-from scratchformer.data.parallel import read_parallel
-from scratchformer.data.synthetic import ALPHABET, TASKS, SyntheticTask
-from scratchformer.data.text import LMDataset, lm_splits
+from scratchformer.lazy import lazy_exports
 
-__all__ = [
-    "ALPHABET", "DATASETS", "SST2_LABELS", "TASKS", "DataError", "LMDataset", "SyntheticTask", "atomic_write_text",
-    "bucket_batches", "cache_dir", "find_dataset", "load_multi30k", "load_sst2", "load_tinyshakespeare",
-    "lm_splits", "pad_batch", "read_labelled", "read_lines", "read_parallel", "read_text",
-]
+_EXPORTS = {  # name -> the module that defines it
+    **dict.fromkeys(["DataError"], "scratchformer.data.errors"),
+    **dict.fromkeys(["atomic_write_text", "read_lines", "read_text"], "scratchformer.data.files"),
+    **dict.fromkeys(["ALPHABET", "SyntheticTask", "TASKS"], "scratchformer.data.synthetic"),
+    **dict.fromkeys(["lm_splits", "LMDataset"], "scratchformer.data.text"),
+    **dict.fromkeys(["read_parallel"], "scratchformer.data.parallel"),
+    **dict.fromkeys(["read_labelled"], "scratchformer.data.labelled"),
+    **dict.fromkeys(["cache_dir", "DATASETS", "find_dataset", "load_multi30k", "load_sst2", "load_tinyshakespeare",
+                     "SST2_LABELS"],
+                    "scratchformer.data.named"),
+    **dict.fromkeys(["bucket_batches", "pad_batch"], "scratchformer.data.batching"),
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = list(_EXPORTS)

@@ -26,8 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from scratchformer.data.errors import DataError
 from scratchformer.data.files import read_text
 from scratchformer.data.labelled import FORMAT as LABELLED_FORMAT
@@ -112,6 +110,8 @@ class Splits:
 def carve_rows(n: int, fraction: float, seed: int, labels: Sequence[int] | None = None) -> tuple[list[int], list[int]]:
     """A seeded random ``(train, val)`` split of ``range(n)``: ``val`` holds ``fraction`` of the rows (at least
     one, and never all), stratified by ``labels`` when given. Both lists are sorted."""
+    import numpy as np
+
     if n < 2:
         raise DataError(f"{n} example(s) cannot be split into training and validation data; give more, or --val FILE")
     rng = np.random.default_rng([seed, 20170612])  # 2017-06-12: the paper's arXiv date, a fixed salt

@@ -4,29 +4,19 @@ masks -> attention (scaled dot-product, multi-head) -> kv_cache -> feedforward -
 (tokens, positions) -> layers (residual + LayerNorm, encoder/decoder layers and stacks).
 """
 
-from scratchformer.nn.attention import (
-    MultiHeadAttention,
-    attend,
-    attention_reference,
-    record_attention,
-    set_attention_impl,
-)
-from scratchformer.nn.embedding import (
-    Embeddings,
-    LearnedPositionalEmbedding,
-    RotaryEmbedding,
-    SinusoidalPositionalEncoding,
-    sinusoidal_table,
-)
-from scratchformer.nn.feedforward import FeedForward
-from scratchformer.nn.kv_cache import DecoderCache, KVCache
-from scratchformer.nn.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, ResidualNorm
-from scratchformer.nn.masks import causal_mask, combine_masks, key_padding_to_attention_mask, padding_mask
+from scratchformer.lazy import lazy_exports
 
-__all__ = [
-    "Decoder", "DecoderCache", "DecoderLayer", "Embeddings", "Encoder", "EncoderLayer", "FeedForward",
-    "KVCache", "LearnedPositionalEmbedding", "MultiHeadAttention", "ResidualNorm", "RotaryEmbedding",
-    "SinusoidalPositionalEncoding", "attend", "attention_reference", "causal_mask", "combine_masks",
-    "key_padding_to_attention_mask", "padding_mask", "record_attention", "set_attention_impl",
-    "sinusoidal_table",
-]
+_EXPORTS = {  # name -> the module that defines it
+    **dict.fromkeys(["causal_mask", "combine_masks", "key_padding_to_attention_mask", "padding_mask"],
+                    "scratchformer.nn.masks"),
+    **dict.fromkeys(["attend", "attention_reference", "MultiHeadAttention", "record_attention", "set_attention_impl"],
+                    "scratchformer.nn.attention"),
+    **dict.fromkeys(["DecoderCache", "KVCache"], "scratchformer.nn.kv_cache"),
+    **dict.fromkeys(["FeedForward"], "scratchformer.nn.feedforward"),
+    **dict.fromkeys(["Embeddings", "LearnedPositionalEmbedding", "RotaryEmbedding", "sinusoidal_table",
+                     "SinusoidalPositionalEncoding"],
+                    "scratchformer.nn.embedding"),
+    **dict.fromkeys(["Decoder", "DecoderLayer", "Encoder", "EncoderLayer", "ResidualNorm"], "scratchformer.nn.layers"),
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = list(_EXPORTS)

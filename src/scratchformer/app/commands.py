@@ -1,0 +1,264 @@
+"""The commands behind ``scratchformer COMMAND``: each reads its arguments and calls the library (``cmd_NAME``).
+
+Imported only when a command runs, so ``scratchformer --help`` starts without loading PyTorch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from scratchformer.app.inference import (
+    classify_texts,
+    encode_checked,
+    evaluate_checkpoint,
+    evaluate_ensemble,
+    generate_text,
+    read_inputs,
+    translate_texts,
+)
+from scratchformer.checkpoint import load_checkpoint, load_trainer_state
+from scratchformer.checkpoint import resolve as resolve_ckpt
+from scratchformer.data.sources import DataFiles
+from scratchformer.models.params import count_parameters_formula
+from scratchformer.nn.config import ConfigError
+from scratchformer.tokenizers import BOS_ID
+from scratchformer.train.config import TrainConfig
+from scratchformer.train.optim import Schedule
+from scratchformer.train.resume import check_out_dir
+from scratchformer.train.run_info import RunInfo
+from scratchformer.train.settings import parse_overrides, resolve, resume_settings
+from scratchformer.train.trainer import train
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    check_out_dir(out, args.resume)
+    files = DataFiles.of(args.data, args.val or (), args.test or ())
+    overrides = parse_overrides(args.overrides)
+    if args.data_dir:
+        overrides["data_dir"] = args.data_dir
+    if args.resume:
+        given = resolve(preset=args.preset, config=args.config, data=files, overrides={}) \
+            if (args.preset or args.config or files) else None
+        resolved = resume_settings(_saved_run(out), given, overrides)
+    else:
+        resolved = resolve(preset=args.preset, config=args.config, data=files, overrides=overrides)
+    model_kw, cfg = resolved.split()
+    result = train(model_kw, cfg, out, resolved.data, resume=args.resume, quiet=args.quiet,
+                   run=RunInfo.from_resolved(resolved))
+    if not result.is_main:
+        return 0
+    for split, metrics in (("validation", result.val), ("test", result.test)):
+        if metrics:
+            print(f"{split}: " + ", ".join(f"{k} {_fmt(k, v)}" for k, v in metrics.items()))
+    if result.samples and not args.quiet:
+        print("samples:")
+        for line in result.samples:
+            print("  " + line)
+    why = f" (stopped: {result.stop_reason})" if result.stop_reason else ""
+    print(f"trained {result.step:,} steps in {result.seconds:.0f} s{why}; checkpoints in {out / 'best'} and "
+          f"{out / 'last'}")
+    return 0
+
+
+def _saved_run(out: Path) -> dict[str, Any]:
+    """A run directory's config.json; runs written before settings were saved get theirs rebuilt."""
+    try:
+        saved = json.loads((out / "config.json").read_text())
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{out / 'config.json'} is unreadable ({type(err).__name__}); cannot resume") from None
+    if "settings" not in saved:
+        settings = {k: v for k, v in saved.get("train", {}).items() if v is not None}
+        settings |= {k: v for k, v in saved.get("model", {}).items() if k not in ("vocab_size", "pad_id")}
+        saved["settings"] = settings
+    return saved
+
+
+def _fmt(name: str, value: float) -> str:
+    if name in ("exact_match", "accuracy", "f1"):
+        return f"{100 * value:.2f}%"
+    return f"{value:,}" if isinstance(value, int) else f"{value:.4g}"
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    ckpt = load_checkpoint(args.ckpt)
+    cfg = ckpt.model_config
+    n = sum(p.numel() for p in ckpt.model.parameters())
+    print(f"checkpoint: {resolve_ckpt(args.ckpt)} (step {ckpt.step}, task {ckpt.task})")
+    print(f"model: {type(ckpt.model).__name__}, {n:,} parameters (formula {count_parameters_formula(cfg):,})")
+    for key, value in cfg.to_dict().items():
+        if key in _FAMILY_ONLY and cfg.arch not in _FAMILY_ONLY[key]:
+            continue
+        print(f"  {key} = {value}")
+    print(f"tokenizer: {type(ckpt.tokenizer).__name__}, {ckpt.tokenizer.vocab_size} tokens")
+    if "labels" in ckpt.extra:
+        print(f"labels: {', '.join(ckpt.extra['labels'])}")
+    if ckpt.task == "mlm":
+        print("output: masked-token logits through the tied embedding table; the classification head is "
+              f"untrained (fine-tune it: train task=classify init_from={resolve_ckpt(args.ckpt).parent})")
+    metrics_file = resolve_ckpt(args.ckpt).parent / "metrics.jsonl"
+    if metrics_file.is_file():
+        evals = [json.loads(line) for line in metrics_file.read_text().splitlines() if line.strip()]
+        for split in ("val", "test"):
+            rows = [e for e in evals if e.get("split") == split and e.get("step", 0) <= ckpt.step]
+            if rows:
+                last = rows[-1]
+                values = {k: v for k, v in last.items() if k not in ("step", "split") and isinstance(v, float)}
+                print(f"{split} at step {last['step']}: " + ", ".join(f"{k} {_fmt(k, v)}" for k, v in values.items()))
+    return 0
+
+
+# Model fields that mean something for some families only (info leaves them out elsewhere).
+_FAMILY_ONLY = {"n_classes": ("encoder",), "pooling": ("encoder",), "n_encoder_layers": ("seq2seq",),
+                "n_decoder_layers": ("seq2seq",), "tgt_vocab_size": ("seq2seq",), "attention_window": ("seq2seq",
+                                                                                                       "encoder")}
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    if not args.prompt:
+        raise ConfigError("--prompt is empty")
+    ckpt = load_checkpoint(args.ckpt)
+    print(generate_text(ckpt, args.prompt, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+                        top_p=args.top_p, seed=args.seed, greedy=args.greedy))
+    return 0
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    ckpt = load_checkpoint(args.ckpt)
+    texts = read_inputs(args.texts, args.input)
+    for line in translate_texts(ckpt, texts, beam=args.beam, length_penalty=args.length_penalty):
+        print(line)
+    return 0
+
+
+def cmd_classify(args: argparse.Namespace) -> int:
+    ckpt = load_checkpoint(args.ckpt)
+    texts = read_inputs(args.texts, args.input)
+    for label, prob in classify_texts(ckpt, texts):
+        print(f"{label}\t{prob:.4f}")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    if len(args.ckpt) > 1:
+        ckpts = [(path, load_checkpoint(path)) for path in args.ckpt]
+        result = evaluate_ensemble(ckpts, split=args.split, data=args.data)
+    else:
+        result = evaluate_checkpoint(load_checkpoint(args.ckpt[0]), split=args.split, data=args.data, beam=args.beam,
+                                     length_penalty=args.length_penalty)
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from scratchformer.app.export import export_onnx, export_torchscript
+
+    out = Path(args.out)
+    if out.exists() and not args.force:
+        raise ConfigError(f"{out} exists; choose another --out or add --force")
+    if args.hf_class and args.format != "hf":
+        raise ConfigError("--hf-class applies to --format hf")
+    if args.format == "hf":
+        from scratchformer.app.export.huggingface import export_hf
+
+        done = export_hf(args.ckpt, out, hf_class=args.hf_class, force=args.force)
+        print(f"wrote {done.path} ({done.hf_class}; outputs match the checkpoint's within {done.max_abs_diff:.1e})")
+        return 0
+    ckpt = load_checkpoint(args.ckpt)
+    path = (export_onnx if args.format == "onnx" else export_torchscript)(ckpt.model, out)
+    print(f"wrote {path}")
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from scratchformer.app import plots as viz
+
+    out = Path(args.out)
+    if args.what == "positions":
+        path = viz.plot_positional_encoding(args.max_len, args.d_model, out)
+    elif args.what == "schedule":
+        path = viz.plot_lr_schedule(_schedule_of(args), out)
+    elif args.what == "curves":
+        if not args.run:
+            raise ConfigError("plot curves needs --run DIR (a training run directory)")
+        path = viz.plot_curves(args.run, out)
+    else:  # attention
+        path = _plot_attention(args, out)
+    print(f"wrote {path}")
+    return 0
+
+
+def _schedule_of(args: argparse.Namespace) -> Any:
+    """A checkpoint's own schedule (extensions included), or the one a preset and key=value words give."""
+    if args.ckpt:
+        state = load_trainer_state(resolve_ckpt(args.ckpt))
+        if "schedule" in state:
+            return Schedule.from_dict(state["schedule"])
+        return TrainConfig.from_dict(load_checkpoint(args.ckpt).train)
+    return resolve(preset=args.preset, overrides=parse_overrides(args.overrides)).split()[1]
+
+
+def _plot_attention(args: argparse.Namespace, out: Path) -> Path:
+    from scratchformer.app import plots as viz
+
+    if not args.ckpt or not args.text:
+        raise ConfigError("plot attention needs --ckpt DIR and --text TEXT")
+    ckpt = load_checkpoint(args.ckpt)
+    tok, model = ckpt.tokenizer, ckpt.model
+    if ckpt.model_config.arch == "seq2seq":
+        src = encode_checked(tok, args.text, add_eos=True)
+        target = args.target if args.target is not None else translate_texts(ckpt, [args.text], beam=1)[0]
+        tgt = [BOS_ID] + encode_checked(tok, target)
+        maps = viz.attention_maps(model, src=torch.tensor([src]), tgt=torch.tensor([tgt]))
+        kind = args.kind or "decoder.cross_attn"
+        queries = [tok.token_label(i) for i in tgt]
+        keys = [tok.token_label(i) for i in src] if kind.endswith("cross_attn") or kind.startswith("encoder") \
+            else queries
+        if kind.startswith("encoder"):
+            queries = keys
+    else:
+        ids = encode_checked(tok, args.text) or [BOS_ID]
+        inputs = {"input_ids": torch.tensor([ids])}
+        maps = viz.attention_maps(model, **inputs)
+        kind = args.kind or ("decoder.self_attn" if ckpt.model_config.arch == "gpt" else "encoder.self_attn")
+        queries = keys = [tok.token_label(i) for i in ids]
+        target = None
+    title = f"{kind}: {_shorten(args.text)}" + (f"\n-> {_shorten(target)}" if target is not None else "")
+    return viz.plot_attention(maps, out, query_tokens=queries, key_tokens=keys, kind=kind, title=title)
+
+
+def cmd_explore(args: argparse.Namespace) -> int:
+    from scratchformer.app.explore import Limits, serve
+
+    caps = {"max_chars": args.max_chars, "max_tokens": args.max_tokens}
+    serve(args.ckpt, args.host, args.port, limits=Limits(**{k: v for k, v in caps.items() if v is not None}),
+          quiet=not args.verbose)
+    return 0
+
+
+def _shorten(text: str, limit: int = 90) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from scratchformer.app.demo import explain_config
+    from scratchformer.app.explain import explain
+
+    cfg, note, task = explain_config(args.preset, parse_overrides(args.overrides))
+    if note:
+        print(note)
+    print(explain(cfg, batch=args.batch, length=args.length, target_length=args.target_length,
+                  predict_tokens=task == "mlm"))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from scratchformer.app.demo import demo
+
+    demo(args.preset, parse_overrides(args.overrides), args.seed)
+    return 0
