@@ -186,7 +186,7 @@ print("self-attention : x", tuple(x.shape), "->", tuple(y.shape), " weights (B, 
 
 memory = torch.randn(B, 9, D_MODEL)  # pretend encoder output for a 9-token source
 with record_attention(mha) as maps:
-    y = mha(x, memory)
+    y = mha.cross(x, mha.project_kv(memory))
 (cross_weights,) = maps.values()
 print("cross-attention: x", tuple(x.shape), "+ memory", tuple(memory.shape), "->", tuple(y.shape),
       " weights:", tuple(cross_weights.shape))
@@ -339,7 +339,7 @@ with torch.no_grad():
     batched = model(src, tgt)[1:, :4]  # the same sentence inside the padded batch
     junk = src.clone()
     junk[1, 4:] = torch.tensor([13, 14, 15])  # garbage where the padding was ...
-    hidden_junk = model(junk, tgt, src_mask=src != 0)[1:, :4]  # ... hidden by the same mask
+    hidden_junk = model(junk, tgt, src_padding_mask=src != 0)[1:, :4]  # ... hidden by the same mask
 print("alone vs batched, max difference:", f"{(alone - batched).abs().max():.1e}")
 print("<pad> vs masked junk, max difference:", f"{(batched - hidden_junk).abs().max():.1e}")
 assert torch.allclose(alone, batched, atol=1e-5)

@@ -111,7 +111,7 @@ def test_cross_attention_with_padding_matches_torch_and_query_len_differs_from_k
     x, memory = torch.randn(2, 3, 16), torch.randn(2, 9, 16)  # T=3 queries, S=9 keys
     key_mask = padding(2, 9, [9, 4])
     expected, _ = theirs(x, memory, memory, key_padding_mask=to_torch_mask(key_mask), need_weights=False)
-    got = ours(x, memory, mask=key_mask[:, None, None, :])
+    got = ours.cross(x, ours.project_kv(memory), mask=key_mask[:, None, None, :])
     assert got.shape == (2, 3, 16)
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
 
@@ -133,7 +133,7 @@ def test_attention_weights_match_torch_and_record_attention():
     x, memory = torch.randn(2, 3, 16), torch.randn(2, 5, 16)
     _, expected = theirs(x, memory, memory, need_weights=True, average_attn_weights=False)
     with record_attention(ours) as maps:
-        ours(x, memory)
+        ours.cross(x, ours.project_kv(memory))
     assert maps[""].shape == (2, 4, 3, 5)  # (B, H, T, S)
     torch.testing.assert_close(maps[""], expected, atol=1e-6, rtol=0)
     assert not ours.record and ours.impl == "auto"
@@ -160,10 +160,39 @@ def test_regression_attention_does_not_assume_query_len_equals_key_len():
     """Some tutorials build the mask as (T, T) or reshape keys with the query length."""
     mha = MultiHeadAttention(16, 4)
     x, memory = torch.randn(1, 2, 16), torch.randn(1, 11, 16)
-    out = mha(x, memory)
+    out = mha.cross(x, mha.project_kv(memory))
     # Each output is a convex combination of the 11 projected values: compare with the reference.
     q = F.linear(x, mha.in_proj.weight[:16], mha.in_proj.bias[:16]).view(1, 2, 4, 4).transpose(1, 2)
     k, v = mha.project_kv(memory)
     ref, w = attention_reference(q, k, v)
     assert w.shape == (1, 4, 2, 11)
     torch.testing.assert_close(out, mha.out_proj(ref.transpose(1, 2).reshape(1, 2, 16)))
+
+
+def test_named_projections_are_the_papers_equation_head_by_head():
+    """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(x W_i^Q, x W_i^K, x W_i^V), written
+    with the module's named w_q, w_k, w_v (views of the stacked in_proj) and checked against its forward."""
+    torch.manual_seed(0)
+    C, H = 16, 4
+    D = C // H
+    mha = MultiHeadAttention(C, H).eval()
+    x = torch.randn(2, 5, C)
+    assert mha.w_q.shape == mha.w_k.shape == mha.w_v.shape == (C, C)
+    assert mha.w_k.data_ptr() == mha.in_proj.weight[C:].data_ptr()  # a view, not a copy
+    heads = []
+    for i in range(H):
+        rows = slice(i * D, (i + 1) * D)
+        q = x @ mha.w_q[rows].T + mha.b_q[rows]  # (B, T, D)
+        k = x @ mha.w_k[rows].T + mha.b_k[rows]
+        v = x @ mha.w_v[rows].T + mha.b_v[rows]
+        heads.append(torch.softmax(q @ k.transpose(-2, -1) / D ** 0.5, dim=-1) @ v)
+    expected = mha.out_proj(torch.cat(heads, dim=-1))
+    with torch.no_grad():
+        torch.testing.assert_close(mha(x), expected, atol=1e-5, rtol=1e-5)
+        memory = torch.randn(2, 7, C)
+        q = x @ mha.w_q.T + mha.b_q
+        k, v = memory @ mha.w_k.T + mha.b_k, memory @ mha.w_v.T + mha.b_v
+        heads = [torch.softmax(q[..., i * D:(i + 1) * D] @ k[..., i * D:(i + 1) * D].transpose(-2, -1) / D ** 0.5, -1)
+                 @ v[..., i * D:(i + 1) * D] for i in range(H)]
+        torch.testing.assert_close(mha.cross(x, mha.project_kv(memory)), mha.out_proj(torch.cat(heads, -1)),
+                                   atol=1e-5, rtol=1e-5)

@@ -20,7 +20,7 @@ from scratchformer.nn import DecoderCache, KVCache, MultiHeadAttention, attend, 
 class SplitWithoutTranspose(MultiHeadAttention):
     """The tutorial bug on the way in: ``(B, T, C)`` viewed as ``(B, H, T, D)`` with no transpose."""
 
-    def forward(self, x, memory=None, *, mask=None, is_causal=False, positions=None, cache=None, memory_kv=None):
+    def forward(self, x, *, mask=None, is_causal=False, positions=None, cache=None):
         B, T, C = x.shape
         q, k, v = self.in_proj(x).chunk(3, dim=-1)  # (B, T, C) each
         q, k, v = (t.reshape(B, self.n_heads, T, self.head_dim) for t in (q, k, v))  # the bug
@@ -31,7 +31,7 @@ class SplitWithoutTranspose(MultiHeadAttention):
 class ConcatWithoutTranspose(MultiHeadAttention):
     """The tutorial bug on the way out: ``(B, H, T, D)`` reshaped to ``(B, T, C)`` with no transpose."""
 
-    def forward(self, x, memory=None, *, mask=None, is_causal=False, positions=None, cache=None, memory_kv=None):
+    def forward(self, x, *, mask=None, is_causal=False, positions=None, cache=None):
         B, T, C = x.shape
         qkv = self.in_proj(x).view(B, T, 3, self.n_heads, self.head_dim)  # (B, T, 3, H, D)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, T, D), as the real module
@@ -82,7 +82,7 @@ def test_heads_reshaped_without_transpose_read_later_positions_and_padding(bug):
 def test_trailing_target_padding_needs_no_mask_but_leading_padding_would():
     """Page 9: seq2seq training passes no target padding mask. That is harmless because padding trails:
     under the causal mask a real position sees only earlier positions, all real. Padding in front
-    would be seen (hence ``tgt_mask`` for that case)."""
+    would be seen (hence ``tgt_padding_mask`` for that case)."""
     model = Seq2SeqTransformer(tiny("seq2seq")).eval()
     src, tgt = torch.randint(4, 37, (1, 6)), torch.randint(4, 37, (1, 4))
     pad = torch.zeros(1, 3, dtype=torch.long)
@@ -90,7 +90,7 @@ def test_trailing_target_padding_needs_no_mask_but_leading_padding_would():
         alone = model(src, tgt)
         trailing = model(src, torch.cat([tgt, pad], 1))[:, :4]
         leading = model(src, torch.cat([pad, tgt], 1))[:, 3:]
-        leading_masked = model(src, torch.cat([pad, tgt], 1), tgt_mask=torch.cat([pad, tgt], 1) != 0)[:, 3:]
+        leading_masked = model(src, torch.cat([pad, tgt], 1), tgt_padding_mask=torch.cat([pad, tgt], 1) != 0)[:, 3:]
     torch.testing.assert_close(trailing, alone)
     assert (leading - alone).abs().max() > 1e-3
     torch.testing.assert_close(leading_masked, alone, atol=1e-5, rtol=1e-5)

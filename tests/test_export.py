@@ -50,7 +50,7 @@ def _inputs(family: str, B: int, T: int, gen: torch.Generator) -> dict[str, torc
         return {"input_ids": _ids(B, T, gen)}
     if family == "seq2seq":
         src, src_mask = _padded(B, T, gen)
-        return {"src": src, "tgt": _ids(B, max(1, T - 4), gen), "src_mask": src_mask}
+        return {"src": src, "tgt": _ids(B, max(1, T - 4), gen), "src_padding_mask": src_mask}
     ids, mask = _padded(B, T, gen)
     return {"input_ids": ids, "mask": mask}
 
@@ -108,7 +108,7 @@ def test_onnx_graph_has_named_dynamic_axes(onnx_exports):
 
     assert axes(paths["gpt"]) == {"input_ids": ["batch", "seq_len"], "logits": ["batch", "seq_len", V]}
     assert axes(paths["seq2seq"]) == {"src": ["batch", "src_len"], "tgt": ["batch", "tgt_len"],
-                                      "src_mask": ["batch", "src_len"], "logits": ["batch", "tgt_len", V]}
+                                      "src_padding_mask": ["batch", "src_len"], "logits": ["batch", "tgt_len", V]}
     assert axes(paths["encoder"]) == {"input_ids": ["batch", "seq_len"], "mask": ["batch", "seq_len"],
                                       "logits": ["batch", 3]}
 
@@ -122,7 +122,7 @@ def test_onnx_ignores_padded_tokens(onnx_exports, family):
     session = ort.InferenceSession(str(paths[family]), providers=["CPUExecutionProvider"])
     gen = torch.Generator().manual_seed(2)
     inputs = _inputs(family, 4, 12, gen)
-    ids_name, mask_name = ("src", "src_mask") if family == "seq2seq" else ("input_ids", "mask")
+    ids_name, mask_name = ("src", "src_padding_mask") if family == "seq2seq" else ("input_ids", "mask")
     mask = inputs[mask_name]
     assert not mask.all()  # some padding to change
     changed = dict(inputs)

@@ -90,5 +90,5 @@ def test_residual_norm_post_and_pre():
 
 def test_swiglu_feedforward_and_no_bias_layers_run():
     layer = EncoderLayer(tiny("encoder", activation="swiglu", bias=False))
-    assert layer.ffn.gate is not None and layer.ffn.linear1.bias is None
+    assert layer.ffn.linear3 is not None and layer.ffn.linear1.bias is None
     assert layer(torch.randn(2, 4, 32)).shape == (2, 4, 32)

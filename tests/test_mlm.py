@@ -47,11 +47,11 @@ def test_predict_tokens_scores_the_vocabulary_through_the_tied_embeddings():
     ids = torch.randint(4, 50, (2, 7))
     chosen = torch.zeros(2, 7, dtype=torch.bool)
     chosen[0, 1] = chosen[1, 5] = True
-    logits = model(ids, predict_tokens=chosen)
+    logits = model.predict_tokens(ids, None, chosen)
     hidden = model.encode(ids)
     assert logits.shape == (2, 50)
     assert torch.allclose(logits, hidden[chosen] @ model.embed.token.weight.T)
-    assert model(ids).shape == (2, 3)  # without predict_tokens: class logits, as before
+    assert model(ids).shape == (2, 3)  # forward: class logits
 
 
 def test_pretrain_then_fine_tune_a_classifier_from_the_run(tmp_path, capsys):

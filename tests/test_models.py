@@ -100,7 +100,7 @@ def test_seq2seq_padded_source_tokens_change_nothing_and_batch_equals_rows(posit
     out = m(src, tgt)
     other = src.clone()
     other[other == 0] = 17  # different tokens under the padding mask...
-    torch.testing.assert_close(m(other, tgt, src_mask=src != 0), out, atol=1e-6, rtol=0)  # ...change nothing
+    torch.testing.assert_close(m(other, tgt, src_padding_mask=src != 0), out, atol=1e-6, rtol=0)  # ...change nothing
     for b, n in enumerate([9, 5, 2]):  # each row alone, unpadded
         torch.testing.assert_close(m(src[b:b + 1, :n], tgt[b:b + 1]), out[b:b + 1], atol=1e-5, rtol=0)
 

@@ -121,11 +121,40 @@ def read_meta(ckpt: Path) -> dict[str, Any]:
     return meta
 
 
+# Parameters renamed since checkpoints were first written: old name piece -> new one, applied when loading.
+RENAMED = {".positions.weight": ".position_embedding.weight",  # Embeddings.positions, a module, was renamed
+           ".ffn.gate.": ".ffn.linear3."}  # SwiGLU's W_3 was called "gate", though it is the gated branch
+
+
+def load_weights(model: nn.Module, path: Path, device: str | torch.device = "cpu") -> None:
+    """Load ``model.safetensors`` into ``model``: every parameter exactly once (tied weights are stored once
+    and fill all their names), older names upgraded (``RENAMED``). Raises ``CheckpointError``."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        state = load_file(str(path), device=str(device))
+    except (SafetensorError, OSError, RuntimeError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else err.__class__.__name__
+        raise CheckpointError(f"{path} is corrupt or unreadable: {first}") from None
+    for old, new in RENAMED.items():
+        state = {k.replace(old, new): v for k, v in state.items()}
+    own = model.state_dict()
+    aliases: dict[int, list[str]] = {}
+    for name, tensor in own.items():
+        aliases.setdefault(tensor.data_ptr(), []).append(name)
+    missing = [n for n in own if n not in state and not any(a in state for a in aliases[own[n].data_ptr()])]
+    unexpected = sorted(set(state) - set(own))
+    if missing or unexpected:
+        raise CheckpointError(f"{path} does not match config.json: missing {missing[:3]}, unexpected {unexpected[:3]}")
+    try:
+        model.load_state_dict(state, strict=False)
+    except RuntimeError as err:
+        raise CheckpointError(f"{path} does not match config.json: {str(err).splitlines()[0]}") from None
+
+
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> Checkpoint:
     """Load model (eval mode), tokenizer and configs from a checkpoint (or run) directory."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_model
-
     from scratchformer.data.errors import DataError
 
     ckpt = resolve(path)
@@ -138,11 +167,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     weights = ckpt / "model.safetensors"
     if not weights.is_file():
         raise CheckpointError(f"{weights} is missing")
-    try:
-        load_model(model, str(weights), strict=True, device=str(map_location))
-    except (SafetensorError, RuntimeError, OSError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else err.__class__.__name__
-        raise CheckpointError(f"{weights} is corrupt or does not match config.json: {first}") from None
+    load_weights(model, weights, map_location)
     try:
         tokenizer = load_tokenizer(ckpt)
     except DataError as err:

@@ -131,7 +131,7 @@ def explain(cfg: ModelConfig, *, batch: int = 1, length: int = 8, target_length:
             else:
                 lines.append(f"input: token ids (B={batch}, T={length}) (random ids: shapes, not meaning)")
                 every = torch.ones_like(ids, dtype=torch.bool)
-                out = model(ids, predict_tokens=every) if predict_tokens else model(ids)
+                out = model.predict_tokens(ids, None, every) if predict_tokens else model(ids)
     finally:
         for h in handles:
             h.remove()

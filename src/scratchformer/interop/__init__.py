@@ -232,7 +232,7 @@ def gpt2_from_pretrained(model_dir: str | Path, dtype: torch.dtype = torch.float
     state = _strip_prefix(state, "transformer.")
     ours: dict[str, Tensor] = {
         "embed.token.weight": state["wte.weight"],
-        "embed.positions.weight": state["wpe.weight"],
+        "embed.position_embedding.weight": state["wpe.weight"],
         "decoder.norm.weight": state["ln_f.weight"],
         "decoder.norm.bias": state["ln_f.bias"],
     }
@@ -291,7 +291,7 @@ def bert_from_pretrained(model_dir: str | Path, n_classes: int = 2, pooling: str
         positions = positions + state[e + "token_type_embeddings.weight"][0]
     ours: dict[str, Tensor] = {
         "embed.token.weight": state[e + "word_embeddings.weight"],
-        "embed.positions.weight": positions,
+        "embed.position_embedding.weight": positions,
         "embed.norm.weight": state[e + "LayerNorm.weight"],
         "embed.norm.bias": state[e + "LayerNorm.bias"],
     }

@@ -17,7 +17,7 @@ The reverse of ``interop.gpt2_from_pretrained`` and ``interop.bert_from_pretrain
 GPT -> GPT2LMHeadModel, name by name (theirs under ``transformer.``; ``i`` is the layer)::
 
     embed.token.weight                                  wte.weight (and lm_head.weight, when tied)
-    embed.positions                                     wpe.weight
+    embed.position_embedding.weight                     wpe.weight
     decoder.layers.i.self_attn_block.norm.{weight,bias} h.i.ln_1.{weight,bias}
     decoder.layers.i.self_attn.in_proj.{weight,bias}    h.i.attn.c_attn.{weight^T,bias}
     decoder.layers.i.self_attn.out_proj.{weight,bias}   h.i.attn.c_proj.{weight^T,bias}
@@ -35,7 +35,7 @@ EncoderClassifier -> BertForSequenceClassification (theirs under ``bert.``, exce
 the same names without ``bert.``)::
 
     embed.token.weight                               embeddings.word_embeddings.weight
-    embed.positions                                  embeddings.position_embeddings.weight
+    embed.position_embedding.weight                  embeddings.position_embeddings.weight
     (none)                                           embeddings.token_type_embeddings.weight: one row of zeros
     embed.norm.{weight,bias}                         embeddings.LayerNorm.{weight,bias}
     encoder.layers.i.self_attn.in_proj rows 0:C      encoder.layer.i.attention.self.query
@@ -183,7 +183,7 @@ def check_exportable(model: nn.Module, hf_class: str | None = None, task: str | 
 
 def _position_table(model: GPT | EncoderClassifier) -> Tensor:
     """The ``(max_len, C)`` numbers added to the token embeddings at each position."""
-    cfg, positions = model.config, model.embed.positions
+    cfg, positions = model.config, model.embed.position_embedding
     if cfg.positional == "learned":
         return positions.weight  # type: ignore[union-attr]
     if cfg.positional == "sinusoidal":

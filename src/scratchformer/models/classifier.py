@@ -8,7 +8,7 @@ Pooling (config field ``pooling``): ``mean`` averages the hidden states of the r
 pooler, ``tanh(W h_0 + b)`` on that first position (a ``(C, C)`` layer of its own), which makes the model
 exactly Hugging Face's ``BertForSequenceClassification`` when the encoder's settings are BERT's too.
 
-The same module serves masked-token pretraining (``task=mlm``): ``forward(..., predict_tokens=chosen)``
+The same module serves masked-token pretraining (``task=mlm``): ``predict_tokens(ids, mask, chosen)``
 scores the vocabulary at the chosen positions through the tied token embeddings, so a pretrained run
 is a classifier whose encoder has learnt something and whose head is still untrained.
 """
@@ -66,14 +66,15 @@ class EncoderClassifier(nn.Module):
         m = mask.to(hidden.dtype).unsqueeze(-1)  # (B, T, 1)
         return (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
 
-    def forward(self, input_ids: Tensor, mask: Tensor | None = None, *,
-                predict_tokens: Tensor | None = None) -> Tensor:
-        """Class logits ``(B, n_classes)``; with ``predict_tokens`` (a ``(B, T)`` bool mask of positions),
-        instead the logits over the vocabulary at those positions, ``(N, V)`` for N chosen positions: the
-        hidden states times the token embedding matrix (tied, as BERT's masked-token head), which is
-        what masked-token pretraining (``task=mlm``) trains."""
+    def forward(self, input_ids: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Class logits ``(B, n_classes)``: the pooled hidden states through the head."""
         mask = self._mask(input_ids, mask)
         hidden = self.encode(input_ids, mask)  # (B, T, C)
-        if predict_tokens is not None:
-            return hidden[predict_tokens.bool()] @ self.embed.token.weight.T  # (N, C) @ (C, V) -> (N, V)
         return self.head(self.dropout(self.pool(hidden, mask)))  # (B, C) -> (B, n_classes)
+
+    def predict_tokens(self, input_ids: Tensor, mask: Tensor | None, chosen: Tensor) -> Tensor:
+        """Logits over the vocabulary at the ``chosen`` positions (a ``(B, T)`` bool mask), ``(N, V)`` for N
+        chosen positions: the hidden states times the token embedding matrix (tied, as BERT's masked-token
+        head), which is what masked-token pretraining (``task=mlm``) trains."""
+        hidden = self.encode(input_ids, self._mask(input_ids, mask))  # (B, T, C)
+        return hidden[chosen.bool()] @ self.embed.token.weight.T  # (N, C) @ (C, V) -> (N, V)

@@ -26,8 +26,9 @@ from scratchformer.nn.masks import padding_mask
 class Seq2SeqTransformer(nn.Module):
     """Encoder-decoder Transformer. ``forward(src, tgt) -> logits (B, T, V_tgt)``.
 
-    Masks are ``(B, length)`` booleans, ``True`` for real tokens; when not given, the source mask is
-    ``src != pad_id``. The decoder is always causal.
+    The padding masks ``src_padding_mask (B, S)`` and ``tgt_padding_mask (B, T)`` are booleans, ``True`` for
+    real tokens (the same polarity as every mask here); when not given, the source's is ``src != pad_id``.
+    The decoder is always causal: that is no argument, it is built in.
     """
 
     def __init__(self, config: ModelConfig) -> None:
@@ -55,40 +56,41 @@ class Seq2SeqTransformer(nn.Module):
         if n > self.config.max_len:
             raise ValueError(f"{what} of {n} tokens is longer than max_len={self.config.max_len}")
 
-    def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
-        """``src (B, S)`` token ids -> encoder memory ``(B, S, C)``. ``src_mask (B, S)``: True = real."""
+    def encode(self, src: Tensor, src_padding_mask: Tensor | None = None) -> Tensor:
+        """``src (B, S)`` token ids -> encoder memory ``(B, S, C)``. ``src_padding_mask (B, S)``: True = real."""
         self._check_length(src.size(1), "source")
-        if src_mask is None:
-            src_mask = padding_mask(src, self.config.pad_id)
+        if src_padding_mask is None:
+            src_padding_mask = padding_mask(src, self.config.pad_id)
         positions = positions_for(src.size(1), device=src.device)
-        return self.encoder(self.src_embed(src, positions), src_mask.bool(), positions)
+        return self.encoder(self.src_embed(src, positions), src_padding_mask.bool(), positions)
 
-    def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None = None, *,
-               tgt_mask: Tensor | None = None, cache: DecoderCache | None = None) -> Tensor:
+    def decode(self, tgt: Tensor, memory: Tensor, src_padding_mask: Tensor | None = None, *,
+               tgt_padding_mask: Tensor | None = None, cache: DecoderCache | None = None) -> Tensor:
         """``tgt (B, T)`` target ids so far, ``memory (B, S, C)`` -> logits ``(B, T, V_tgt)``.
 
-        ``src_mask (B, S)``: True for real source tokens (cross-attention never looks at padding).
-        ``tgt_mask (B, T_total)``: True for real target tokens, only needed when padding can stand
+        ``src_padding_mask (B, S)``: True for real source tokens (cross-attention never looks at padding).
+        ``tgt_padding_mask (B, T_total)``: True for real target tokens, only needed when padding can stand
         *before* real tokens; trailing padding is harmless under the causal mask. ``cache``: from
         ``new_cache``, for step-by-step decoding (the encoder keys/values are projected once).
         """
         T = tgt.size(1)
         past = cache.length if cache is not None else 0
         self._check_length(past + T, "target")
-        key_mask = None if tgt_mask is None else tgt_mask.bool()
+        key_mask = None if tgt_padding_mask is None else tgt_padding_mask.bool()
         positions = positions_for(T, past, key_mask, device=tgt.device)
         x = self.tgt_embed(tgt, positions)  # (B, T, C)
-        x = self.decoder(x, memory, key_mask=key_mask, memory_key_mask=None if src_mask is None else src_mask.bool(),
-                         positions=positions, cache=cache)
+        memory_key_mask = None if src_padding_mask is None else src_padding_mask.bool()
+        x = self.decoder(x, memory, key_mask=key_mask, memory_key_mask=memory_key_mask, positions=positions,
+                         cache=cache)
         return F.linear(x, self.output_weight())  # (B, T, V_tgt)
 
-    def forward(self, src: Tensor, tgt: Tensor, src_mask: Tensor | None = None,
-                tgt_mask: Tensor | None = None) -> Tensor:
+    def forward(self, src: Tensor, tgt: Tensor, src_padding_mask: Tensor | None = None,
+                tgt_padding_mask: Tensor | None = None) -> Tensor:
         """Teacher forcing: ``src (B, S)``, ``tgt (B, T)`` (the shifted-right target) -> ``(B, T, V_tgt)``."""
-        if src_mask is None:
-            src_mask = padding_mask(src, self.config.pad_id)
-        memory = self.encode(src, src_mask)
-        return self.decode(tgt, memory, src_mask, tgt_mask=tgt_mask)
+        if src_padding_mask is None:
+            src_padding_mask = padding_mask(src, self.config.pad_id)
+        memory = self.encode(src, src_padding_mask)
+        return self.decode(tgt, memory, src_padding_mask, tgt_padding_mask=tgt_padding_mask)
 
     def new_cache(self, batch_size: int, max_len: int | None = None) -> DecoderCache:
         """An empty decoder cache for incremental decoding (see ``decode``)."""

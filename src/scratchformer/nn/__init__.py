@@ -9,8 +9,8 @@ from scratchformer.lazy import lazy_exports
 _EXPORTS = {  # name -> the module that defines it
     **dict.fromkeys(["causal_mask", "combine_masks", "key_padding_to_attention_mask", "padding_mask"],
                     "scratchformer.nn.masks"),
-    **dict.fromkeys(["attend", "attention_reference", "MultiHeadAttention", "record_attention", "set_attention_impl"],
-                    "scratchformer.nn.attention"),
+    **dict.fromkeys(["attend", "attention_reference", "CrossAttention", "MultiHeadAttention", "record_attention",
+                     "set_attention_impl"], "scratchformer.nn.attention"),
     **dict.fromkeys(["DecoderCache", "KVCache"], "scratchformer.nn.kv_cache"),
     **dict.fromkeys(["FeedForward"], "scratchformer.nn.feedforward"),
     **dict.fromkeys(["Embeddings", "LearnedPositionalEmbedding", "RotaryEmbedding", "sinusoidal_table",

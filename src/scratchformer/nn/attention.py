@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Literal
+from typing import Literal, get_args
 
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -93,11 +93,15 @@ def attend(q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None = None, is_ca
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention (§3.2.2) for self-attention (``memory=None``) and cross-attention.
+    """Multi-head attention (§3.2.2): ``forward`` is self-attention, ``cross`` is cross-attention.
 
-    W^Q, W^K and W^V are stacked into one ``(3C, C)`` matrix ``in_proj`` (the layout of
-    ``torch.nn.MultiheadAttention``): self-attention projects Q, K and V with a single matmul;
-    cross-attention uses the Q rows on the decoder stream and the K, V rows on the encoder memory.
+    The projections, by name: ``w_q``, ``w_k`` and ``w_v`` (each ``(C, C)``, with biases ``b_q``, ``b_k``,
+    ``b_v``) are W^Q, W^K and W^V of the paper's equation, all heads' at once (head i's are rows
+    ``i*D:(i+1)*D``); ``out_proj`` is W^O. They are stored stacked, as the rows of one ``(3C, C)`` linear
+    layer ``in_proj`` = [W^Q; W^K; W^V] (``torch.nn.MultiheadAttention``'s layout), because self-attention
+    then projects a position's query, key and value with a single matmul, the fastest way; ``w_q``, ``w_k``,
+    ``w_v`` are views of its three blocks. Cross-attention applies W^Q to the decoder stream and W^K, W^V to
+    the encoder memory (``project_kv``, once per source sentence when decoding).
 
     ``rope``: a ``RotaryEmbedding`` to rotate queries and keys by their positions (self-attention only).
     ``impl``: which attention path to use (see ``attend``); ``record`` makes the module keep its last
@@ -118,59 +122,81 @@ class MultiHeadAttention(nn.Module):
         self.record = False
         self.last_weights: Tensor | None = None
 
+    # W^Q, W^K, W^V and their biases by name: views of in_proj's three row blocks
+    def _block(self, i: int, bias: bool = False) -> Tensor | None:
+        C, tensor = self.d_model, self.in_proj.bias if bias else self.in_proj.weight
+        return None if tensor is None else tensor[i * C:(i + 1) * C]
+
+    w_q = property(lambda self: self._block(0))
+    w_k = property(lambda self: self._block(1))
+    w_v = property(lambda self: self._block(2))
+    b_q = property(lambda self: self._block(0, bias=True))
+    b_k = property(lambda self: self._block(1, bias=True))
+    b_v = property(lambda self: self._block(2, bias=True))
+
     def _split_heads(self, x: Tensor) -> Tensor:
         B, L, _ = x.shape
         return x.view(B, L, self.n_heads, self.head_dim).transpose(1, 2)  # (B, L, C) -> (B, H, L, D)
 
     def project_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
-        """Keys and values of the encoder memory ``(B, S, C)`` -> two ``(B, H, S, D)`` tensors.
-
-        Cross-attention calls this once per source sentence when decoding with a cache.
-        """
+        """Keys and values of the encoder memory ``(B, S, C)`` -> two ``(B, H, S, D)`` tensors: memory W^K
+        and memory W^V, in one matmul with the stacked blocks."""
         C = self.d_model
         bias = None if self.in_proj.bias is None else self.in_proj.bias[C:]
         k, v = F.linear(memory, self.in_proj.weight[C:], bias).chunk(2, dim=-1)  # (B, S, C) each
         return self._split_heads(k), self._split_heads(v)
 
-    def forward(self, x: Tensor, memory: Tensor | None = None, *, mask: Tensor | None = None,
-                is_causal: bool = False, positions: Tensor | None = None, cache: KVCache | None = None,
-                memory_kv: tuple[Tensor, Tensor] | None = None) -> Tensor:
-        """``x (B, T, C)`` -> ``(B, T, C)``.
+    def forward(self, x: Tensor, *, mask: Tensor | None = None, is_causal: bool = False,
+                positions: Tensor | None = None, cache: KVCache | None = None) -> Tensor:
+        """Self-attention: ``x (B, T, C)`` -> ``(B, T, C)``.
 
-        - self-attention: ``memory`` and ``memory_kv`` are None; ``cache`` (a ``KVCache``) appends this
-          step's keys/values and attends over all cached ones; ``positions (T,)`` or ``(B, T)`` are the
-          absolute positions of ``x``, used by rotary embeddings.
-        - cross-attention: ``memory (B, S, C)`` is the encoder output, or ``memory_kv`` its keys and
-          values already projected by ``project_kv``.
-        - ``mask``: bool, broadcastable to ``(B, H, T, S)``, ``True`` = may attend; ``is_causal``: also
-          hide later positions.
+        ``mask``: bool, broadcastable to ``(B, H, T, S)``, ``True`` = may attend; ``is_causal``: also hide
+        later positions. ``positions (T,)`` or ``(B, T)``: the absolute positions of ``x`` (rotary
+        embeddings). ``cache`` (a ``KVCache``): append this step's keys and values and attend over all the
+        cached ones (S = cached + T).
         """
         B, T, C = x.shape
-        if memory is None and memory_kv is None:  # self-attention: one matmul for Q, K and V
-            qkv = self.in_proj(x).view(B, T, 3, self.n_heads, self.head_dim)  # (B, T, 3, H, D)
-            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, T, D)
-            if self.rope is not None:
-                q, k = self.rope(q, positions), self.rope(k, positions)
-            if cache is not None:
-                k, v = cache.update(k, v)  # (B, H, S, D): the past and this step
-        else:  # cross-attention: queries from x, keys and values from the encoder memory
-            bias = None if self.in_proj.bias is None else self.in_proj.bias[:C]
-            q = self._split_heads(F.linear(x, self.in_proj.weight[:C], bias))  # (B, H, T, D)
-            k, v = memory_kv if memory_kv is not None else self.project_kv(memory)  # (B, H, S, D)
+        qkv = self.in_proj(x).view(B, T, 3, self.n_heads, self.head_dim)  # (B, T, 3, H, D): one matmul
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, T, D)
+        if self.rope is not None:
+            q, k = self.rope(q, positions), self.rope(k, positions)
+        if cache is not None:
+            k, v = cache.update(k, v)  # (B, H, S, D): the past and this step
+        return self._attend(q, k, v, mask, is_causal)
 
+    def cross(self, x: Tensor, memory_kv: tuple[Tensor, Tensor], *, mask: Tensor | None = None) -> Tensor:
+        """Cross-attention: queries ``x (B, T, C)`` W^Q, keys and values ``memory_kv`` (``project_kv`` of the
+        encoder memory) -> ``(B, T, C)``. ``mask``: bool, broadcastable to ``(B, H, T, S)``, ``True`` = may
+        attend."""
+        q = self._split_heads(F.linear(x, self.w_q, self.b_q))  # (B, H, T, D)
+        k, v = memory_kv  # (B, H, S, D)
+        return self._attend(q, k, v, mask, False)
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:
+        """Equation 1 for every head, then the heads concatenated and projected by W^O."""
+        B, _, T, _ = q.shape
         out, weights = attend(q, k, v, mask=mask, is_causal=is_causal,
                               dropout_p=self.dropout if self.training else 0.0,
                               need_weights=self.record, impl=self.impl)
         if self.record:
             self.last_weights = weights.detach()
-        out = out.transpose(1, 2).reshape(B, T, C)  # (B, H, T, D) -> (B, T, C): concatenate the heads
+        out = out.transpose(1, 2).reshape(B, T, self.d_model)  # (B, H, T, D) -> (B, T, C): concatenate the heads
         return self.out_proj(out)
+
+
+class CrossAttention(MultiHeadAttention):
+    """The decoder's attention over the encoder memory (§3.2.3): ``forward(x, memory_kv, mask=...)`` is
+    ``cross``. Its own class, so that each module's forward is one kind of attention (hooks see it)."""
+
+    def forward(self, x: Tensor, memory_kv: tuple[Tensor, Tensor], *,  # type: ignore[override]
+                mask: Tensor | None = None) -> Tensor:
+        return self.cross(x, memory_kv, mask=mask)
 
 
 def set_attention_impl(model: nn.Module, impl: AttentionImpl) -> None:
     """Use the given attention path in every ``MultiHeadAttention`` of ``model``."""
-    if impl not in ("auto", "reference", "sdpa"):
-        raise ValueError(f"impl={impl!r} is not one of auto, reference, sdpa")
+    if impl not in get_args(AttentionImpl):
+        raise ValueError(f"impl={impl!r} is not one of {', '.join(get_args(AttentionImpl))}")
     for module in model.modules():
         if isinstance(module, MultiHeadAttention):
             module.impl = impl

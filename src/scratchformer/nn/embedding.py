@@ -102,13 +102,13 @@ class Embeddings(nn.Module):
         super().__init__()
         self.token = token
         self.scale = math.sqrt(cfg.d_model) if cfg.scale_embeddings else 1.0
-        self.positions: nn.Module | None
+        self.position_embedding: nn.Module | None  # a table indexed by position, or None
         if cfg.positional == "sinusoidal":
-            self.positions = SinusoidalPositionalEncoding(cfg.max_len, cfg.d_model)
+            self.position_embedding = SinusoidalPositionalEncoding(cfg.max_len, cfg.d_model)
         elif cfg.positional == "learned":
-            self.positions = LearnedPositionalEmbedding(cfg.max_len, cfg.d_model)
+            self.position_embedding = LearnedPositionalEmbedding(cfg.max_len, cfg.d_model)
         else:  # rotary: applied inside self-attention, nothing to add here; none: nothing at all
-            self.positions = None
+            self.position_embedding = None
         self.norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps, bias=cfg.bias) if cfg.embedding_norm else None
         self.dropout = nn.Dropout(cfg.dropout)
 
@@ -116,8 +116,8 @@ class Embeddings(nn.Module):
         x = self.token(ids)  # (B, T, C)
         if self.scale != 1.0:
             x = x * self.scale
-        if self.positions is not None:
-            x = x + self.positions(positions)  # (T, C) broadcasts over the batch; (B, T, C) per row
+        if self.position_embedding is not None:
+            x = x + self.position_embedding(positions)  # (T, C) broadcasts over the batch; (B, T, C) per row
         if self.norm is not None:
             x = self.norm(x)
         return self.dropout(x)

@@ -11,8 +11,8 @@ Activations (one config field, ``activation``):
 - ``gelu``       GELU with the exact erf (BERT, nanoGPT);
 - ``gelu_tanh``  GELU's tanh approximation (GPT-2's "gelu_new");
 - ``swiglu``     a deviation from the paper (Shazeer 2020, used by LLaMA):
-                 FFN(x) = (SiLU(x W_1) * x W_3) W_2, a third ``(C, F)`` matrix W_3 gating the hidden
-                 units. Keep d_ff at about 2/3 of the usual to hold the parameter count.
+                 FFN(x) = (SiLU(x W_1) * x W_3) W_2: a third ``(C, F)`` matrix W_3, whose output the SiLU
+                 of x W_1 gates. Keep d_ff at about 2/3 of the usual to hold the parameter count.
 """
 
 from __future__ import annotations
@@ -20,15 +20,17 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from scratchformer.nn.config import Activation, choices
+
 
 class FeedForward(nn.Module):
     def __init__(self, d_model: int, d_ff: int, activation: str = "relu", bias: bool = True) -> None:
         super().__init__()
-        if activation not in ("relu", "gelu", "gelu_tanh", "swiglu"):
-            raise ValueError(f"activation={activation!r} is not one of relu, gelu, gelu_tanh, swiglu")
+        if activation not in choices(Activation):
+            raise ValueError(f"activation={activation!r} is not one of {', '.join(choices(Activation))}")
         self.activation = activation
         self.linear1 = nn.Linear(d_model, d_ff, bias=bias)  # W_1: (C) -> (F)
-        self.gate = nn.Linear(d_model, d_ff, bias=bias) if activation == "swiglu" else None  # W_3
+        self.linear3 = nn.Linear(d_model, d_ff, bias=bias) if activation == "swiglu" else None  # W_3
         self.linear2 = nn.Linear(d_ff, d_model, bias=bias)  # W_2: (F) -> (C)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -40,6 +42,6 @@ class FeedForward(nn.Module):
         elif self.activation == "gelu_tanh":
             h = F.gelu(h, approximate="tanh")
         else:  # swiglu
-            assert self.gate is not None
-            h = F.silu(h) * self.gate(x)
+            assert self.linear3 is not None
+            h = F.silu(h) * self.linear3(x)  # the gate SiLU(x W_1) times x W_3
         return self.linear2(h)  # (B, T, C)

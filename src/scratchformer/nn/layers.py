@@ -22,7 +22,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from scratchformer.nn.attention import MultiHeadAttention
+from scratchformer.nn.attention import CrossAttention, MultiHeadAttention
 from scratchformer.nn.config import ModelConfig
 from scratchformer.nn.embedding import RotaryEmbedding
 from scratchformer.nn.feedforward import FeedForward
@@ -78,10 +78,10 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.self_attn = _self_attention(cfg, rope)
         self.self_attn_block = ResidualNorm(cfg)
-        self.cross_attn: MultiHeadAttention | None = None
+        self.cross_attn: CrossAttention | None = None
         self.cross_attn_block: ResidualNorm | None = None
         if cross_attention:
-            self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, bias=cfg.bias, dropout=cfg.attention_dropout)
+            self.cross_attn = CrossAttention(cfg.d_model, cfg.n_heads, bias=cfg.bias, dropout=cfg.attention_dropout)
             self.cross_attn_block = ResidualNorm(cfg)
         self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.bias)  # type: ignore[arg-type]
         self.ffn_block = ResidualNorm(cfg)
@@ -96,10 +96,12 @@ class DecoderLayer(nn.Module):
         x = self.self_attn_block(x, lambda h: self.self_attn(
             h, mask=self_mask, is_causal=True, positions=positions, cache=cache))
         if self.cross_attn is not None and self.cross_attn_block is not None:
-            if memory is None and memory_kv is None:
-                raise ValueError("this decoder layer has cross-attention: pass the encoder memory")
-            cross_attn = self.cross_attn
-            x = self.cross_attn_block(x, lambda h: cross_attn(h, memory, mask=memory_mask, memory_kv=memory_kv))
+            if memory_kv is None:
+                if memory is None:
+                    raise ValueError("this decoder layer has cross-attention: pass the encoder memory")
+                memory_kv = self.cross_attn.project_kv(memory)  # (B, H, S, D) keys and values
+            cross_attn, kv = self.cross_attn, memory_kv
+            x = self.cross_attn_block(x, lambda h: cross_attn(h, kv, mask=memory_mask))
         return self.ffn_block(x, self.ffn)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from scratchformer.checkpoint import CheckpointError, load_trainer_state, read_meta
+from scratchformer.checkpoint import CheckpointError, load_trainer_state, load_weights, read_meta
 
 
 class RunDirError(ValueError):
@@ -87,7 +87,5 @@ def pick_checkpoint(out: Path, log: Callable[[str], None]) -> Path | None:
 
 def restore_weights(ckpt: Path, model: nn.Module, device: torch.device) -> dict[str, Any]:
     """Load a checked checkpoint's weights into ``model``; return its trainer state."""
-    from safetensors.torch import load_model
-
-    load_model(model, str(ckpt / "model.safetensors"), device=str(device))
+    load_weights(model, ckpt / "model.safetensors", device)
     return load_trainer_state(ckpt)

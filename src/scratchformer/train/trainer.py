@@ -36,7 +36,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from scratchformer.checkpoint import find_checkpoint, load_checkpoint, read_meta, save_checkpoint
+from scratchformer.checkpoint import find_checkpoint, load_checkpoint, load_weights, read_meta, save_checkpoint
 from scratchformer.data.files import atomic_write_text
 from scratchformer.data.sources import DataFiles
 from scratchformer.models import build_model
@@ -181,10 +181,10 @@ class Trainer:
         self.model = self.model.to(self.device)
         self.optimizer = make_optimizer(self.model, cfg)
         self.average = WeightAverage(self.model, cfg.ema_decay) if cfg.ema_decay else None
-        self.train_model: nn.Module = self.model
+        self.train_model = self.task.training_module(self.model)
         if self.info.enabled:
             ids = [self.device.index] if self.device.type == "cuda" else None
-            self.train_model = nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
+            self.train_model = nn.parallel.DistributedDataParallel(self.train_model, device_ids=ids)
         if cfg.compile:
             self.train_model = torch.compile(self.train_model)  # type: ignore[assignment]
 
@@ -281,9 +281,7 @@ class Trainer:
         if self.info.is_main:
             kept_step = result.step  # the step of the checkpoint the test metrics are measured on
             if (out / "best" / "model.safetensors").is_file():
-                from safetensors.torch import load_model
-
-                load_model(model, str(out / "best" / "model.safetensors"), device=str(self.device))
+                load_weights(model, out / "best" / "model.safetensors", self.device)
                 kept_step = read_meta(out / "best")["step"]
             if self.cfg.test_at_end and self.task.has_split("test"):
                 result.test = _evaluate(self.task, model, "test")

@@ -3,11 +3,11 @@
 One entry point per format, the same for the three families::
 
     GPT                 input_ids (B, T) [, attention_mask (B, T)]       -> logits (B, T, V)
-    Seq2SeqTransformer  src (B, S), tgt (B, T) [, src_mask (B, S)]        -> logits (B, T, V_tgt)
+    Seq2SeqTransformer  src (B, S), tgt (B, T) [, src_padding_mask (B, S)]        -> logits (B, T, V_tgt)
     EncoderClassifier   input_ids (B, T) [, mask (B, T)]                  -> logits (B, K)
 
 The graph inputs are the ``forward`` arguments named in ``example``: by default ``input_ids`` for GPT,
-``src, tgt, src_mask`` for seq2seq and ``input_ids, mask`` for the classifier. Masks are boolean,
+``src, tgt, src_padding_mask`` for seq2seq and ``input_ids, mask`` for the classifier. Masks are boolean,
 ``True`` = real token (the convention of the whole package); a mask left out of ``example`` is computed
 inside the graph as ``ids != pad_id``. Batch and sequence lengths are dynamic (ONNX axis names
 ``batch``, ``seq_len``, ``src_len``, ``tgt_len``), up to the model's ``max_len``; tests run every
@@ -54,7 +54,8 @@ _EXTERNAL_DATA_BYTES = 1536 * 2**20
 # Which length axis each input uses; every input's axis 0 is "batch".
 _LENGTH_AXIS: dict[type[nn.Module], dict[str, str]] = {
     GPT: {"input_ids": "seq_len", "attention_mask": "seq_len"},
-    Seq2SeqTransformer: {"src": "src_len", "tgt": "tgt_len", "src_mask": "src_len", "tgt_mask": "tgt_len"},
+    Seq2SeqTransformer: {"src": "src_len", "tgt": "tgt_len", "src_padding_mask": "src_len",
+                         "tgt_padding_mask": "tgt_len"},
     EncoderClassifier: {"input_ids": "seq_len", "mask": "seq_len"},
 }
 
@@ -88,7 +89,7 @@ def export_onnx(model: nn.Module, path: str | os.PathLike, *, example: Example |
     if "dynamo" not in inspect.signature(torch.onnx.export).parameters:
         raise ExportError(f"ONNX export needs torch >= 2.5 (torch.onnx.export(dynamo=True)), not {torch.__version__}")
 
-    # One Dim object per axis name ties axes together (src and src_mask share src_len). Lengths are
+    # One Dim object per axis name ties axes together (src and src_padding_mask share src_len). Lengths are
     # bounded by max_len because forward checks it, and torch.export must prove every such check.
     max_len = model.config.max_len
     dims = {"batch": torch.export.Dim("batch")}
@@ -113,7 +114,7 @@ def verify_onnx(model: nn.Module, path: str | os.PathLike, *inputs: Tensor, **na
     """Run the ONNX file at ``path`` in onnxruntime and ``model`` in PyTorch on the same inputs; return
     the largest absolute difference between their logits (``inf`` if their shapes differ).
 
-    Inputs are given in the graph's input order (``verify_onnx(model, path, src, tgt, src_mask)``) or by
+    Inputs are given in the graph's input order (``verify_onnx(model, path, src, tgt, src_padding_mask)``) or by
     name (``verify_onnx(model, path, input_ids=ids)``); the names are ``forward``'s argument names.
     """
     try:
@@ -193,7 +194,7 @@ def _default_example(model: nn.Module, family: type[nn.Module]) -> dict[str, Ten
         src_len = max(2, min(length + 1, cfg.max_len))  # S != T, so no axis is confused with the other
         return {"src": ids(src_len), "tgt": torch.randint(1, max(cfg.target_vocab_size, 2), (2, length),
                                                           generator=gen),
-                "src_mask": torch.ones(2, src_len, dtype=torch.bool)}
+                "src_padding_mask": torch.ones(2, src_len, dtype=torch.bool)}
     if family is EncoderClassifier:
         return {"input_ids": ids(length), "mask": torch.ones(2, length, dtype=torch.bool)}
     return {"input_ids": ids(length)}

@@ -95,6 +95,11 @@ class Task(ABC):
         limit = self.cfg.train_limit if split == "train" else self.cfg.eval_limit
         return rows[:limit] if limit else rows
 
+    def training_module(self, model: nn.Module) -> nn.Module:
+        """The module whose forward ``loss_sum`` calls while training (what DDP wraps): the model itself, or
+        a view of it (masked-token pretraining trains the classifier's token predictions)."""
+        return model
+
     def model_fields(self) -> dict[str, Any]:
         """Model config fields that follow from the data (and defaults for this task)."""
         return {"vocab_size": self.tokenizer.vocab_size, "pad_id": PAD_ID}

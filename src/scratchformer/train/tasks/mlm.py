@@ -39,10 +39,23 @@ def mask_tokens(ids: Tensor, real: Tensor, prob: float, vocab_size: int,
     return inputs, chosen
 
 
+class TokenPredictor(nn.Module):
+    """A classifier seen as a masked-token predictor: ``forward(ids, mask, chosen) -> (N, V)`` logits.
+
+    What masked-token training calls (and DDP wraps); it holds the classifier, so both share their weights."""
+
+    def __init__(self, classifier: nn.Module) -> None:
+        super().__init__()
+        self.classifier = classifier
+
+    def forward(self, ids: Tensor, mask: Tensor, chosen: Tensor) -> Tensor:
+        return self.classifier.predict_tokens(ids, mask, chosen)
+
+
 class MaskedLMTask(Task):
     """Masked-token prediction on texts (one example a line, or the text column of labelled data).
 
-    The model is an ``EncoderClassifier``; ``model(inputs, mask, predict_tokens=chosen)`` returns the
+    The model is an ``EncoderClassifier``; ``model.predict_tokens(inputs, mask, chosen)`` returns the
     logits over the vocabulary at the chosen positions, through the (tied) token embedding matrix, so
     pretraining adds no parameters and the classifier head is left as it was. The validation masks are
     drawn once with a fixed seed, so the validation loss of every evaluation is comparable.
@@ -63,6 +76,9 @@ class MaskedLMTask(Task):
 
     def model_fields(self) -> dict[str, Any]:
         return {**super().model_fields(), "n_classes": 2, "max_len": 128}
+
+    def training_module(self, model: nn.Module) -> nn.Module:
+        return TokenPredictor(model)
 
     def has_split(self, split: str) -> bool:
         return split in self.splits
@@ -86,7 +102,7 @@ class MaskedLMTask(Task):
         return int(batch["mask"].sum())
 
     def loss_sum(self, model: nn.Module, batch: Batch, label_smoothing: float) -> Tensor:
-        logits = model(batch["ids"], batch["mask"], predict_tokens=batch["chosen"])  # (chosen tokens, V)
+        logits = model(batch["ids"], batch["mask"], batch["chosen"])  # a TokenPredictor: (chosen tokens, V)
         return F.cross_entropy(logits.float(), batch["targets"][batch["chosen"]], label_smoothing=label_smoothing,
                                reduction="sum")
 
@@ -101,7 +117,7 @@ class MaskedLMTask(Task):
         total, right, count = 0.0, 0, 0
         for batch in self._val_batches(split):
             batch = {k: v.to(device) for k, v in batch.items()}
-            logits = model(batch["ids"], batch["mask"], predict_tokens=batch["chosen"]).float()
+            logits = model.predict_tokens(batch["ids"], batch["mask"], batch["chosen"]).float()
             targets = batch["targets"][batch["chosen"]]
             total += F.cross_entropy(logits, targets, reduction="sum").item()
             right += int((logits.argmax(-1) == targets).sum())
@@ -115,8 +131,8 @@ class MaskedLMTask(Task):
         split = self.sample_split()
         device = next(model.parameters()).device
         batch = self._masked(self.splits[split][:5], torch.Generator().manual_seed(99))
-        predicted = model(batch["ids"].to(device), batch["mask"].to(device),
-                          predict_tokens=batch["chosen"].to(device)).argmax(-1).tolist()
+        predicted = model.predict_tokens(batch["ids"].to(device), batch["mask"].to(device),
+                                         batch["chosen"].to(device)).argmax(-1).tolist()
         lines, k = [f"{split} texts, each masked token as [true -> predicted]:"], 0
         piece = self.tokenizer.decode
         for row in range(batch["ids"].size(0)):
