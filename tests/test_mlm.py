@@ -12,15 +12,15 @@ from scratchformer.app.cli import main
 from scratchformer.checkpoint import load_checkpoint
 from scratchformer.models import EncoderClassifier
 from scratchformer.nn.config import ModelConfig
-from scratchformer.tokenizers import PAD_ID, SPECIAL_TOKENS
-from scratchformer.train.tasks import MASK_ID, mask_tokens
+from scratchformer.tokenizers import BOS_ID, MASK_ID, PAD_ID, SPECIAL_TOKENS, CharTokenizer, load_tokenizer
+from scratchformer.train.tasks import mask_tokens
 
 TINY = ["d_model=32", "n_heads=2", "n_layers=1", "d_ff=64", "log_every=1", "dropout=0.0"]
 WORDS = ["good", "bad", "film", "plot", "great", "dull", "actors", "story", "fun", "boring", "the", "a"]
 
 
 def test_mask_tokens_follows_bert_proportions_and_never_touches_padding():
-    ids = torch.randint(len(SPECIAL_TOKENS), 1000, (200, 100))
+    ids = torch.randint(len(SPECIAL_TOKENS) + 1, 1000, (200, 100))
     real = torch.ones_like(ids, dtype=torch.bool)
     real[:, 80:] = False  # padding
     inputs, chosen = mask_tokens(ids, real, 0.15, 1000, torch.Generator().manual_seed(0))
@@ -29,7 +29,8 @@ def test_mask_tokens_follows_bert_proportions_and_never_touches_padding():
     masked = (inputs == MASK_ID) & chosen
     kept = (inputs == ids) & chosen
     assert masked.sum() / chosen.sum() == pytest.approx(0.8, abs=0.02)
-    assert kept.sum() / chosen.sum() == pytest.approx(0.1 + 0.1 / 996, abs=0.02)  # a random swap can hit itself
+    assert kept.sum() / chosen.sum() == pytest.approx(0.1 + 0.1 / 995, abs=0.02)  # a random swap can hit itself
+    assert not (inputs[chosen & (inputs != MASK_ID)] <= MASK_ID).any()  # swaps draw ordinary tokens only
     assert torch.equal(inputs[~chosen], ids[~chosen])  # nothing else changes
     again = mask_tokens(ids, real, 0.15, 1000, torch.Generator().manual_seed(0))
     assert torch.equal(again[0], inputs) and torch.equal(again[1], chosen)  # a pure function of the generator
@@ -102,3 +103,34 @@ def test_pretrain_then_fine_tune_a_classifier_from_the_run(tmp_path, capsys):
     assert main(["train", "--data", str(labelled), "task=classify", f"init_from={mlm}", "max_len=64",
                  "--out", str(tmp_path / "long")]) != 0
     assert "set max_len=32 or less" in capsys.readouterr().err
+
+
+def test_mask_is_its_own_special_token_and_older_tokenizers_still_load(tmp_path):
+    """A tokenizer made for masked-token pretraining has <mask> at id 4, distinct from <bos> (1); the others
+    keep their four special tokens; a tokenizer file written before <mask> existed loads as it was, and a
+    masked-token task given one masks with <bos>, as such runs were trained."""
+    from scratchformer.tokenizers import BPETokenizer
+    from scratchformer.train.config import TrainConfig
+    from scratchformer.train.tasks import build_task
+
+    texts = [f"{a} {b}" for a in WORDS for b in WORDS]
+    for tokenizer in (CharTokenizer.train(texts, with_mask=True), BPETokenizer.train(texts, 300, with_mask=True)):
+        assert tokenizer.mask_id == MASK_ID == 4 != BOS_ID
+        assert tokenizer.decode([MASK_ID], skip_special=False) == "<mask>" and tokenizer.decode([MASK_ID]) == ""
+        assert MASK_ID not in tokenizer.encode("<mask> " + " ".join(WORDS))  # text never becomes a special token
+        tokenizer.save(tmp_path / type(tokenizer).__name__)
+        assert load_tokenizer(tmp_path / type(tokenizer).__name__).mask_id == MASK_ID
+    plain = CharTokenizer.train(texts)
+    assert plain.mask_id is None and plain.vocab_size == len(set("".join(texts))) + 4
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "tokenizer.json").write_text(json.dumps({"kind": "char", "chars": plain.chars}))  # no "specials"
+    loaded = load_tokenizer(old)
+    assert loaded.specials == SPECIAL_TOKENS and loaded.encode("good") == plain.encode("good")
+    data = tmp_path / "lines.txt"
+    data.write_text("\n".join(texts) + "\n")
+    task = build_task(TrainConfig(task="mlm", batch_size=8), {"max_len": 16}, [str(data)], lambda s: None,
+                      tokenizer=loaded)
+    assert task.mask_id == BOS_ID
+    fresh = build_task(TrainConfig(task="mlm", batch_size=8), {"max_len": 16}, [str(data)], lambda s: None)
+    assert fresh.mask_id == MASK_ID and MASK_ID in fresh.global_batch(0)["ids"]

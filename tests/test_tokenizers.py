@@ -99,7 +99,8 @@ def test_char_save_load_round_trip(tmp_path: Path) -> None:
     tok = CharTokenizer.train(["Grüße, Welt!"])
     path = tok.save(tmp_path / "ckpt")
     assert path == tmp_path / "ckpt" / "tokenizer.json"
-    assert json.loads(path.read_text(encoding="utf-8")) == {"kind": "char", "chars": tok.chars}
+    assert json.loads(path.read_text(encoding="utf-8")) == {"kind": "char", "chars": tok.chars,
+                                                            "specials": ["<pad>", "<bos>", "<eos>", "<unk>"]}
     loaded = load_tokenizer(tmp_path / "ckpt")
     assert isinstance(loaded, CharTokenizer)
     assert loaded.chars == tok.chars

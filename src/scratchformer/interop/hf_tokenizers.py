@@ -36,17 +36,17 @@ def _char_backend(tokenizer: CharTokenizer) -> Any:
     from tokenizers import AddedToken, decoders, models
     from tokenizers import Tokenizer as Backend
 
-    vocab = {token: i for i, token in enumerate(SPECIAL_TOKENS + tokenizer.chars)}
+    vocab = {token: i for i, token in enumerate(tokenizer.specials + tokenizer.chars)}
     backend = Backend(models.BPE(vocab=vocab, merges=[], unk_token=SPECIAL_TOKENS[3], fuse_unk=False))
-    backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+    backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in tokenizer.specials])
     backend.decoder = decoders.Fuse()  # join the characters (the default decoder puts spaces between tokens)
     return backend
 
 
 # special-token roles of transformers' tokenizers, by the token's text
 _ROLES = {"<pad>": "pad_token", "<bos>": "bos_token", "<eos>": "eos_token", "<unk>": "unk_token",
-          "[PAD]": "pad_token", "[UNK]": "unk_token", "[CLS]": "cls_token", "[SEP]": "sep_token",
-          "[MASK]": "mask_token"}
+          "<mask>": "mask_token", "[PAD]": "pad_token", "[UNK]": "unk_token", "[CLS]": "cls_token",
+          "[SEP]": "sep_token", "[MASK]": "mask_token"}
 
 
 def hf_tokenizer_files(tokenizer: Tokenizer, model_config: ModelConfig) -> dict[str, str]:

@@ -9,7 +9,6 @@ GELU, learned positions, output projection tied to the token embedding, no x sqr
 
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -69,7 +68,3 @@ class GPT(nn.Module):
             position_ids = positions_for(T, past, key_mask, device=input_ids.device)
         x = self.embed(input_ids, position_ids)  # (B, T, C)
         return self.decoder(x, key_mask=key_mask, positions=position_ids, cache=cache)  # (B, T, C)
-
-    @torch.no_grad()
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())

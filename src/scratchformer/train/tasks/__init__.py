@@ -25,12 +25,12 @@ from scratchformer.train.config import TrainConfig
 from scratchformer.train.tasks.base import Batch, EpochBatches, Task, split_rows, step_generator
 from scratchformer.train.tasks.classify import ClassifyTask, drop_tokens
 from scratchformer.train.tasks.lm import LMTask
-from scratchformer.train.tasks.mlm import MASK_ID, MaskedLMTask, mask_tokens
+from scratchformer.train.tasks.mlm import MaskedLMTask, TokenPredictor, mask_tokens
 from scratchformer.train.tasks.seq2seq import Seq2SeqTask
 
-__all__ = ["MASK_ID", "Batch", "ClassifyTask", "EpochBatches", "LMTask", "MaskedLMTask", "Seq2SeqTask", "Task",
+__all__ = ["Batch", "ClassifyTask", "EpochBatches", "LMTask", "MaskedLMTask", "Seq2SeqTask", "Task",
            "build_task", "drop_tokens", "load_task_splits", "mask_tokens", "resolve_model_config", "split_rows",
-           "step_generator"]
+           "step_generator", "TokenPredictor"]
 
 SYNTHETIC = ("copy", "reverse", "sort")
 

@@ -80,15 +80,16 @@ class Task(ABC):
         self.extra_meta = {}
         self.given_tokenizer = tokenizer  # from a checkpoint: use it, never retrain
 
-    def _tokenizer_for(self, texts: list[str]) -> Tokenizer:
-        """The given tokenizer, or a new one trained on the training texts."""
+    def _tokenizer_for(self, texts: list[str], *, with_mask: bool = False) -> Tokenizer:
+        """The given tokenizer, or a new one trained on the training texts (with ``<mask>``, if asked)."""
         if self.given_tokenizer is not None:
             return self.given_tokenizer
         if not texts:
             raise DataError("no training data: give --data FILE (a validation or test file alone cannot train)")
         if self.cfg.tokenizer == "bpe":
-            return BPETokenizer.train(texts, self.cfg.bpe_vocab_size, lowercase=self.cfg.lowercase)
-        return CharTokenizer.train(texts)
+            return BPETokenizer.train(texts, self.cfg.bpe_vocab_size, lowercase=self.cfg.lowercase,
+                                      with_mask=with_mask)
+        return CharTokenizer.train(texts, with_mask=with_mask)
 
     def _limited(self, split: str, rows: list[Any]) -> list[Any]:
         """``train_limit`` / ``eval_limit`` applied to a split's rows (a quick run on a slice of the data)."""

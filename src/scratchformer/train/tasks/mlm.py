@@ -16,26 +16,25 @@ from torch import Tensor, nn
 from scratchformer.data import pad_batch
 from scratchformer.data.sources import Splits
 from scratchformer.metrics import perplexity
-from scratchformer.tokenizers import BOS_ID, PAD_ID, SPECIAL_TOKENS, Tokenizer
+from scratchformer.tokenizers import BOS_ID, MASK_ID, PAD_ID, Tokenizer
 from scratchformer.train.config import TrainConfig
 from scratchformer.train.tasks.base import Batch, EpochBatches, Task, step_generator
 
-MASK_ID = BOS_ID  # an encoder never sees <bos> otherwise, so masked-token pretraining uses it as [MASK]
 
-
-def mask_tokens(ids: Tensor, real: Tensor, prob: float, vocab_size: int,
-                gen: torch.Generator) -> tuple[Tensor, Tensor]:
+def mask_tokens(ids: Tensor, real: Tensor, prob: float, vocab_size: int, gen: torch.Generator, *,
+                mask_id: int = MASK_ID, n_special: int = MASK_ID + 1) -> tuple[Tensor, Tensor]:
     """BERT's corruption: choose each real token with probability ``prob``; of the chosen, 80 % become
-    ``MASK_ID``, 10 % a random token, 10 % stay. Returns (inputs, chosen), both ``(B, T)``; at least one
-    token is chosen, so a batch always has something to predict."""
+    ``mask_id`` (the tokenizer's ``<mask>``), 10 % a random ordinary token (an id from ``n_special`` on),
+    10 % stay. Returns (inputs, chosen), both ``(B, T)``; at least one token is chosen, so a batch always
+    has something to predict."""
     chosen = (torch.rand(ids.shape, generator=gen) < prob) & real
     if not chosen.any():
         chosen[0, 0] = bool(real[0, 0])
     r = torch.rand(ids.shape, generator=gen)
     inputs = ids.clone()
-    inputs[chosen & (r < 0.8)] = MASK_ID
+    inputs[chosen & (r < 0.8)] = mask_id
     swap = chosen & (r >= 0.8) & (r < 0.9)
-    inputs[swap] = torch.randint(len(SPECIAL_TOKENS), vocab_size, (int(swap.sum()),), generator=gen)
+    inputs[swap] = torch.randint(n_special, vocab_size, (int(swap.sum()),), generator=gen)
     return inputs, chosen
 
 
@@ -66,7 +65,9 @@ class MaskedLMTask(Task):
         super().__init__(cfg, model_kw, splits, log, tokenizer)
         assert splits is not None
         self.texts = {split: self._limited(split, rows) for split, rows in splits.rows.items()}
-        self.tokenizer = self._tokenizer_for(self.texts.get("train", []))
+        self.tokenizer = self._tokenizer_for(self.texts.get("train", []), with_mask=True)
+        # A tokenizer saved before <mask> existed (an older run, resumed): <bos> stood for it, as it did then.
+        self.mask_id = self.tokenizer.mask_id if self.tokenizer.mask_id is not None else BOS_ID
         self.max_len = int(model_kw.get("max_len", 128))
         self.splits = {split: [ids or [PAD_ID] for ids in  # token ids of each text
                                self._check_lengths(self.tokenizer.encode_batch(t), self.max_len, split)]
@@ -88,7 +89,8 @@ class MaskedLMTask(Task):
 
     def _masked(self, rows: list[list[int]], gen: torch.Generator) -> Batch:
         ids, real = pad_batch(rows, PAD_ID)
-        inputs, chosen = mask_tokens(ids, real.bool(), self.cfg.mask_prob, self.tokenizer.vocab_size, gen)
+        inputs, chosen = mask_tokens(ids, real.bool(), self.cfg.mask_prob, self.tokenizer.vocab_size, gen,
+                                     mask_id=self.mask_id, n_special=len(self.tokenizer.special_ids))
         return {"ids": inputs, "mask": real, "targets": ids, "chosen": chosen}
 
     def global_batch(self, step: int) -> Batch:

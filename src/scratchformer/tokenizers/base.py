@@ -1,0 +1,122 @@
+"""What every tokenizer shares: the special tokens at fixed ids, the ``Tokenizer`` interface, saving and loading."""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from scratchformer.data.errors import DataError
+from scratchformer.data.files import atomic_write_text
+
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
+SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>"]
+MASK_TOKEN, MASK_ID = "<mask>", 4  # only in tokenizers made for masked-token pretraining
+TOKENIZER_FILE = "tokenizer.json"
+WORD_START = "\u2581"  # "▁", SentencePiece's mark for a token that starts a word (token_label)
+
+
+def special_tokens(with_mask: bool) -> list[str]:
+    """The special tokens a new tokenizer reserves, ids 0, 1, ...: the four, and ``<mask>`` (id 4) if asked."""
+    return SPECIAL_TOKENS + [MASK_TOKEN] if with_mask else list(SPECIAL_TOKENS)
+
+
+class Tokenizer(ABC):
+    """Text <-> token ids. Subclasses implement ``_encode``, ``decode``, ``id_to_token``, ``vocab_size``."""
+
+    kind: ClassVar[str]
+    pad_id: ClassVar[int] = PAD_ID
+    bos_id: ClassVar[int] = BOS_ID
+    eos_id: ClassVar[int] = EOS_ID
+    unk_id: ClassVar[int] = UNK_ID
+    specials: list[str] = SPECIAL_TOKENS  # the special tokens, at ids 0, 1, ...
+
+    @property
+    @abstractmethod
+    def vocab_size(self) -> int:
+        """Number of ids, special tokens included: every id is in ``range(vocab_size)``."""
+
+    @abstractmethod
+    def _encode(self, text: str) -> list[int]: ...
+
+    @abstractmethod
+    def decode(self, ids: Sequence[int], *, skip_special: bool = True) -> str:
+        """Text of ``ids`` (a list, or a 1-D tensor); special tokens dropped if ``skip_special``, else shown
+        as ``<pad>`` etc. Decoding does not stop at ``<eos>``: cut the ids first if that is wanted."""
+
+    @abstractmethod
+    def id_to_token(self, i: int) -> str:
+        """The token string of id ``i``."""
+
+    def token_label(self, i: int) -> str:
+        """Id ``i`` as a person reads it, for plots: the token's text (``id_to_token`` by default)."""
+        return self.id_to_token(i)
+
+    @property
+    def special_ids(self) -> frozenset[int]:
+        """The ids of the special tokens (``<pad>``, ``<bos>``, ...), which are no text."""
+        return frozenset(range(len(self.specials)))
+
+    @property
+    def mask_id(self) -> int | None:
+        """The id of ``<mask>`` (masked-token pretraining), or None when this tokenizer has none."""
+        return MASK_ID if MASK_TOKEN in self.specials else None
+
+    @abstractmethod
+    def _to_json(self) -> dict[str, Any]: ...
+
+    def encode(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> list[int]:
+        """Token ids of ``text``, optionally with ``BOS_ID`` first and ``EOS_ID`` last."""
+        return self._wrap(self._encode(text), add_bos, add_eos)
+
+    def encode_batch(self, texts: list[str], *, add_bos: bool = False, add_eos: bool = False) -> list[list[int]]:
+        """``encode`` for each text."""
+        return [self.encode(t, add_bos=add_bos, add_eos=add_eos) for t in texts]
+
+    def save(self, directory: str | Path) -> Path:
+        """Write ``directory/tokenizer.json`` atomically (creating ``directory``); returns its path."""
+        state = {"kind": self.kind, **self._to_json()}
+        return atomic_write_text(Path(directory) / TOKENIZER_FILE, json.dumps(state, ensure_ascii=False))
+
+    @staticmethod
+    def _wrap(ids: list[int], add_bos: bool, add_eos: bool) -> list[int]:
+        return [BOS_ID] * add_bos + ids + [EOS_ID] * add_eos
+
+    def _check_id(self, i: int) -> int:
+        i = int(i)
+        if not 0 <= i < self.vocab_size:
+            raise IndexError(f"token id {i} is outside the vocabulary (size {self.vocab_size})")
+        return i
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(vocab_size={self.vocab_size})"
+
+
+def load_tokenizer(directory: str | Path) -> Tokenizer:
+    """The tokenizer saved in ``directory/tokenizer.json``; ``DataError`` if it is missing or invalid.
+
+    Files written before ``<mask>`` existed have no ``specials``: they hold the four, as they always did."""
+    from tokenizers import Tokenizer as HFTokenizer
+
+    from scratchformer.tokenizers.bpe import BPETokenizer
+    from scratchformer.tokenizers.char import CharTokenizer
+    from scratchformer.tokenizers.pretrained import PretrainedTokenizer
+
+    path = Path(directory) / TOKENIZER_FILE
+    if not path.is_file():
+        raise DataError(f"no such file: {path} (no tokenizer saved in {directory})")
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+        kind = state["kind"]
+        if kind == "char":
+            return CharTokenizer(state["chars"], specials=state.get("specials", SPECIAL_TOKENS))
+        if kind == "bpe":
+            return BPETokenizer(HFTokenizer.from_str(json.dumps(state["hf"])))
+        if kind == "pretrained":
+            return PretrainedTokenizer(HFTokenizer.from_str(json.dumps(state["hf"])))
+        raise ValueError(f"unknown tokenizer kind {kind!r}")
+    except Exception as err:  # JSON, key, type and tokenizers (Rust) errors all mean "corrupt"
+        detail = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise DataError(f"{path} is not a valid tokenizer file ({detail})") from None

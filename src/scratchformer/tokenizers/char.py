@@ -1,0 +1,55 @@
+"""One token per character seen in training: the char-rnn / nanoGPT setup."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from scratchformer.data.errors import DataError
+from scratchformer.tokenizers.base import SPECIAL_TOKENS, UNK_ID, Tokenizer, special_tokens
+
+
+class CharTokenizer(Tokenizer):
+    """One token per character: the special tokens first (ids 0..3, and 4 for ``<mask>`` when asked), then
+    the characters in the given order. A character not seen in training encodes to ``UNK_ID``."""
+
+    kind = "char"
+
+    def __init__(self, chars: Iterable[str], *, specials: Sequence[str] = SPECIAL_TOKENS) -> None:
+        chars = list(chars)
+        if any(not isinstance(c, str) or len(c) != 1 for c in chars) or len(set(chars)) != len(chars):
+            raise ValueError("CharTokenizer needs distinct single characters")
+        if list(specials[:len(SPECIAL_TOKENS)]) != SPECIAL_TOKENS:
+            raise ValueError(f"CharTokenizer needs the special tokens {SPECIAL_TOKENS} first, got {list(specials)}")
+        self.chars, self.specials = chars, list(specials)
+        self._itos = self.specials + chars
+        self._stoi = {c: i for i, c in enumerate(chars, start=len(self.specials))}
+
+    @classmethod
+    def train(cls, texts: Iterable[str], *, with_mask: bool = False) -> CharTokenizer:
+        """The vocabulary of every character in ``texts``, sorted by code point."""
+        seen: set[str] = set()
+        for text in texts:
+            seen.update(text)
+        if not seen:
+            raise DataError("no characters to build a character vocabulary from: the training text is empty")
+        return cls(sorted(seen), specials=special_tokens(with_mask))
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._itos)
+
+    def _encode(self, text: str) -> list[int]:
+        stoi = self._stoi
+        return [stoi.get(c, UNK_ID) for c in text]
+
+    def decode(self, ids: Sequence[int], *, skip_special: bool = True) -> str:
+        n_special = len(self.specials)
+        ids = [self._check_id(i) for i in ids]
+        return "".join(self._itos[i] for i in ids if not (skip_special and i < n_special))
+
+    def id_to_token(self, i: int) -> str:
+        return self._itos[self._check_id(i)]
+
+    def _to_json(self) -> dict[str, Any]:
+        return {"chars": self.chars, "specials": self.specials}
