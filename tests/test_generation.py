@@ -10,7 +10,6 @@ from conftest import tiny
 from scratchformer import GPT, Seq2SeqTransformer
 from scratchformer.data.batching import pad_batch
 from scratchformer.generation import (
-    _filter_logits,
     beam_search,
     beam_search_hypotheses,
     generate,
@@ -18,6 +17,7 @@ from scratchformer.generation import (
     greedy_translate,
     translate,
 )
+from scratchformer.generation.sampling import filter_logits
 from scratchformer.nn.attention import MultiHeadAttention
 
 BOS, EOS = 1, 2
@@ -171,10 +171,10 @@ def test_gpt_top_p_never_draws_outside_the_nucleus(temperature):
 
 def test_filter_logits_combines_top_k_and_top_p_and_always_keeps_the_best():
     logits = torch.tensor([[3.0, 2.9, 2.8, 0.0, -1.0]])
-    assert _filter_logits(logits, 2, None).isfinite().tolist() == [[True, True, False, False, False]]
-    assert _filter_logits(logits, None, 0.0).isfinite().tolist() == [[True, False, False, False, False]]
+    assert filter_logits(logits, 2, None).isfinite().tolist() == [[True, True, False, False, False]]
+    assert filter_logits(logits, None, 0.0).isfinite().tolist() == [[True, False, False, False, False]]
     # top-p is taken over the renormalised top-k: 3 tokens of nearly equal mass, 0.5 needs two of them
-    assert _filter_logits(logits, 3, 0.5).isfinite().tolist() == [[True, True, False, False, False]]
+    assert filter_logits(logits, 3, 0.5).isfinite().tolist() == [[True, True, False, False, False]]
 
 
 def test_generation_uses_eval_mode_and_restores_the_mode():

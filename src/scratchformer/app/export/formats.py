@@ -46,6 +46,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from scratchformer.generation.common import eval_mode  # no dropout in an exported graph
 from scratchformer.models import GPT, EncoderClassifier, Seq2SeqTransformer
 
 # Models above this size keep their weights in a side file ``NAME.data``: protobuf caps a file at 2 GiB.
@@ -96,7 +97,7 @@ def export_onnx(model: nn.Module, path: str | os.PathLike, *, example: Example |
     for axis in {_LENGTH_AXIS[family][name] for name in named}:
         dims[axis] = torch.export.Dim(axis, max=max_len)
     dynamic_shapes = {name: {0: dims["batch"], 1: dims[_LENGTH_AXIS[family][name]]} for name in named}
-    with _eval_mode(model), _quiet():
+    with eval_mode(model), _quiet():
         program = torch.onnx.export(model, (), None, kwargs=dict(named), input_names=list(named),
                                     output_names=["logits"], dynamic_shapes=dynamic_shapes,
                                     opset_version=opset, dynamo=True, verbose=False)
@@ -132,7 +133,7 @@ def verify_onnx(model: nn.Module, path: str | os.PathLike, *inputs: Tensor, **na
         raise ExportError(f"{path} takes inputs {graph_inputs}, got {sorted(feeds)}")
     onnx_logits = session.run(None, {k: v.detach().cpu().numpy() for k, v in feeds.items()})[0]
     device = _device(model)
-    with _eval_mode(model), torch.no_grad():
+    with eval_mode(model), torch.no_grad():
         torch_logits = model(**{k: v.to(device) for k, v in feeds.items()})
     if tuple(torch_logits.shape) != onnx_logits.shape:  # e.g. a length baked in at export time
         return float("inf")
@@ -157,7 +158,7 @@ def export_torchscript(model: nn.Module, path: str | os.PathLike, *, example: Ex
     path = _destination(path)
     args = tuple(named.values())
     check = _other_shape(named, family, model.config.max_len)
-    with _eval_mode(model), warnings.catch_warnings():
+    with eval_mode(model), warnings.catch_warnings():
         # TracerWarning: the two shape branches described above, both safe; DeprecationWarning: torch.jit.
         warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
         warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"torch\.jit")
@@ -271,16 +272,6 @@ def _atomic_dir(path: Path) -> Iterator[Path]:
         raise ExportError(f"cannot write {path}: {e.strerror or e}") from e
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def _eval_mode(model: nn.Module) -> Iterator[None]:
-    was_training = model.training
-    model.eval()  # no dropout in an exported graph
-    try:
-        yield
-    finally:
-        model.train(was_training)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,35 @@
+"""What the decoding strategies share: eval mode while decoding, and the output budget of a translation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import Tensor, nn
+
+
+@contextmanager
+def eval_mode(model: nn.Module) -> Iterator[None]:
+    """Decode without dropout, then give the model back in the mode it came in (mid-training samples)."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+
+def default_limits(src_mask: Tensor, max_new_tokens: int | None, max_len: int) -> Tensor:
+    """Per-sentence output budgets ``(B,)``: input length + 50 (§6.1) unless given, never past ``max_len``
+    (the decoder reads bos + all but the last output token, so ``max_len`` outputs fit)."""
+    if max_new_tokens is None:
+        limits = src_mask.sum(1) + 50
+    else:
+        limits = torch.full((src_mask.size(0),), max_new_tokens, device=src_mask.device)
+    return limits.clamp(max=max_len).long()
+
+
+def cut_at_eos(row: list[int], eos_id: int) -> list[int]:
+    return row[:row.index(eos_id)] if eos_id in row else row
