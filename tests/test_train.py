@@ -89,8 +89,8 @@ def test_gradient_accumulation_equals_one_full_batch(text_file, task):
     """2 micro-batches of 8 give the gradient of 1 batch of 16, also when sequences have different lengths
     (copy): the loss is divided by the token count of the whole batch, not averaged per micro-batch."""
     from scratchformer.models import build_model
+    from scratchformer.train.steps import accumulate_gradients
     from scratchformer.train.tasks import build_task, resolve_model_config, split_rows
-    from scratchformer.train.trainer import accumulate_gradients
 
     model_kw, cfg = split_settings(dict(task=task, d_model=32, n_heads=2, n_layers=1, d_ff=64, batch_size=16,
                                         n_test=20, dropout=0.0, max_len=40))

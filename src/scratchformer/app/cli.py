@@ -188,8 +188,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from scratchformer.app import commands
     from scratchformer.checkpoint import CheckpointError
     from scratchformer.data.errors import DataError
+    from scratchformer.train.interrupt import Interrupted
     from scratchformer.train.resume import RunDirError
-    from scratchformer.train.trainer import Interrupted, TrainingError
+    from scratchformer.train.trainer import TrainingError
 
     try:
         return getattr(commands, f"cmd_{args.command}")(args)

@@ -33,6 +33,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from scratchformer.nn.config import ConfigError
 from scratchformer.train.config import TrainConfig
 
 
@@ -121,6 +122,24 @@ class Schedule:
             return replace(self, total=total)
         return replace(self, total=total, resumed_at=done, resumed_lr=self(done - 1), restarted=done >= self.total,
                        previous=self.to_dict())
+
+    def resumed(self, done: int, total: int) -> tuple[Schedule, str]:
+        """This schedule for a run resumed at step ``done`` to go on to ``total`` (its own, or a new max_steps),
+        with a line saying how it changed (empty when it did not). A ``total`` not above ``done`` is refused."""
+        if total <= done:
+            if total == self.total:
+                raise ConfigError(f"the run already finished at step {done:,} (max_steps={self.total:,}); to "
+                                  f"train longer: --resume max_steps=N with N above {done:,}")
+            raise ConfigError(f"max_steps={total:,} must be above the step the run reached ({done:,}) to extend it")
+        if total == self.total:
+            return self, ""
+        new = self.extended(done, total)
+        how = "the schedule is recomputed for the new length"
+        if new.restarted:
+            how = f"a warm restart: the warm-up again, then the decay to min_lr at step {total:,}"
+        elif new.resumed_at is not None:
+            how = f"the decay continues from the current rate ({new.resumed_lr:.3g}) to min_lr at step {total:,}"
+        return new, f"extending the run from {self.total:,} to {total:,} steps: {how}"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,0 +1,315 @@
+"""The training loop, readable top to bottom as steps; no framework.
+
+    the task (data, tokenizer), the model, the optimizer        Trainer.build     (setup.py)
+    when resuming: the checkpoint's weights and state             Trainer.run, load_state (resume.py)
+    the schedule (and the steps a time budget buys)               Trainer.plan      (optim.py, budget.py)
+    the run's configuration written, the logs opened              Trainer.begin
+    for step in range(start, total):                              Trainer.loop
+        seed (seed, step, rank), lr = schedule(step),             Trainer.train_step (steps.py)
+        batch = task.global_batch(step), backward through this
+        rank's micro-batches, clip, AdamW step
+        every log_every steps: a train row in metrics.jsonl, progress on the terminal
+        every eval_every steps: evaluate, keep best/, early stop  Trainer.evaluate_and_select
+        save last/ at every evaluation (or every save_every)      Trainer.save
+        stop cleanly on an interrupt (SIGINT/SIGTERM), the time budget, early stopping or a NaN loss
+    the kept checkpoint measured on the test split; samples       Trainer.finish
+
+Every step's batch, dropout masks and learning rate are pure functions of ``(seed, step)``, so a run
+killed at any point and resumed from its last checkpoint continues exactly as if it had not stopped.
+
+A run directory holds ``config.json`` (the resolved configuration and data), ``metrics.jsonl``,
+TensorBoard files under ``tensorboard/``, and the checkpoints ``last/`` and ``best/`` (``checkpoint.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from scratchformer.checkpoint import load_weights, read_meta, save_checkpoint
+from scratchformer.data.files import atomic_write_text
+from scratchformer.nn.config import ModelConfig
+from scratchformer.tokenizers import Tokenizer, load_tokenizer
+from scratchformer.train.averaging import WeightAverage
+from scratchformer.train.budget import estimate_steps
+from scratchformer.train.config import TrainConfig
+from scratchformer.train.distributed import DistInfo, broadcast_object, reduce_flags
+from scratchformer.train.interrupt import Interrupted, stop_on_signals
+from scratchformer.train.logger import MetricsLogger, prune
+from scratchformer.train.optim import Schedule, make_optimizer, set_lr
+from scratchformer.train.progress import Progress
+from scratchformer.train.resume import pick_checkpoint, restore_weights
+from scratchformer.train.run_info import RunInfo
+from scratchformer.train.setup import task_and_model
+from scratchformer.train.steps import Window, accumulate_gradients, evaluate, score, seed_step
+from scratchformer.train.tasks import Task, split_rows
+
+__all__ = ["TrainResult", "Trainer", "TrainingError"]
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (a NaN/inf loss, say); the last good checkpoint is kept."""
+
+
+@dataclass
+class TrainResult:
+    out_dir: Path
+    model: nn.Module
+    task: Task
+    model_config: ModelConfig
+    step: int
+    val: dict[str, float] = field(default_factory=dict)  # validation metrics of the checkpoint kept in best/
+    test: dict[str, float] = field(default_factory=dict)  # test metrics of that same checkpoint
+    last_val: dict[str, float] = field(default_factory=dict)  # the last evaluation's validation metrics
+    samples: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    stopped_early: bool = False
+    stop_reason: str = ""  # "", "early stopping", "time budget"
+    is_main: bool = True  # False on the other ranks of a distributed run (they print nothing)
+
+
+class Trainer:
+    """One run. ``run()`` goes through the stages of the module docstring in order."""
+
+    def __init__(self, model_kw: dict[str, Any], cfg: TrainConfig, out: Path, run: RunInfo, resume: bool,
+                 device: torch.device, info: DistInfo, progress: Progress) -> None:
+        self.model_kw, self.cfg, self.out, self.run_info, self.resume = model_kw, cfg, out, run, resume
+        self.device, self.info, self.progress, self.log = device, info, progress, progress.say
+        self.started = time.perf_counter()
+        self.step = 0  # optimizer steps taken
+        self.best_score, self.bad_evals = math.inf, 0  # best_score: lower is better (see score)
+        self.spent_before = 0.0  # training seconds of earlier sessions (a resumed run's time budget)
+        self.val: dict[str, float] = {}
+        self.best_val: dict[str, float] = {}  # stays empty after a resume until validation improves again
+        self.stop_reason = ""
+        self.interrupt = False
+
+    # ------------------------------------------------------------------------------------ stages
+
+    def run(self) -> TrainResult:
+        if self.cfg.num_threads:
+            torch.set_num_threads(self.cfg.num_threads)
+        torch.manual_seed(self.cfg.seed)
+        ckpt = pick_checkpoint(self.out, self.log) if self.resume else None
+        self.build(load_tokenizer(ckpt) if ckpt is not None else None)
+        self.plan(restore_weights(ckpt, self.model, self.device) if ckpt is not None else None)
+        self.begin()
+        with stop_on_signals(self.request_stop, self.log):
+            try:
+                self.loop()
+            finally:
+                self.progress.close()
+                self.metrics.close()
+        if self.interrupt and self.step < self.schedule.total:
+            raise Interrupted(self.step, self.out)
+        return self.finish()
+
+    def build(self, tokenizer: Tokenizer | None = None) -> None:
+        """The task (data and tokenizer), the model, the optimizer and the weight average. ``tokenizer``: a
+        resumed run's own."""
+        cfg = self.cfg
+        self.task, self.model = task_and_model(cfg, self.model_kw, self.run_info.data, tokenizer, self.log)
+        self.model_cfg: ModelConfig = self.model.config  # type: ignore[assignment]
+        self.model = self.model.to(self.device)
+        self.optimizer = make_optimizer(self.model, cfg)
+        self.average = WeightAverage(self.model, cfg.ema_decay) if cfg.ema_decay else None
+        self.train_model = self.task.training_module(self.model)
+        if self.info.enabled:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.train_model = nn.parallel.DistributedDataParallel(self.train_model, device_ids=ids)
+        if cfg.compile:
+            self.train_model = torch.compile(self.train_model)  # type: ignore[assignment]
+
+    def plan(self, state: dict[str, Any] | None) -> None:
+        """The schedule: a fresh run's (its length estimated from a time budget when only max_time bounds it),
+        or a resumed run's own, extended when max_steps asks for more steps."""
+        cfg = self.cfg
+        if state is None:
+            total = cfg.max_steps or estimate_steps(self)
+            self.schedule = Schedule.of(cfg, total)
+            return
+        self.load_state(state)
+        saved = Schedule.from_dict(state["schedule"]) if "schedule" in state else Schedule.of(cfg)
+        self.schedule, note = saved.resumed(self.step, cfg.max_steps or saved.total)
+        if note:
+            self.log(note)
+
+    def begin(self) -> None:
+        """Write the run's configuration, say what it uses, and open the logs."""
+        cfg, out = self.cfg, self.out
+        self.resolved_cfg = TrainConfig(**{**cfg.__dict__, "max_steps": self.schedule.total,
+                                           "warmup_steps": self.schedule.warmup, "warmup_fraction": None})
+        summary = self.run_info.summary(self.task, self.model_cfg, self.model, self.schedule, self.info, self.device)
+        if self.resume:
+            self.log(f"resuming {out} at step {self.step:,}")
+        else:
+            for line in summary:
+                self.log(line)
+        if self.info.is_main:
+            out.mkdir(parents=True, exist_ok=True)
+            prune(out, self.step)
+            meta = self.run_info.to_json(self.model_cfg, self.resolved_cfg, self.task, self.model, summary)
+            atomic_write_text(out / "config.json", meta)
+        self.metrics = MetricsLogger(out, enabled=self.info.is_main, purge_step=self.step + 1 if self.resume else None,
+                                     say=self.log)
+        self.progress.start(self.schedule.total, self.step, cfg.task, cfg.log_every)
+
+    def loop(self) -> None:
+        cfg = self.cfg
+        self.model.train()
+        window = Window()
+        for step in range(self.step, self.schedule.total):
+            if self.stop_requested():
+                break
+            loss, grad_norm, lr, tokens = self.train_step(step)
+            self.step = done = step + 1
+            window.add(loss, tokens)
+            self.progress.step(done, loss, lr)
+            if done % cfg.log_every == 0 or done == self.schedule.total:
+                mean, tps = window.flush()
+                self.metrics.log(done, "train", loss=mean, lr=lr, grad_norm=grad_norm, tokens_per_s=tps,
+                                 time_s=self.elapsed())
+                self.progress.log_line(done, mean, lr, tps)
+            out_of_time = self.out_of_time()
+            is_eval = done % cfg.eval_every == 0 or done == self.schedule.total or out_of_time
+            early = self.evaluate_and_select(done) if is_eval else False
+            saving = (is_eval and not cfg.save_every) or (cfg.save_every and done % cfg.save_every == 0)
+            if saving or early or out_of_time or done == self.schedule.total:
+                self.save("last", done)
+            if early:
+                self.stop_reason = "early stopping"
+                self.log(f"early stopping at step {done:,}: no better validation {cfg.select_by} in {cfg.patience} "
+                         "evaluations")
+                break
+            if out_of_time and done < self.schedule.total:
+                self.stop_reason = "time budget"
+                self.log(f"stopped at step {done:,} of {self.schedule.total:,}: the time budget "
+                         f"max_time={cfg.max_time} is spent (continue with --resume max_time=LONGER)")
+                break
+        if self.interrupt and self.step < self.schedule.total:
+            self.save("last", self.step)
+
+    def finish(self) -> TrainResult:
+        """The kept checkpoint (best/, else the last weights) measured on the test split; samples."""
+        model, out = self.model, self.out
+        result = TrainResult(out, model, self.task, self.model_cfg, self.step, val=self.best_val or self.val,
+                             last_val=self.val, stopped_early=self.stop_reason == "early stopping",
+                             stop_reason=self.stop_reason, is_main=self.info.is_main)
+        if self.average is not None and self.average.updates:  # the model returned is the average (best/'s, if any)
+            model.load_state_dict({**model.state_dict(), **self.average.average})
+        if self.info.is_main:
+            kept_step = result.step  # the step of the checkpoint the test metrics are measured on
+            if (out / "best" / "model.safetensors").is_file():
+                load_weights(model, out / "best" / "model.safetensors", self.device)
+                kept_step = read_meta(out / "best")["step"]
+            if self.cfg.test_at_end and self.task.has_split("test"):
+                result.test = evaluate(self.task, model, "test")
+                MetricsLogger(out, tensorboard=False).log(kept_step, "test", **result.test)
+            model.eval()
+            result.samples = self.task.samples(model)
+        result.seconds = time.perf_counter() - self.started
+        return result
+
+    # ------------------------------------------------------------------------------------ one step
+
+    def train_step(self, step: int) -> tuple[float, float, float, int]:
+        """One optimizer step; returns (mean loss, gradient norm, learning rate, input tokens)."""
+        cfg, info = self.cfg, self.info
+        seed_step(cfg.seed, step, info.rank)
+        lr = self.schedule(step)
+        set_lr(self.optimizer, lr)
+        batch = self.task.global_batch(step)
+        count = self.task.count(batch)
+        parts = info.world_size * cfg.grad_accum
+        shards = split_rows(batch, parts)[info.rank * cfg.grad_accum:(info.rank + 1) * cfg.grad_accum]
+        loss = accumulate_gradients(self.task, self.train_model, shards, count, cfg.label_smoothing, self.device,
+                                    info.world_size, self.autocast)
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip or math.inf))
+        if info.enabled:
+            t = torch.tensor([loss], device=self.device)
+            dist.all_reduce(t)
+            loss = t.item()
+        loss /= count
+        if not (math.isfinite(loss) and math.isfinite(grad_norm)):
+            raise TrainingError(f"the loss became {loss} at step {step + 1}; stopped. The last good "
+                                f"checkpoint is in {self.out / 'last'} (try a lower lr or more warmup_steps)")
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.average is not None:
+            self.average.update()
+        return loss, grad_norm, lr, self.task.n_tokens(batch)
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        return torch.autocast(self.device.type, dtype=torch.bfloat16) if self.cfg.bf16 else contextlib.nullcontext()
+
+    def evaluate_and_select(self, done: int) -> bool:
+        """Evaluate on the validation split, keep best/; returns whether early stopping says stop."""
+        stop = False
+        if self.info.is_main:
+            with self.averaged():
+                self.val = evaluate(self.task, self.model, "val")
+            self.metrics.log(done, "val", **self.val, time_s=self.elapsed())
+            self.progress.write(f"step {done:,}: validation " + ", ".join(f"{k} {v:.4g}" for k, v in self.val.items()))
+            now = score(self.val, self.cfg.select_by)
+            if now < self.best_score:
+                self.best_score, self.bad_evals, self.best_val = now, 0, self.val
+                self.save("best", done)
+            else:
+                self.bad_evals += 1
+                stop = bool(self.cfg.patience) and self.bad_evals >= self.cfg.patience
+        return broadcast_object(stop, self.info)
+
+    def averaged(self) -> contextlib.AbstractContextManager[dict[str, torch.Tensor] | None]:
+        """The model holds the averaged weights inside (when ema_decay is on); yields the trained ones."""
+        return self.average.swapped_in(self.model) if self.average is not None else contextlib.nullcontext(None)
+
+    def save(self, name: str, step: int) -> None:
+        if not self.info.is_main:
+            return
+        state = {"optimizer": self.optimizer.state_dict(), "step": step, "best_score": self.best_score,
+                 "bad_evals": self.bad_evals, "schedule": self.schedule.to_dict(), "elapsed_s": self.elapsed()}
+        extra = {**self.task.extra_meta, "data": self.run_info.data.to_dict()}
+        with self.averaged() as trained:
+            if self.average is not None:
+                state.update(trained_weights=trained, weight_average=self.average.state())
+            save_checkpoint(self.out / name, self.model, self.task.tokenizer, self.model_cfg,
+                            self.resolved_cfg.__dict__, step, state, extra)
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.step, self.bad_evals = state["step"], state["bad_evals"]
+        self.best_score = state.get("best_score", math.inf)
+        self.spent_before = state.get("elapsed_s", 0.0)
+        if "trained_weights" in state:  # model.safetensors holds their average (ema_decay)
+            self.model.load_state_dict(state["trained_weights"])
+        if self.average is not None and "weight_average" in state:
+            self.average.load_state(state["weight_average"])
+
+    # ------------------------------------------------------------------------------------ stopping
+
+    def elapsed(self) -> float:
+        """Training seconds of this run, earlier sessions of a resumed run included."""
+        return self.spent_before + time.perf_counter() - self.started
+
+    def out_of_time(self) -> bool:
+        budget = self.cfg.max_time_s
+        late = budget is not None and self.elapsed() >= budget
+        return bool(reduce_flags([late], self.info)[0]) if self.info.enabled else late
+
+    def request_stop(self) -> bool:
+        """A signal asks the run to stop; returns whether it had been asked already."""
+        asked, self.interrupt = self.interrupt, True
+        return asked
+
+    def stop_requested(self) -> bool:
+        if self.info.enabled:
+            self.interrupt = bool(reduce_flags([self.interrupt], self.info)[0])
+        return self.interrupt

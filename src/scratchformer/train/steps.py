@@ -1,0 +1,72 @@
+"""The pieces of one training step and one evaluation, used by the loop in ``trainer.py``."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from scratchformer.generation.common import eval_mode
+from scratchformer.train.config import LOWER_IS_BETTER
+from scratchformer.train.tasks import Batch, Task
+
+
+def seed_step(seed: int, step: int, rank: int) -> None:
+    """Seed torch's generator from (seed, step, rank): a step's dropout masks are the same whenever it runs."""
+    torch.manual_seed((seed * 1_000_003 + step) * 131 + rank)
+
+
+def accumulate_gradients(task: Task, model: nn.Module, shards: list[Batch], count: int, label_smoothing: float,
+                         device: torch.device, world_size: int = 1,
+                         autocast: Callable[[], Any] = contextlib.nullcontext) -> float:
+    """Backward through this rank's micro-batches; returns their summed (not averaged) loss.
+
+    Each micro-batch's summed loss is divided by ``count``, the number of loss terms in the *global*
+    batch, so micro-batches of different sizes (or token counts) add up to exactly the full-batch
+    gradient. With DDP, gradients are only all-reduced on the last micro-batch (``no_sync``).
+    """
+    total = 0.0
+    for i, shard in enumerate(shards):
+        if world_size == 1 and len(next(iter(shard.values()))) == 0:
+            continue  # fewer rows than micro-batches: nothing to add
+        shard = {k: v.to(device, non_blocking=True) for k, v in shard.items()}
+        last = i == len(shards) - 1
+        ctx = model.no_sync() if world_size > 1 and not last else contextlib.nullcontext()  # type: ignore[operator]
+        with ctx:
+            with autocast():
+                loss_sum = task.loss_sum(model, shard, label_smoothing)
+            # DDP averages gradients over ranks, hence the factor world_size
+            (loss_sum * (world_size / count)).backward()
+        total += loss_sum.item()
+    return total
+
+
+def evaluate(task: Task, model: nn.Module, split: str) -> dict[str, float]:
+    """The task's metrics on ``split``, the model in eval mode meanwhile."""
+    with eval_mode(model):
+        return task.evaluate(model, split)
+
+
+def score(metrics: dict[str, float], select_by: str) -> float:
+    """The validation metric ``select_by`` as a number where lower is better (accuracy 0.8 -> -0.8)."""
+    return metrics[select_by] if select_by in LOWER_IS_BETTER else -metrics[select_by]
+
+
+class Window:
+    """Losses and tokens since the last log line."""
+
+    def __init__(self) -> None:
+        self.loss, self.steps, self.tokens, self.start = 0.0, 0, 0, time.perf_counter()
+
+    def add(self, loss: float, tokens: int) -> None:
+        self.loss, self.steps, self.tokens = self.loss + loss, self.steps + 1, self.tokens + tokens
+
+    def flush(self) -> tuple[float, float]:
+        mean = self.loss / max(self.steps, 1)
+        tps = self.tokens / max(time.perf_counter() - self.start, 1e-9)
+        self.__init__()  # type: ignore[misc]
+        return mean, tps
