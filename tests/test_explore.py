@@ -26,10 +26,10 @@ from scratchformer.app.cli import main
 from scratchformer.app.explore import ExploreServer, Limits, RequestError, explore, model_info, parse_request
 from scratchformer.app.explore.server import MAX_BODY, STATIC
 from scratchformer.app.inference import classify_texts, translate_texts
-from scratchformer.app.plots import attention_maps
 from scratchformer.checkpoint import load_checkpoint, save_checkpoint
 from scratchformer.data.errors import DataError
 from scratchformer.generation import beam_search, generate
+from scratchformer.nn.attention import attention_maps
 from scratchformer.tokenizers import BOS_ID, EOS_ID, CharTokenizer
 from scratchformer.train.config import TrainConfig
 

@@ -88,7 +88,8 @@ def test_plot_attention_each_kind(tmp_path):
 
 def test_plot_attention_explains_the_word_start_mark_only_when_the_tokens_have_it(tmp_path, monkeypatch):
     titles = []
-    monkeypatch.setattr(viz, "_save", lambda fig, path: titles.append(fig._suptitle.get_text()) or Path(path))
+    monkeypatch.setattr("scratchformer.app.plots.attention.save",
+                        lambda fig, path: titles.append(fig._suptitle.get_text()) or Path(path))
     maps = viz.attention_maps(EncoderClassifier(tiny("encoder")), torch.randint(1, 37, (1, 4)))
     viz.plot_attention(maps, tmp_path / "bpe.png", query_tokens=["\u2581a", "\u2581great", "est", "\u2581film"])
     viz.plot_attention(maps, tmp_path / "chars.png", query_tokens=list("abcd"), title="chars")

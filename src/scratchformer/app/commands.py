@@ -10,11 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from scratchformer.app.inference import (
     classify_texts,
-    encode_checked,
     evaluate_checkpoint,
     evaluate_ensemble,
     generate_text,
@@ -26,7 +23,6 @@ from scratchformer.checkpoint import resolve as resolve_ckpt
 from scratchformer.data.sources import DataFiles
 from scratchformer.models.params import count_parameters_formula
 from scratchformer.nn.config import ConfigError
-from scratchformer.tokenizers import BOS_ID
 from scratchformer.train.config import TrainConfig
 from scratchformer.train.optim import Schedule
 from scratchformer.train.resume import check_out_dir
@@ -188,7 +184,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
             raise ConfigError("plot curves needs --run DIR (a training run directory)")
         path = viz.plot_curves(args.run, out)
     else:  # attention
-        path = _plot_attention(args, out)
+        if not args.ckpt or not args.text:
+            raise ConfigError("plot attention needs --ckpt DIR and --text TEXT")
+        path = viz.plot_checkpoint_attention(load_checkpoint(args.ckpt), args.text, out, target=args.target,
+                                             kind=args.kind)
     print(f"wrote {path}")
     return 0
 
@@ -203,35 +202,6 @@ def _schedule_of(args: argparse.Namespace) -> Any:
     return resolve(preset=args.preset, overrides=parse_overrides(args.overrides)).split()[1]
 
 
-def _plot_attention(args: argparse.Namespace, out: Path) -> Path:
-    from scratchformer.app import plots as viz
-
-    if not args.ckpt or not args.text:
-        raise ConfigError("plot attention needs --ckpt DIR and --text TEXT")
-    ckpt = load_checkpoint(args.ckpt)
-    tok, model = ckpt.tokenizer, ckpt.model
-    if ckpt.model_config.arch == "seq2seq":
-        src = encode_checked(tok, args.text, add_eos=True)
-        target = args.target if args.target is not None else translate_texts(ckpt, [args.text], beam=1)[0]
-        tgt = [BOS_ID] + encode_checked(tok, target)
-        maps = viz.attention_maps(model, src=torch.tensor([src]), tgt=torch.tensor([tgt]))
-        kind = args.kind or "decoder.cross_attn"
-        queries = [tok.token_label(i) for i in tgt]
-        keys = [tok.token_label(i) for i in src] if kind.endswith("cross_attn") or kind.startswith("encoder") \
-            else queries
-        if kind.startswith("encoder"):
-            queries = keys
-    else:
-        ids = encode_checked(tok, args.text) or [BOS_ID]
-        inputs = {"input_ids": torch.tensor([ids])}
-        maps = viz.attention_maps(model, **inputs)
-        kind = args.kind or ("decoder.self_attn" if ckpt.model_config.arch == "gpt" else "encoder.self_attn")
-        queries = keys = [tok.token_label(i) for i in ids]
-        target = None
-    title = f"{kind}: {_shorten(args.text)}" + (f"\n-> {_shorten(target)}" if target is not None else "")
-    return viz.plot_attention(maps, out, query_tokens=queries, key_tokens=keys, kind=kind, title=title)
-
-
 def cmd_explore(args: argparse.Namespace) -> int:
     from scratchformer.app.explore import Limits, serve
 
@@ -239,10 +209,6 @@ def cmd_explore(args: argparse.Namespace) -> int:
     serve(args.ckpt, args.host, args.port, limits=Limits(**{k: v for k, v in caps.items() if v is not None}),
           quiet=not args.verbose)
     return 0
-
-
-def _shorten(text: str, limit: int = 90) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def cmd_explain(args: argparse.Namespace) -> int:

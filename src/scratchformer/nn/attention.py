@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal, get_args
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -223,3 +224,25 @@ def record_attention(model: nn.Module) -> Iterator[dict[str, Tensor]]:
             if m.last_weights is not None:
                 maps[name] = m.last_weights
             m.record, m.last_weights = False, None
+
+
+# The kinds of attention a model has, as attention_maps' keys name them: "{stack}.layers.{i}.{kind}".
+ATTENTION_KINDS = ("encoder.self_attn", "decoder.self_attn", "decoder.cross_attn")
+
+
+@torch.no_grad()
+def attention_maps(model: nn.Module, *args: Tensor, **inputs: Tensor) -> dict[str, Tensor]:
+    """Run ``model(*args, **inputs)`` once (eval mode, no gradients) and return its attention weights.
+
+    Keys are module names (``"encoder.layers.0.self_attn"``, ``"decoder.layers.1.cross_attn"``; GPT's are
+    ``"decoder.layers.i.self_attn"``), values ``(B, H, T, S)`` tensors on the CPU. The model runs on the
+    reference attention path meanwhile (see ``record_attention``) and is handed back in its mode.
+    """
+    was_training = model.training
+    model.eval()  # attention dropout would blot out the maps
+    try:
+        with record_attention(model) as maps:
+            model(*args, **inputs)
+    finally:
+        model.train(was_training)
+    return {name: w.float().cpu() for name, w in maps.items()}

@@ -5,7 +5,7 @@ ready for ``json.dumps``. The web server (``server.py``) only moves these dicts;
     view["attention"][0]["weights"][layer][head][q][k]   # the weight query q gives key k (§3.2.1)
 
 The attention weights are the reference path's softmax(QK^T / sqrt(d_k)), recorded by
-``viz.attention_maps`` (the same numbers ``scratchformer plot attention`` draws), rounded to
+``nn.attention.attention_maps`` (the same numbers ``scratchformer plot attention`` draws), rounded to
 ``DECIMALS`` places. Per family, besides the maps:
 
 - GPT: the next token's ``top_k`` most likely candidates and a sampled continuation (``generate``);
@@ -28,9 +28,9 @@ import numpy as np
 import torch
 
 from scratchformer.app.inference import KIND_NAMES, encode_checked, translate_ids
-from scratchformer.app.plots import ATTENTION_KINDS, attention_maps
 from scratchformer.checkpoint import Checkpoint
 from scratchformer.generation import generate
+from scratchformer.nn.attention import ATTENTION_KINDS, attention_maps
 from scratchformer.tokenizers import BOS_ID
 
 # Defaults for the caps on one request. Tokens: also never more than the model's max_len. The maps grow

@@ -1,0 +1,29 @@
+"""Optional parts of scratchformer and the packages they need: a command that needs a missing one says, in one
+line, which extra to install.
+
+    pip install "scratchformer[plots]"        matplotlib: scratchformer plot, the walkthrough's pictures
+    pip install "scratchformer[onnx]"         onnx, onnxscript, onnxruntime: export --format onnx
+    pip install "scratchformer[tensorboard]"  tensorboard: event files beside metrics.jsonl
+    pip install "scratchformer[hf]"           transformers: export --format hf
+    pip install "scratchformer[baseline]"     scikit-learn: bench/bow_baseline.py
+
+The core install (PyTorch, tokenizers, safetensors, sacrebleu, tqdm, numpy) trains, evaluates and decodes
+every model without them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+WHY = {"plots": "drawing pictures", "onnx": "ONNX export", "tensorboard": "TensorBoard logs",
+       "hf": "Hugging Face export", "baseline": "the bag-of-words baseline"}
+
+
+class MissingExtra(ImportError):
+    """A command needs an optional package that is not installed; the message says how to install it."""
+
+
+def require(module: str, extra: str) -> None:
+    """Raise ``MissingExtra`` unless ``module`` can be imported."""
+    if importlib.util.find_spec(module) is None:
+        raise MissingExtra(f"{WHY[extra]} needs {module}: pip install \"scratchformer[{extra}]\"")
