@@ -17,6 +17,7 @@ import argparse
 import sys
 
 from scratchformer.data.sources import DataFiles, load_splits
+from scratchformer.extras import MissingExtra, require
 
 GRID = (0.3, 1.0, 3.0, 10.0, 30.0)
 
@@ -44,9 +45,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     try:
-        import sklearn  # noqa: F401
-    except ImportError:
-        print('bow_baseline: needs scikit-learn: pip install "scratchformer[baseline]"', file=sys.stderr)
+        require("sklearn", "baseline")
+    except MissingExtra as err:
+        print(f"bow_baseline: {err}", file=sys.stderr)
         return 2
     splits = load_splits("classify", DataFiles.of(args.data, args.val, args.test), val_fraction=args.val_fraction,
                          seed=args.seed)

@@ -13,7 +13,7 @@ every model without them.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 
 WHY = {"plots": "drawing pictures", "onnx": "ONNX export", "tensorboard": "TensorBoard logs",
        "hf": "Hugging Face export", "baseline": "the bag-of-words baseline"}
@@ -24,6 +24,8 @@ class MissingExtra(ImportError):
 
 
 def require(module: str, extra: str) -> None:
-    """Raise ``MissingExtra`` unless ``module`` can be imported."""
-    if importlib.util.find_spec(module) is None:
-        raise MissingExtra(f"{WHY[extra]} needs {module}: pip install \"scratchformer[{extra}]\"")
+    """Raise ``MissingExtra`` unless ``module`` can be imported (it is then imported)."""
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        raise MissingExtra(f"{WHY[extra]} needs {module}: pip install \"scratchformer[{extra}]\"") from None

@@ -188,6 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from scratchformer.app import commands
     from scratchformer.checkpoint import CheckpointError
     from scratchformer.data.errors import DataError
+    from scratchformer.extras import MissingExtra
     from scratchformer.train.interrupt import Interrupted
     from scratchformer.train.resume import RunDirError
     from scratchformer.train.trainer import TrainingError
@@ -203,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TrainingError as err:
         print(f"scratchformer: error: {err}", file=sys.stderr)
         return 1
-    except (ConfigError, DataError, CheckpointError, RunDirError, ValueError, OSError) as err:
+    except (ConfigError, DataError, CheckpointError, RunDirError, MissingExtra, ValueError, OSError) as err:
         print(f"scratchformer: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

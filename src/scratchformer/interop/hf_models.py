@@ -80,6 +80,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from scratchformer.extras import require
 from scratchformer.models import GPT, EncoderClassifier, Seq2SeqTransformer
 from scratchformer.nn.config import ModelConfig
 from scratchformer.tokenizers import SPECIAL_TOKENS
@@ -89,7 +90,6 @@ __all__ = ["BERT_CLASSIFIER", "BERT_ENCODER", "GPT2_LM", "HF_CLASSES", "HFExport
 
 GPT2_LM, BERT_CLASSIFIER, BERT_ENCODER = "GPT2LMHeadModel", "BertForSequenceClassification", "BertModel"
 HF_CLASSES = (GPT2_LM, BERT_CLASSIFIER, BERT_ENCODER)
-INSTALL_HINT = 'pip install "scratchformer[hf]"'
 _ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh"}
 
 
@@ -98,10 +98,9 @@ class HFExportError(ValueError):
 
 
 def transformers_module() -> Any:
-    try:
-        import transformers
-    except ImportError:
-        raise HFExportError(f"Hugging Face export needs the transformers package: {INSTALL_HINT}") from None
+    require("transformers", "hf")
+    import transformers
+
     return transformers
 
 

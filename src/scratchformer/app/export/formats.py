@@ -46,6 +46,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from scratchformer.extras import require
 from scratchformer.generation.common import eval_mode  # no dropout in an exported graph
 from scratchformer.models import GPT, EncoderClassifier, Seq2SeqTransformer
 
@@ -83,10 +84,7 @@ def export_onnx(model: nn.Module, path: str | os.PathLike, *, example: Example |
     family = _family(model)
     named = _example(model, family, example)
     path = _destination(path)
-    try:
-        import onnxscript  # noqa: F401  (the dynamo exporter needs it; say so in one line if missing)
-    except ImportError as e:
-        raise ExportError("ONNX export needs the onnx and onnxscript packages: pip install onnx onnxscript") from e
+    require("onnxscript", "onnx")  # the dynamo exporter needs it (and onnx)
     if "dynamo" not in inspect.signature(torch.onnx.export).parameters:
         raise ExportError(f"ONNX export needs torch >= 2.5 (torch.onnx.export(dynamo=True)), not {torch.__version__}")
 
@@ -115,13 +113,11 @@ def verify_onnx(model: nn.Module, path: str | os.PathLike, *inputs: Tensor, **na
     """Run the ONNX file at ``path`` in onnxruntime and ``model`` in PyTorch on the same inputs; return
     the largest absolute difference between their logits (``inf`` if their shapes differ).
 
-    Inputs are given in the graph's input order (``verify_onnx(model, path, src, tgt, src_padding_mask)``) or by
-    name (``verify_onnx(model, path, input_ids=ids)``); the names are ``forward``'s argument names.
+    Inputs are given in the graph's input order (``verify_onnx(model, path, src, tgt, src_padding_mask)``) or
+    by name (``verify_onnx(model, path, input_ids=ids)``); the names are ``forward``'s argument names.
     """
-    try:
-        import onnxruntime as ort
-    except ImportError as e:
-        raise ExportError("verifying an ONNX file needs onnxruntime: pip install onnxruntime") from e
+    require("onnxruntime", "onnx")
+    import onnxruntime as ort
     if not Path(path).is_file():
         raise ExportError(f"no ONNX file at {path}")
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])

@@ -10,6 +10,9 @@ from scratchformer.extras import require
 require("matplotlib", "plots")
 
 from matplotlib.figure import Figure  # noqa: E402 - after the check that it is installed
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+__all__ = ["DPI", "Figure", "MaxNLocator", "save"]
 
 DPI = 130
 

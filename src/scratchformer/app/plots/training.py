@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from matplotlib.ticker import MaxNLocator  # noqa: E402,I001 - matplotlib is checked for in common
 
-from scratchformer.app.plots.common import DPI, Figure, save
+from scratchformer.app.plots.common import DPI, Figure, MaxNLocator, save
 from scratchformer.nn.embedding import sinusoidal_table
 from scratchformer.train.config import TrainConfig
 from scratchformer.train.logger import read_metrics

@@ -1,0 +1,67 @@
+"""The core install trains and uses models; the optional extras are asked for by name, in one line, when missing.
+
+The optional packages are hidden from a fresh interpreter by an import hook (as if never installed), then
+the CLI is run as a user would run it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+HIDDEN = ["matplotlib", "tensorboard", "onnx", "onnxruntime", "onnxscript", "transformers", "sklearn", "selenium"]
+
+RUNNER = textwrap.dedent('''
+    import importlib.abc, sys
+    HIDDEN = set(sys.argv[1].split(","))
+
+    class Hide(importlib.abc.MetaPathFinder):
+        """Every finder as it was, except that the hidden packages are not found (find_spec gives None)."""
+
+        def __init__(self, inner):
+            self.inner = inner
+
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in HIDDEN or not hasattr(self.inner, "find_spec"):
+                return None
+            return self.inner.find_spec(name, path, target)
+
+    sys.meta_path[:] = [Hide(finder) for finder in sys.meta_path]
+    from scratchformer.app.cli import main
+    sys.exit(main(sys.argv[2:]))
+''')
+
+
+def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    script = tmp_path / "without_extras.py"
+    script.write_text(RUNNER)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, str(script), ",".join(HIDDEN), *args], capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+def test_the_core_install_trains_the_copy_model_and_names_each_missing_extra(tmp_path):
+    out = tmp_path / "copy"
+    trained = run(tmp_path, "train", "--out", str(out), "max_steps=20", "eval_every=20", "n_test=20",
+                  "eval_decode=5", "d_model=32", "n_heads=2", "d_ff=64")
+    assert trained.returncode == 0, trained.stderr
+    assert "TensorBoard files are skipped" in trained.stderr and 'scratchformer[tensorboard]' in trained.stderr
+    assert (out / "best" / "model.safetensors").is_file() and not (out / "tensorboard").exists()
+    used = run(tmp_path, "translate", "--ckpt", str(out), "abcd", "--beam", "2")
+    assert used.returncode == 0 and len(used.stdout.splitlines()) == 1, used.stderr
+    text = tmp_path / "text.txt"
+    text.write_text("to be or not to be\n" * 40)
+    lm = tmp_path / "lm"
+    assert run(tmp_path, "train", "task=lm", "--data", str(text), "--out", str(lm), "max_steps=2", "eval_every=2",
+               "eval_batches=1", "d_model=32", "n_heads=2", "n_layers=1", "d_ff=64", "max_len=16").returncode == 0
+    for argv, extra in [(["plot", "curves", "--run", str(out), "--out", str(tmp_path / "c.png")], "plots"),
+                        (["export", "--ckpt", str(out), "--format", "onnx", "--out", str(tmp_path / "m.onnx")], "onnx"),
+                        (["export", "--ckpt", str(lm), "--format", "hf", "--out", str(tmp_path / "hf")], "hf")]:
+        refused = run(tmp_path, *argv)
+        err = refused.stderr.strip()
+        assert refused.returncode == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+        assert err.startswith("scratchformer: error:") and f'pip install "scratchformer[{extra}]"' in err, err
+    assert not (tmp_path / "c.png").exists() and not (tmp_path / "m.onnx").exists() and not (tmp_path / "hf").exists()
