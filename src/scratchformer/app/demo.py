@@ -11,7 +11,8 @@ import torch
 from scratchformer.models import build_model
 from scratchformer.models.params import count_parameters_formula
 from scratchformer.nn.config import PRESETS, ConfigError, ModelConfig
-from scratchformer.train.settings import coerce, field_types, preset_names, resolve
+from scratchformer.train.settings import preset_names, resolve
+from scratchformer.train.values import coerce, field_types
 
 
 def model_from_preset(preset: str, overrides: dict[str, Any]) -> ModelConfig:

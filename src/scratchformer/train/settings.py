@@ -19,22 +19,20 @@ prints the settings that differ from the task's defaults at its start.
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import json
-import types
-import typing
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from scratchformer.data.sources import DataFiles
-from scratchformer.nn.config import ConfigError, ModelConfig
+from scratchformer.nn.config import ConfigError
 from scratchformer.train.config import TrainConfig
+from scratchformer.train.values import parse_overrides, split_settings
 
 __all__ = ["RESUMABLE", "TASK_DEFAULTS", "Resolved", "load_config_file", "load_preset", "parse_overrides",
-           "preset_names", "resolve", "task_defaults"]
+           "preset_names", "resolve", "resume_settings", "split_settings", "task_defaults"]
 
 DEFAULT_TASK = "copy"
 
@@ -123,18 +121,6 @@ def load_config_file(path: str) -> dict[str, Any]:
     if not isinstance(data, dict) or any(isinstance(v, dict) for v in data.values()):
         raise ConfigError(f"config file {path} must hold flat key = value settings")
     return data
-
-
-def parse_overrides(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:
-    """``["d_model=64", "norm=pre"]`` -> ``{"d_model": "64", "norm": "pre"}``; types are checked later
-    against each field's declared type."""
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"expected key=value, got {pair!r}")
-        out[key.strip()] = value.strip()
-    return out
 
 
 # ------------------------------------------------------------------------------------ resolution
@@ -245,74 +231,3 @@ def resume_settings(saved: dict[str, Any], given: Resolved | None, overrides: di
 
 def _norm(value: Any) -> str:
     return "" if value is None else str(value).lower()
-
-
-# ------------------------------------------------------------------------------------ typed values
-
-
-def field_types(cls: type) -> dict[str, Any]:
-    """The declared type of each field of a config dataclass."""
-    return typing.get_type_hints(cls)
-
-
-def coerce(name: str, value: Any, annotation: Any) -> Any:
-    """Check (and, for strings from the command line, convert) ``value`` against a field's type."""
-    args = typing.get_args(annotation)
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        inner = [a for a in args if a is not type(None)]
-        # "none" means "unset" unless it is one of the field's own choices (positional="none")
-        own_choice = typing.get_origin(inner[0]) is Literal and value in typing.get_args(inner[0])
-        if value is None or (isinstance(value, str) and value.lower() in ("none", "null") and not own_choice):
-            if type(None) in args:
-                return None
-        return coerce(name, value, inner[0])
-    if origin is Literal:
-        if value not in args:
-            raise ConfigError(f"{name}={value!r} is not one of {', '.join(map(str, args))}")
-        return value
-    if annotation is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
-            return value.lower() in ("true", "1", "yes")
-        raise ConfigError(f"{name}={value!r} must be true or false")
-    if annotation in (int, float):
-        kind = "an integer" if annotation is int else "a number"
-        numeric = (int,) if annotation is int else (int, float)
-        if isinstance(value, numeric) and not isinstance(value, bool):
-            return annotation(value)
-        if isinstance(value, str):
-            with contextlib.suppress(ValueError):  # a string that does not parse falls through to the error
-                return annotation(value)
-        raise ConfigError(f"{name}={value!r} must be {kind}")
-    if annotation is str:
-        if isinstance(value, str):
-            return value
-        raise ConfigError(f"{name}={value!r} must be a string")
-    return value
-
-
-
-def split_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], TrainConfig]:
-    """Flat ``key -> value`` settings (preset, config file, command line) -> (model fields, TrainConfig).
-
-    Every key must be a ``ModelConfig`` or ``TrainConfig`` field; values are type-checked (and strings
-    converted) against the field's type. ``arch`` follows from ``task`` and need not be given.
-    """
-    model_types, train_types = field_types(ModelConfig), field_types(TrainConfig)
-    model_kw: dict[str, Any] = {}
-    train_kw: dict[str, Any] = {}
-    for key, value in settings.items():
-        if key in train_types:
-            train_kw[key] = coerce(key, value, train_types[key])
-        elif key in model_types:
-            model_kw[key] = coerce(key, value, model_types[key])
-        else:
-            close = difflib.get_close_matches(key, [*model_types, *train_types], n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            raise ConfigError(f"unknown config key {key!r}{hint}")
-    train = TrainConfig(**train_kw)
-    if model_kw.setdefault("arch", train.arch) != train.arch:
-        raise ConfigError(f"arch={model_kw['arch']!r} does not fit task={train.task!r} (needs arch={train.arch!r})")
-    return model_kw, train
