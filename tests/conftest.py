@@ -1,6 +1,10 @@
-"""Shared helpers: tiny configurations that run in milliseconds on 2 CPU cores."""
+"""Shared helpers: tiny configurations that run in milliseconds on 2 CPU cores, the shared data folder, and
+the ``slow`` marker (tests of many seconds; CI runs them all, ``-m "not slow"`` skips them while editing)."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -8,6 +12,21 @@ import torch
 from scratchformer import ModelConfig
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
+
+REPO = Path(__file__).resolve().parents[1]
+# The real datasets (Tiny Shakespeare, Multi30k, SST-2): $SCRATCHFORMER_DATA, else ../shared/data.
+SHARED_DATA = Path(os.environ.get("SCRATCHFORMER_DATA") or REPO.parent / "shared" / "data").resolve()
+
+
+def needs_data(*files: str) -> pytest.MarkDecorator:
+    """Skip, saying why, unless the shared data folder holds every one of ``files``."""
+    missing = [f for f in files if not (SHARED_DATA / f).exists()]
+    return pytest.mark.skipif(bool(missing), reason=f"{', '.join(missing)} not found in {SHARED_DATA} "
+                                                    "(set SCRATCHFORMER_DATA)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow: takes many seconds (CI runs it; -m 'not slow' skips it)")
 
 
 def tiny(arch: str, **overrides) -> ModelConfig:

@@ -135,6 +135,7 @@ def test_evaluate_several_classifiers_as_an_ensemble(runs, capsys):
     assert "Traceback" not in err and "a classifier" in err.splitlines()[-1], err
 
 
+@pytest.mark.slow
 def test_export_and_plot_commands_write_files(runs, capsys, tmp_path):
     pytest.importorskip("onnxruntime", reason="onnxruntime is a dependency of the export command")
     out = tmp_path / "copy.onnx"

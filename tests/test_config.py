@@ -17,6 +17,7 @@ def test_preset_parameter_count_matches_formula(name):
     assert n_params(build_model(cfg)) == count_parameters_formula(cfg)
 
 
+@pytest.mark.slow
 def test_paper_models_are_near_the_papers_sizes():
     base, big = ModelConfig.preset("paper-base"), ModelConfig.preset("paper-big")
     # Table 3 of the paper: 65M and 213M with a shared 37k vocabulary.

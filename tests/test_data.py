@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import os
 import random
 import urllib.error
 import urllib.request
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import SHARED_DATA, needs_data
 from scratchformer.data import (
     SST2_LABELS,
     TASKS,
@@ -39,15 +39,8 @@ from scratchformer.data import (
 )
 from scratchformer.tokenizers import CharTokenizer
 
-
-def _shared_data() -> Path:
-    env = os.environ.get("SCRATCHFORMER_DATA")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
-DATA = _shared_data()
-HAS_DATA = all((DATA / p).is_file() for p in ("tinyshakespeare.txt", "multi30k/train.de.gz", "sst2/test.tsv"))
-needs_data = pytest.mark.skipif(not HAS_DATA, reason=f"shared data not found in {DATA} (set SCRATCHFORMER_DATA)")
+DATA = SHARED_DATA
+needs_data = needs_data("tinyshakespeare.txt", "multi30k/train.de.gz", "sst2/test.tsv")
 REAL_URLOPEN = urllib.request.urlopen
 
 

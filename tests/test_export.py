@@ -72,6 +72,7 @@ def onnx_exports(tmp_path_factory):
     return models, paths, directory, modes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["gpt", "seq2seq", "encoder"])
 def test_onnx_matches_pytorch_at_other_shapes(onnx_exports, family):
     import onnxruntime as ort
@@ -144,6 +145,7 @@ def test_verify_onnx_detects_a_different_model(onnx_exports):
         verify_onnx(models["encoder"], paths["encoder"], input_ids=ids)
 
 
+@pytest.mark.slow
 def test_onnx_gpt_with_left_padding_mask(tmp_path):
     """GPT exported with an attention_mask: positions count real tokens only, at any length."""
     pytest.importorskip("onnxruntime", reason="ONNX checks need onnxruntime (pip install onnxruntime)")

@@ -12,6 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 HIDDEN = ["matplotlib", "tensorboard", "onnx", "onnxruntime", "onnxscript", "transformers", "sklearn", "selenium"]
 
 RUNNER = textwrap.dedent('''
@@ -43,6 +45,7 @@ def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
                           timeout=300, env=env)
 
 
+@pytest.mark.slow
 def test_the_core_install_trains_the_copy_model_and_names_each_missing_extra(tmp_path):
     out = tmp_path / "copy"
     trained = run(tmp_path, "train", "--out", str(out), "max_steps=20", "eval_every=20", "n_test=20",

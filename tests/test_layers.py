@@ -88,7 +88,26 @@ def test_residual_norm_post_and_pre():
     torch.testing.assert_close(pre(x, f), x + f(torch.nn.functional.layer_norm(x, (32,))))
 
 
-def test_swiglu_feedforward_and_no_bias_layers_run():
+@pytest.mark.parametrize("bias", [True, False])
+def test_swiglu_is_its_formula(bias):
+    """FFN(x) = (SiLU(x W_1 + b_1) * (x W_3 + b_3)) W_2 + b_2 (Shazeer 2020), written out with the weights."""
+    from scratchformer.nn.feedforward import FeedForward
+
+    ffn = FeedForward(32, 48, "swiglu", bias=bias)
+    x = torch.randn(2, 5, 32)
+    b = (lambda layer: layer.bias) if bias else (lambda layer: 0.0)
+    gate = torch.nn.functional.silu(x @ ffn.linear1.weight.T + b(ffn.linear1))  # (B, T, F)
+    up = x @ ffn.linear3.weight.T + b(ffn.linear3)
+    expected = (gate * up) @ ffn.linear2.weight.T + b(ffn.linear2)
+    torch.testing.assert_close(ffn(x), expected, atol=1e-6, rtol=1e-5)
+    assert ffn.linear1.weight.shape == ffn.linear3.weight.shape == (48, 32) and ffn.linear2.weight.shape == (32, 48)
+    # the gate is the SiLU branch: swapping the roles of W_1 and W_3 gives another function
+    other = (torch.nn.functional.silu(x @ ffn.linear3.weight.T + b(ffn.linear3))
+             * (x @ ffn.linear1.weight.T + b(ffn.linear1))) @ ffn.linear2.weight.T + b(ffn.linear2)
+    assert not torch.allclose(ffn(x), other, atol=1e-4)
+
+
+def test_swiglu_and_no_bias_in_a_layer():
     layer = EncoderLayer(tiny("encoder", activation="swiglu", bias=False))
     assert layer.ffn.linear3 is not None and layer.ffn.linear1.bias is None
     assert layer(torch.randn(2, 4, 32)).shape == (2, 4, 32)

@@ -286,6 +286,7 @@ def test_dropout_is_active_only_in_training():
     torch.testing.assert_close(m(ids), m(ids))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["seq2seq", "gpt"])
 def test_tiny_model_learns_to_copy(arch):
     """End to end: a tiny model learns the copy task within a few hundred steps.

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import runpy
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO, SHARED_DATA
+
 NOTEBOOKS = REPO / "notebooks"
-# resolved now: the notebooks run in a temporary working directory, where a relative path would not point here
-DATA = Path(os.environ.get("SCRATCHFORMER_DATA") or REPO.parent / "shared" / "data").resolve()
+DATA = SHARED_DATA  # resolved: the notebooks run in a temporary working directory
 
 # notebook -> the dataset file it needs (None: no data), and the pictures it promises, relative to the
 # working directory it runs in

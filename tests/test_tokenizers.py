@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 from pathlib import Path
 
 import pytest
 import torch
 
+from conftest import SHARED_DATA, needs_data
 from scratchformer.data import DataError
 from scratchformer.tokenizers import (
     BOS_ID,
@@ -22,17 +22,9 @@ from scratchformer.tokenizers import (
     load_tokenizer,
 )
 
-
-def _shared_data() -> Path:
-    env = os.environ.get("SCRATCHFORMER_DATA")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
-DATA = _shared_data()
-needs_shakespeare = pytest.mark.skipif(not (DATA / "tinyshakespeare.txt").is_file(),
-                                       reason=f"Tiny Shakespeare not found in {DATA} (set SCRATCHFORMER_DATA)")
-needs_multi30k = pytest.mark.skipif(not (DATA / "multi30k" / "train.de.gz").is_file(),
-                                    reason=f"Multi30k not found in {DATA} (set SCRATCHFORMER_DATA)")
+DATA = SHARED_DATA
+needs_shakespeare = needs_data("tinyshakespeare.txt")
+needs_multi30k = needs_data("multi30k/train.de.gz")
 
 GERMAN = [
     "Ein Mann mit einem orangefarbenen Hut, der etwas anstarrt.",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -164,3 +165,45 @@ def test_plot_curves_without_the_metric_is_an_error(tmp_path):
         viz.plot_curves(tmp_path / "run", tmp_path / "c.png")
     with pytest.raises(ValueError, match="PNG"):
         viz.plot_lr_schedule(TrainConfig(), tmp_path / "lr.jpg")
+
+
+@pytest.mark.slow
+def test_the_copy_models_cross_attention_picture_shows_the_diagonal(tmp_path, monkeypatch):
+    """Read back from the PNG itself: a model that has learnt to copy attends from output i to input i, and the
+    picture's cells on the diagonal are the bright ones (colours mapped back to weights through viridis)."""
+    import matplotlib
+
+    torch.manual_seed(0)
+    V, L, BOS = 12, 6, 1
+    model = Seq2SeqTransformer(tiny("seq2seq", vocab_size=V, n_layers=1, d_model=64, d_ff=128, norm="pre"))
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    for step in range(300):
+        for group in opt.param_groups:
+            group["lr"] = 3e-3 * (1 - step / 300)
+        x = torch.randint(2, V, (64, L))
+        y = torch.cat([torch.full((64, 1), BOS), x], 1)
+        loss = torch.nn.functional.cross_entropy(model(x, y[:, :-1]).reshape(-1, V), x.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    src = torch.tensor([[2, 7, 4, 9, 3, 11]])
+    maps = viz.attention_maps(model.eval(), src=src, tgt=torch.cat([torch.tensor([[BOS]]), src[:, :-1]], 1))
+    weights = maps["decoder.layers.0.cross_attn"][0]  # (H, T, S)
+    head = int(weights.diagonal(dim1=-2, dim2=-1).sum(-1).argmax())
+    figures = []
+    real_save = viz.attention.save
+    monkeypatch.setattr(viz.attention, "save", lambda fig, path: figures.append(fig) or real_save(fig, path))
+    path = viz.plot_attention(maps, tmp_path / "copy.png", kind="decoder.cross_attn", heads=[head],
+                              query_tokens=[f"out{i}" for i in range(L)], key_tokens=[f"in{i}" for i in range(L)])
+    image = mpimg.imread(path)[..., :3]  # (H px, W px, RGB) in [0, 1]
+    box = figures[0].axes[0].get_window_extent()  # the heatmap panel, in pixels from the bottom left
+    cells = np.zeros((L, L))
+    viridis = matplotlib.colormaps["viridis"](np.linspace(0, 1, 256))[:, :3]
+    for i in range(L):
+        for j in range(L):
+            px = int(box.x0 + (j + 0.5) * box.width / L)
+            py = int(image.shape[0] - (box.y0 + (L - i - 0.5) * box.height / L))  # row 0 at the top
+            cells[i, j] = np.abs(viridis - image[py, px]).sum(-1).argmin() / 255  # colour -> its weight
+    assert (cells.argmax(1) == np.arange(L)).sum() >= L - 1, cells.round(2)  # the brightest cell of a row
+    diagonal = np.diag(cells)
+    assert diagonal.mean() > 3 * cells[~np.eye(L, dtype=bool)].mean(), cells.round(2)

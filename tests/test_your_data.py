@@ -77,6 +77,7 @@ NAMED_PRESETS = {  # preset -> (task, writer of a user file for it)
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", sorted(NAMED_PRESETS))
 def test_a_users_data_replaces_the_presets_dataset(preset, tmp_path, monkeypatch, capsys):
     """The run's tokenizer, labels and split sizes come from the user's file; the dataset is never opened."""
@@ -350,6 +351,7 @@ def _train_rows(run: Path) -> int:
         return 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupt_before_the_first_checkpoint_leaves_a_resumable_run(tmp_path, sig):
     args = ["train", "--preset", "copy", *TINY, "max_steps=60", "eval_every=60", "n_test=20", "eval_decode=0",
@@ -462,6 +464,7 @@ def test_a_truncated_last_checkpoint_falls_back_to_best_and_says_so(tmp_path, ca
 # ------------------------------------------------------------------------------------ time and progress
 
 
+@pytest.mark.slow
 def test_max_time_ends_the_run_at_its_budget_with_a_full_schedule(tmp_path, capsys):
     out = tmp_path / "run"
     start = time.perf_counter()

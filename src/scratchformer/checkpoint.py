@@ -59,7 +59,8 @@ def save_checkpoint(directory: Path, model: nn.Module, tokenizer: Tokenizer, mod
     directory = Path(directory)
     tmp = directory.with_name(f".{directory.name}.tmp-{os.getpid()}")
     old = directory.with_name(f".{directory.name}.old")
-    shutil.rmtree(tmp, ignore_errors=True)
+    for stale in directory.parent.glob(f".{directory.name}.tmp-*"):  # left by a process killed mid-write
+        shutil.rmtree(stale, ignore_errors=True)
     tmp.mkdir(parents=True)
     save_model(model, str(tmp / "model.safetensors"))
     meta = {"model": model_config.to_dict(), "train": dict(train), "step": step, **(extra or {})}

@@ -18,8 +18,13 @@ def lazy_exports(package: str, exports: dict[str, str]) -> tuple[Callable[[str],
     """``(__getattr__, __dir__)`` for a package whose names ``exports`` maps to the modules defining them."""
 
     def getattr_(name: str) -> Any:
-        if name not in exports:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        if name not in exports:  # a submodule (``package.name``), else no such attribute
+            try:
+                return importlib.import_module(f"{package}.{name}")
+            except ModuleNotFoundError as err:
+                if err.name != f"{package}.{name}":
+                    raise
+                raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
         value = getattr(importlib.import_module(exports[name]), name)
         setattr(sys.modules[package], name, value)
         return value
