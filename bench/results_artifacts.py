@@ -1,18 +1,17 @@
-"""Copy the small files of finished runs into results/ and draw their pictures (used by RESULTS.md).
+"""Copy the small files of finished runs into results/ and draw the pictures RESULTS.md shows.
 
     python bench/results_artifacts.py [NAME ...]      # default: every runs/NAME that exists
 
-For each run ``runs/NAME``: its ``metrics.jsonl``, ``config.json``, console log (progress-bar redraws
-removed) and ``NAME.eval.json`` go to ``results/NAME/``, with ``curves.png`` (viz.plot_curves) and, by task,
-sample outputs (``samples.txt``) and for translation the cross-attention of a real test sentence
-(``cross_attention.png``). Where ``runs/NAME-ensemble.eval.json`` exists (three seeds voting), it and
-the logs of ``runs/NAME-seed1``/``-seed2`` go to ``results/NAME-ensemble/``. Checkpoints stay in runs/
-(too big for git).
+For each run ``runs/NAME``: its ``config.json`` and ``NAME.eval.json`` go to ``results/NAME/``, with, where
+RESULTS.md shows them, ``curves.png`` (the training curves) and, by task, sample outputs (``samples.txt``) and
+for translation the cross-attention of a real test sentence (``cross_attention.png``). Pictures are saved with
+a 256-colour palette (a third of the size). Where ``runs/NAME-ensemble.eval.json`` exists (three seeds
+voting), it and the members' configurations go to ``results/NAME-ensemble/``. Checkpoints, console logs and
+``metrics.jsonl`` stay in runs/: the commands make them again.
 """
 
 from __future__ import annotations
 
-import re
 import shutil
 import sys
 from pathlib import Path
@@ -20,11 +19,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RUNS, RESULTS = ROOT / "runs", ROOT / "results"
 ALL = ["copy", "reverse", "sort", "shakespeare-char", "shakespeare-char-large", "multi30k", "sst2", "sst2-minilm"]
+CURVES = {"copy", "reverse", "sort", "shakespeare-char-large", "multi30k"}  # the curves RESULTS.md shows
 
 
-def clean_log(text: str) -> str:
-    lines = [line.rsplit("\r", 1)[-1] for line in text.splitlines()]
-    return "\n".join(line for line in lines if line.strip() and not re.match(r"^\w+:\s+\d+%\|", line)) + "\n"
+def palette(png: Path) -> None:
+    """Re-save a PNG with 256 colours: plots have few, and the file shrinks to about a third."""
+    from PIL import Image
+
+    Image.open(png).convert("RGB").quantize(colors=256, dither=Image.Dither.NONE).save(png, optimize=True)
 
 
 def samples(name: str, run: Path) -> str:
@@ -58,14 +60,11 @@ def main(names: list[str]) -> int:
     for name in names or [n for n in ALL if (RUNS / n).is_dir()]:
         run, out = RUNS / name, RESULTS / name
         out.mkdir(parents=True, exist_ok=True)
-        for src, dst in [(run / "metrics.jsonl", "metrics.jsonl"), (run / "config.json", "config.json"),
-                         (RUNS / f"{name}.eval.json", "eval.json")]:
+        for src, dst in [(run / "config.json", "config.json"), (RUNS / f"{name}.eval.json", "eval.json")]:
             if src.is_file():
                 shutil.copyfile(src, out / dst)
-        if (RUNS / f"{name}.log").is_file():
-            (out / "train.log").write_text(clean_log((RUNS / f"{name}.log").read_text(errors="replace")))
-        keys = ("loss",)
-        viz.plot_curves(run, out / "curves.png", metrics=keys)
+        if name in CURVES:
+            palette(viz.plot_curves(run, out / "curves.png", metrics=("loss",)))
         text = samples(name, run)
         if text:
             (out / "samples.txt").write_text(text)
@@ -73,18 +72,15 @@ def main(names: list[str]) -> int:
             sentence = "Ein Mädchen in einem Karateanzug bricht ein Brett mit einem Tritt."  # test sentence 3
             cli(["plot", "attention", "--ckpt", str(run), "--text", sentence, "--kind", "decoder.cross_attn",
                  "--out", str(out / "cross_attention.png")])
+            palette(out / "cross_attention.png")
         print(f"results/{name}: " + ", ".join(sorted(p.name for p in out.iterdir())))
         if (RUNS / f"{name}-ensemble.eval.json").is_file():  # seeds voting (reproduce_results.sh)
             ensemble = RESULTS / f"{name}-ensemble"
             ensemble.mkdir(exist_ok=True)
             shutil.copyfile(RUNS / f"{name}-ensemble.eval.json", ensemble / "eval.json")
             for seed in (1, 2):
-                member, dst = RUNS / f"{name}-seed{seed}", ensemble / f"seed{seed}"
-                dst.mkdir(exist_ok=True)
-                for f in ("metrics.jsonl", "config.json"):
-                    shutil.copyfile(member / f, dst / f)
-                log = RUNS / f"{name}-seed{seed}.log"
-                (dst / "train.log").write_text(clean_log(log.read_text(errors="replace")))
+                (ensemble / f"seed{seed}").mkdir(exist_ok=True)
+                shutil.copyfile(RUNS / f"{name}-seed{seed}" / "config.json", ensemble / f"seed{seed}" / "config.json")
             print(f"results/{name}-ensemble: eval.json, seed1/, seed2/")
     return 0
 

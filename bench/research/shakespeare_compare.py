@@ -1,7 +1,7 @@
 """Compare trained character-level GPTs on the *whole* Tiny Shakespeare validation text, on equal terms.
 
     export SCRATCHFORMER_DATA=../shared/data
-    python bench/shakespeare_compare.py runs/shakespeare-char runs/shakespeare-char-large [--context 64]
+    python bench/research/shakespeare_compare.py runs/shakespeare-char runs/shakespeare-char-large [--context 64]
 
 The trainer's validation loss averages random windows of each model's own context length (64 characters
 for ``shakespeare-char``, 128 for ``shakespeare-char-large``), so the two numbers in RESULTS.md are not
