@@ -6,6 +6,9 @@
 - ``seq2seq`` and ``encoder`` (the paper's families, as in ``torch.nn.Transformer``, fairseq and
   tensor2tensor): Linear weights Xavier-uniform, biases 0; token embeddings ~ N(0, C^-1/2) so that after
   the x sqrt(C) scaling they have unit variance (N(0, 0.02) when unscaled).
+- ``vit`` (the ViT paper's choices): as the paper's families, with the class token at 0 and the learned positions
+  ~ N(0, 0.02) (set where they are made, ``nn/patches.py``), and the classification head at 0, so that a new
+  model predicts the uniform distribution whatever the image.
 - LayerNorm: weight 1, bias 0.
 """
 
@@ -38,3 +41,5 @@ def init_weights(model: nn.Module, cfg: ModelConfig) -> None:
                 nn.init.ones_(module.weight)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)
+    if cfg.arch == "vit":
+        nn.init.zeros_(model.head.weight)  # type: ignore[union-attr, arg-type]

@@ -20,6 +20,8 @@ def count_parameters_formula(cfg: ModelConfig) -> int:
       sinusoidal and rotary positions have no parameters
     - output projection: V C with no bias, unless tied to the target embedding (then 0)
     - classifier head: C n_classes + n_classes; ``pooling="pooler"`` adds BERT's pooler: C^2 + b C
+    - ViT: no vocabulary; the patch embedding (P^2 ch) C + C (always with a bias), the class token C,
+      positions as above over the class token and the patches (max_len = N + 1), the encoder stack, the head
     """
     c, f, b = cfg.d_model, cfg.d_ff, int(cfg.bias)
     attn = 4 * (c * c + b * c)
@@ -33,6 +35,10 @@ def count_parameters_formula(cfg: ModelConfig) -> int:
         layers = cfg.n_layers * (attn + ffn + 2 * ln) + final_ln
         head = 0 if cfg.tie_embeddings else cfg.vocab_size * c
         return cfg.vocab_size * c + positions + emb_ln + layers + head
+    if cfg.arch == "vit":
+        layers = cfg.n_layers * (attn + ffn + 2 * ln) + final_ln
+        patch = cfg.patch_size ** 2 * cfg.channels * c + c
+        return patch + c + positions + layers + c * cfg.n_classes + cfg.n_classes
     if cfg.arch == "encoder":
         layers = cfg.n_layers * (attn + ffn + 2 * ln) + final_ln
         pooler = c * c + b * c if cfg.pooling == "pooler" else 0
