@@ -157,7 +157,8 @@ def load_named(task: str, dataset: str, data_dir: str | Path | None, files: Data
     elif dataset == "digits":
         rows = dict(load_digits())
         labels = [str(d) for d in range(10)]
-        origin = {split: f"{where} {split} (scikit-learn's 8 x 8 digits, {DIGITS_SPLIT})" for split in rows}
+        origin = {"train": f"{where} train (scikit-learn's 8 x 8 digits; {DIGITS_SPLIT})", "val": f"{where} validation",
+                  "test": f"{where} test"}
     elif dataset == "multi30k":
         rows = dict(load_multi30k(data_dir))
         origin = {"train": f"{where} train", "val": f"{where} val", "test": f"{where} test_2016_flickr"}

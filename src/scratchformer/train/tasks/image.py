@@ -69,7 +69,8 @@ class ImageTask(Task):
                                   torch.tensor([y for _, y in rows], dtype=torch.long))
         self.extra_meta = {"labels": self.labels}
         if "train" in self.splits:
-            self.batches = EpochBatches([1] * self.split_size("train"), cfg)
+            # every image is as long as every other: max_tokens, if set, counts its patches and class token
+            self.batches = EpochBatches([self.tokens_per_image] * self.split_size("train"), cfg)
 
     def model_fields(self) -> dict[str, Any]:
         return {"n_classes": len(self.labels)}
