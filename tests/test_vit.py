@@ -11,6 +11,8 @@ import torch
 
 from scratchformer import ConfigError, ModelConfig, ViT, build_model, count_parameters_formula
 from scratchformer.checkpoint import load_checkpoint, save_checkpoint
+from scratchformer.nn import MultiHeadAttention
+from scratchformer.nn.norms import RMSNorm
 from scratchformer.nn.patches import PatchEmbedding, patchify
 
 
@@ -105,6 +107,21 @@ def test_without_positions_the_order_of_the_patches_does_not_matter_and_with_the
 def test_formula_counts_every_vit(positional, norm, activation, bias, channels):
     cfg = vit(positional=positional, norm=norm, activation=activation, bias=bias, channels=channels, n_classes=7)
     assert n_params(build_model(cfg)) == count_parameters_formula(cfg)
+
+
+@pytest.mark.parametrize("setting", [dict(norm_type="rmsnorm"), dict(qk_norm=True), dict(activation="relu2"),
+                                     dict(init="zero_out"), dict(norm_type="rmsnorm", qk_norm=True, bias=False)])
+def test_the_newer_settings_reach_the_vit_and_its_formula(setting):
+    cfg = vit(**setting)
+    model = build_model(cfg)
+    assert n_params(model) == count_parameters_formula(cfg)
+    assert any(isinstance(m, RMSNorm) for m in model.modules()) == (setting.get("norm_type") == "rmsnorm")
+    attention = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    assert attention and all((m.q_norm is not None) == bool(setting.get("qk_norm")) for m in attention)
+    if setting.get("init") == "zero_out":
+        assert all(not m.out_proj.weight.any() for m in attention)
+    logits = model(torch.rand(2, cfg.channels, cfg.image_size, cfg.image_size))
+    assert logits.shape == (2, cfg.n_classes) and torch.isfinite(logits).all()
 
 
 def test_vit_base_has_the_papers_parameter_count():
