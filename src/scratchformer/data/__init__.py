@@ -11,7 +11,7 @@ text            language-model text: train/validation split, random-offset batch
 parallel        sentence pairs from a TSV file or two line-aligned files
 labelled        (text, label) rows from TSV or CSV
 named           tinyshakespeare, multi30k, sst2: local lookup or verified download
-batching        padding with masks, length-bucketed batches
+batching        padding with masks, length-bucketed (training) and length-sorted batches
 headers         the one rule for header rows, shared by every tabular format
 sources         a user's files by role (--data, --val, --test) or a named dataset, split into train/val/test
 ==============  =================================================================================
@@ -29,7 +29,7 @@ _EXPORTS = {  # name -> the module that defines it
     **dict.fromkeys(["cache_dir", "DATASETS", "find_dataset", "load_multi30k", "load_sst2", "load_tinyshakespeare",
                      "SST2_LABELS"],
                     "scratchformer.data.named"),
-    **dict.fromkeys(["bucket_batches", "pad_batch"], "scratchformer.data.batching"),
+    **dict.fromkeys(["bucket_batches", "pad_batch", "sorted_batches"], "scratchformer.data.batching"),
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = list(_EXPORTS)
