@@ -31,8 +31,9 @@ def drop_tokens(ids: list[int], prob: float, keep: Collection[int], gen: torch.G
 
 
 # Padded tokens per batch when classifying many texts (``class_probabilities``). Measured with MiniLM (d 384,
-# 6 layers) on 2 CPU cores: throughput is flat from about 2,000 to 8,000 (RESULTS.md, "Inference over a file").
-CLASSIFY_TOKENS = 4096
+# 6 layers, 1 thread) on 1,000 SST-2 sentences: 2,048 took 18.0 s, 4,096 21.2 s, 8,192 26.3 s (larger batches
+# fall out of the CPU's caches; RESULTS.md, "Inference over a file").
+CLASSIFY_TOKENS = 2048
 
 
 @torch.no_grad()
