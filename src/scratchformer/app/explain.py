@@ -25,6 +25,7 @@ from scratchformer.nn.config import ModelConfig
 from scratchformer.nn.embedding import Embeddings
 from scratchformer.nn.feedforward import FeedForward
 from scratchformer.nn.layers import DecoderLayer, EncoderLayer, ResidualNorm
+from scratchformer.nn.norms import NORMS, RMSNorm
 
 __all__ = ["explain"]
 
@@ -60,14 +61,15 @@ class _Trace:
                        "none": " (no positions: order-blind)"}
                 what = f"{name}: {cfg.vocab_size} x {cfg.d_model} table{scale}{pos[cfg.positional]}"  # type: ignore[index]
                 if mod.norm is not None:
-                    what += " + LayerNorm"
+                    what += f" + {_norm_name(mod.norm)}"
                 self.rows.append((0, what, f"{_shape(args[0])} ids -> {_shape(out)}", self.new_params(mod)))
             elif isinstance(mod, MultiHeadAttention):
                 kind = ("cross-attention (k, v: encoder memory)" if name.endswith("cross_attn") else
                         "masked self-attention" if ".decoder." in f".{name}" else "self-attention")
                 w = mod.last_weights
                 scores = f"scores {_shape(w)} -> " if w is not None else ""
-                self.rows.append((depth, f"{kind}, {mod.n_heads} heads of d_k={cfg.d_model // cfg.n_heads}",
+                qk = ", QK-norm" if mod.q_norm is not None else ""
+                self.rows.append((depth, f"{kind}, {mod.n_heads} heads of d_k={cfg.d_model // cfg.n_heads}{qk}",
                                   f"{scores}{_shape(out)}", self.new_params(mod)))
             elif isinstance(mod, FeedForward):
                 inner = (*out.shape[:-1], cfg.d_ff)
@@ -75,10 +77,12 @@ class _Trace:
                 self.rows.append((depth, f"feed-forward {cfg.d_model}->{cfg.d_ff}->{cfg.d_model} ({act})",
                                   f"({', '.join(map(str, inner))}) -> {_shape(out)}", self.new_params(mod)))
             elif isinstance(mod, ResidualNorm):
-                what = "add & LayerNorm (post-LN)" if not mod.pre_norm else "residual add (pre-LN)"
+                norm = _norm_name(mod.norm)
+                pre = "residual add (pre-LN)" if norm == "LayerNorm" else f"residual add (pre-norm, {norm})"
+                what = pre if mod.pre_norm else f"add & {norm} (post-LN)"
                 self.rows.append((depth, what, _shape(out), self.new_params(mod)))
-            elif isinstance(mod, nn.LayerNorm):
-                self.rows.append((0, f"{name}: final LayerNorm", _shape(out), self.new_params(mod)))
+            elif isinstance(mod, NORMS):
+                self.rows.append((0, f"{name}: final {_norm_name(mod)}", _shape(out), self.new_params(mod)))
             elif isinstance(mod, nn.Linear):
                 label = {"head": "classification head", "pooler": "BERT's pooler, tanh(dense(first token))"}.get(
                     name, "output projection (logits)")
@@ -93,6 +97,10 @@ class _Trace:
             self.rows.append((1, f"{name} ({kind} layer)", "", None))
 
         return before
+
+
+def _norm_name(norm: nn.Module) -> str:
+    return "RMSNorm" if isinstance(norm, RMSNorm) else "LayerNorm"
 
 
 def explain(cfg: ModelConfig, *, batch: int = 1, length: int = 8, target_length: int | None = None,
@@ -111,7 +119,7 @@ def explain(cfg: ModelConfig, *, batch: int = 1, length: int = 8, target_length:
     for name, mod in model.named_modules():
         if isinstance(mod, (EncoderLayer, DecoderLayer)):
             handles.append(mod.register_forward_pre_hook(trace.layer_header(name)))
-        top_norm = isinstance(mod, nn.LayerNorm) and name in ("encoder.norm", "decoder.norm")
+        top_norm = isinstance(mod, NORMS) and name in ("encoder.norm", "decoder.norm")
         if isinstance(mod, (Embeddings, MultiHeadAttention, FeedForward, ResidualNorm)) or top_norm or (
                 isinstance(mod, nn.Linear) and name in ("head", "lm_head", "pooler")):
             handles.append(mod.register_forward_hook(trace.hook(name, mod)))

@@ -25,9 +25,11 @@ from typing import Any, Literal, get_args
 # Each choice field's allowed values, written once: the blocks check against these types too (``choices``).
 Arch = Literal["seq2seq", "gpt", "encoder"]
 Norm = Literal["post", "pre"]
-Activation = Literal["relu", "gelu", "gelu_tanh", "swiglu"]
+NormType = Literal["layernorm", "rmsnorm"]
+Activation = Literal["relu", "gelu", "gelu_tanh", "swiglu", "relu2"]
 Positional = Literal["sinusoidal", "learned", "rotary", "none"]
 Pooling = Literal["mean", "max", "cls", "pooler"]
+Init = Literal["default", "zero_out"]
 
 
 def choices(kind: Any) -> tuple[str, ...]:
@@ -35,9 +37,9 @@ def choices(kind: Any) -> tuple[str, ...]:
     return get_args(kind)
 
 
-CHOICES: dict[str, tuple[str, ...]] = {"arch": choices(Arch), "norm": choices(Norm),
+CHOICES: dict[str, tuple[str, ...]] = {"arch": choices(Arch), "norm": choices(Norm), "norm_type": choices(NormType),
                                        "activation": choices(Activation), "positional": choices(Positional),
-                                       "pooling": choices(Pooling)}
+                                       "pooling": choices(Pooling), "init": choices(Init)}
 
 # The defaults of each family for the fields that default to None.
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -81,6 +83,10 @@ class ModelConfig:
     scale_embeddings: bool | None = None
     tie_embeddings: bool | None = None
     bias: bool = True
+    # Changes made since 2017, each off by default (the paper's model); see "What changed since 2017":
+    norm_type: NormType = "layernorm"  # rmsnorm: x / RMS(x) * g, no centring and no bias (nn/norms.py)
+    qk_norm: bool = False  # normalise each head's queries and keys (RMSNorm over D) before their dot product
+    init: Init = "default"  # zero_out: the projections that write into the residual stream start at zero
     attention_dropout: float = 0.0
     layer_norm_eps: float = 1e-5
     embedding_norm: bool = False  # LayerNorm right after the embeddings (BERT); not in the paper
@@ -120,10 +126,10 @@ class ModelConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ConfigError(f"{name}={value!r} must be an integer")
-        for name in ("norm", "activation", "positional"):
+        for name in ("norm", "norm_type", "activation", "positional", "init"):
             if not isinstance(getattr(self, name), str):
                 raise ConfigError(f"{name}={getattr(self, name)!r} must be a string")
-        for name in ("bias", "embedding_norm", "scale_embeddings", "tie_embeddings"):
+        for name in ("bias", "embedding_norm", "scale_embeddings", "tie_embeddings", "qk_norm"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}={getattr(self, name)!r} must be true or false")
         for name in ("vocab_size", "d_model", "n_heads", "d_ff", "max_len"):

@@ -14,6 +14,7 @@ Task = Literal["copy", "reverse", "sort", "lm", "translate", "classify", "mlm"]
 TokenizerKind = Literal["char", "bpe"]
 ScheduleKind = Literal["inverse_sqrt", "cosine", "constant"]
 Truncate = Literal["warn", "error"]
+OptimizerKind = Literal["adamw", "muon"]
 Device = Literal["auto", "cpu", "cuda", "mps"]
 Precision = Literal["fp32", "bf16", "fp16"]
 
@@ -27,7 +28,8 @@ TASK_METRICS: dict[str, tuple[str, ...]] = {"copy": ("exact_match",), "reverse":
 LOWER_IS_BETTER = ("loss", "perplexity")
 TRAIN_CHOICES: dict[str, tuple[str, ...]] = {"task": get_args(Task), "tokenizer": get_args(TokenizerKind),
                                              "schedule": get_args(ScheduleKind), "truncate": get_args(Truncate),
-                                             "device": get_args(Device), "precision": get_args(Precision)}
+                                             "device": get_args(Device), "precision": get_args(Precision),
+                                             "optimizer": get_args(OptimizerKind)}
 
 
 @dataclass
@@ -80,6 +82,10 @@ class TrainConfig:
     # decays to min_lr along a half cosine (1.0: decay right after the warm-up)
     decay_fraction: float = 1.0
     weight_decay: float = 0.01
+    # adamw (the paper's Adam, with decoupled weight decay) or muon: Muon for the weight matrices inside the
+    # layers at muon_lr (scaled by the same schedule), AdamW at lr for the rest (train/muon.py)
+    optimizer: OptimizerKind = "adamw"
+    muon_lr: float = 0.02
     beta1: float = 0.9
     beta2: float = 0.98
     adam_eps: float = 1e-9
@@ -140,6 +146,8 @@ class TrainConfig:
             raise ConfigError(f"decay_fraction={self.decay_fraction} must be in (0, 1]")
         if not self.lr > 0:
             raise ConfigError(f"lr={self.lr} must be > 0")
+        if not self.muon_lr > 0:
+            raise ConfigError(f"muon_lr={self.muon_lr} must be > 0")
         if not 0 <= self.min_lr <= self.lr:
             raise ConfigError(f"min_lr={self.min_lr} must be between 0 and lr={self.lr}")
         if not 0 < self.mask_prob < 1:
