@@ -316,7 +316,9 @@ def test_cli_refuses_a_bad_checkpoint_and_a_busy_port_in_one_line(ckpts, tmp_pat
 def test_cli_prints_the_url_serves_and_stops_cleanly_on_ctrl_c(ckpts):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "scratchformer", "explore", "--ckpt", str(ckpts["encoder"]),
-                             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            # Ctrl-C's default even when the tests run as a background job (which ignores it)
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         lines = [proc.stdout.readline(), proc.stdout.readline()]
         assert lines[1].startswith("open http://127.0.0.1:"), lines
