@@ -20,6 +20,7 @@ def count_parameters_formula(cfg: ModelConfig) -> int:
       sinusoidal and rotary positions have no parameters
     - output projection: V C with no bias, unless tied to the target embedding (then 0)
     - classifier head: C n_classes + n_classes; ``pooling="pooler"`` adds BERT's pooler: C^2 + b C
+    - ``attention="linear"`` changes the function of the same Q, K, V, O projections: no parameters
     """
     c, f, b = cfg.d_model, cfg.d_ff, int(cfg.bias)
     attn = 4 * (c * c + b * c)

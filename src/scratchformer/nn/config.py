@@ -28,6 +28,8 @@ Norm = Literal["post", "pre"]
 Activation = Literal["relu", "gelu", "gelu_tanh", "swiglu"]
 Positional = Literal["sinusoidal", "learned", "rotary", "none"]
 Pooling = Literal["mean", "max", "cls", "pooler"]
+# softmax: the paper's equation 1; linear: Katharopoulos et al. (2020), "Transformers are RNNs" (linear_attention.py)
+AttentionKind = Literal["softmax", "linear"]
 
 
 def choices(kind: Any) -> tuple[str, ...]:
@@ -37,7 +39,7 @@ def choices(kind: Any) -> tuple[str, ...]:
 
 CHOICES: dict[str, tuple[str, ...]] = {"arch": choices(Arch), "norm": choices(Norm),
                                        "activation": choices(Activation), "positional": choices(Positional),
-                                       "pooling": choices(Pooling)}
+                                       "pooling": choices(Pooling), "attention": choices(AttentionKind)}
 
 # The defaults of each family for the fields that default to None.
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -89,6 +91,10 @@ class ModelConfig:
     # > 0: in the encoder's self-attention, each token attends only to tokens at most this many positions
     # away (a sliding window, as Longformer's local attention); not in the paper. 0 = to every token
     attention_window: int = 0
+    # "softmax" (the paper) or "linear": softmax(q . k) replaced by phi(q) . phi(k) with phi(x) = elu(x) + 1, in
+    # every attention of the model (encoder, decoder self- and cross-attention); no new parameters. Causal
+    # linear attention decodes with a fixed-size recurrent state instead of a KV cache (nn/linear_attention.py)
+    attention: AttentionKind = "softmax"
     # encoder (classifier) only
     n_classes: int = 2
     pooling: Pooling = "mean"
@@ -120,7 +126,7 @@ class ModelConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ConfigError(f"{name}={value!r} must be an integer")
-        for name in ("norm", "activation", "positional"):
+        for name in ("norm", "activation", "positional", "attention"):
             if not isinstance(getattr(self, name), str):
                 raise ConfigError(f"{name}={getattr(self, name)!r} must be a string")
         for name in ("bias", "embedding_norm", "scale_embeddings", "tie_embeddings"):
@@ -135,6 +141,12 @@ class ModelConfig:
                 raise ConfigError(f"{name}={value} must be >= 0")
         if self.attention_window and self.arch == "gpt":
             raise ConfigError("attention_window applies to an encoder's self-attention; arch='gpt' has no encoder")
+        if self.attention == "linear" and self.attention_window:
+            raise ConfigError(f"attention_window={self.attention_window} needs attention='softmax': linear attention "
+                              "sums over every earlier key and has no window")
+        if self.attention == "linear" and self.attention_dropout:
+            raise ConfigError(f"attention_dropout={self.attention_dropout} needs attention='softmax': linear attention "
+                              "never forms the attention weights it would drop")
         if self.tgt_vocab_size is not None and self.tgt_vocab_size < 1:
             raise ConfigError(f"tgt_vocab_size={self.tgt_vocab_size} must be >= 1")
         if self.d_model % self.n_heads:
