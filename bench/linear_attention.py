@@ -6,7 +6,9 @@ token and per training step, for a small GPT (d_model 128, 2 layers, 4 heads, d_
 Softmax takes its fast path (``F.scaled_dot_product_attention``, fused on CPU: it never stores the (T, T)
 weights) and decodes with the KV cache; linear attention trains with its chunked prefix sums and decodes with
 its recurrent state. For every (kind, measurement, context) a fresh Python process builds the model, warms up
-once and then times ``--repeats`` rounds, reporting the median:
+once and then times ``--repeats`` rounds, reporting the median CPU time of the measuring thread (the wall
+time too, in the JSON: on a busy shared machine it also counts the time other processes held the core; with
+``--threads`` above 1 the measuring thread's CPU time misses the other threads' work, so read the wall times):
 
 - generation: a prompt of ``context`` tokens goes into the cache (not timed), then ``--new-tokens`` greedy
   tokens one at a time, as ``generate`` does; time per token;
@@ -51,15 +53,26 @@ def _model(kind: str, max_len: int) -> torch.nn.Module:
     return GPT(ModelConfig(**MODEL, max_len=max_len, attention=kind))
 
 
+def _clocks() -> tuple[float, float]:
+    """(wall time, CPU time of this thread): on a shared machine the second is not inflated by the time
+    other processes hold the core, only by what they do to caches and memory bandwidth."""
+    return time.perf_counter(), time.thread_time()
+
+
+def _since(start: tuple[float, float], n: int = 1) -> tuple[float, float]:
+    wall, cpu = _clocks()
+    return (wall - start[0]) / n, (cpu - start[1]) / n
+
+
 @torch.no_grad()
-def _generate_round(model: torch.nn.Module, prompt: torch.Tensor, new_tokens: int) -> tuple[float, int]:
-    """Seconds per token of ``new_tokens`` cached greedy steps after ``prompt``; the cache's size in bytes."""
+def _generate_round(model: torch.nn.Module, prompt: torch.Tensor, new_tokens: int) -> tuple[tuple[float, float], int]:
+    """(wall, CPU) seconds per token of ``new_tokens`` cached greedy steps after ``prompt``; the cache's bytes."""
     cache = model.new_cache(1, prompt.size(1) + new_tokens)
     token = model(prompt, cache=cache)[:, -1:].argmax(-1)  # the prompt: into the cache, not timed
-    start = time.perf_counter()
+    start = _clocks()
     for _ in range(new_tokens):
         token = model(token, cache=cache)[:, -1:].argmax(-1)
-    seconds = (time.perf_counter() - start) / new_tokens
+    seconds = _since(start, new_tokens)
     held = [t for c in cache.self_attn for t in ((c.keys, c.values) if hasattr(c, "keys") else (c.s, c.z))]
     if hasattr(cache.self_attn[0], "keys"):  # a KV cache: only the filled positions count
         return seconds, sum(t[:, :, :cache.length].numel() * t.element_size() for t in held)
@@ -81,14 +94,14 @@ def _saved_mb(model: torch.nn.Module, ids: torch.Tensor) -> float:
     return sum(kept.values()) / 2**20
 
 
-def _train_round(model: torch.nn.Module, optimizer: torch.optim.Optimizer, ids: torch.Tensor) -> float:
-    start = time.perf_counter()
+def _train_round(model: torch.nn.Module, optimizer: torch.optim.Optimizer, ids: torch.Tensor) -> tuple[float, float]:
+    start = _clocks()
     logits = model(ids[:, :-1])
     loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten())
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     optimizer.step()
-    return time.perf_counter() - start
+    return _since(start)
 
 
 def measure(kind: str, what: str, context: int, repeats: int, new_tokens: int) -> dict:
@@ -105,8 +118,10 @@ def measure(kind: str, what: str, context: int, repeats: int, new_tokens: int) -
             seconds = _train_round(model.train(), optimizer, ids)  # type: ignore[arg-type]
         if r:
             times.append(seconds)
-    row = {"kind": kind, "what": what, "context": context, "median_s": statistics.median(times), "times_s": times,
-           "peak_rss_growth_mb": _peak_mb() - base, "cache_bytes": cache_bytes, "threads": torch.get_num_threads()}
+    row = {"kind": kind, "what": what, "context": context, "median_s": statistics.median(t[1] for t in times),
+           "median_wall_s": statistics.median(t[0] for t in times), "cpu_times_s": [t[1] for t in times],
+           "wall_times_s": [t[0] for t in times], "peak_rss_growth_mb": _peak_mb() - base,
+           "cache_bytes": cache_bytes, "threads": torch.get_num_threads()}
     if what == "train":  # after the peak was read: this forward would add to it
         row["saved_for_backward_mb"] = _saved_mb(model, ids)
     return row
@@ -151,9 +166,10 @@ def _cell(row: dict, what: str) -> str:
 def table(rows: list[dict]) -> str:
     """The markdown table of RESULTS.md: one line per context, both kinds side by side."""
     by = {(r["kind"], r["what"], r["context"]): r for r in rows}
-    lines = ["| context | generation, ms/token: softmax (KV cache) | linear (state) | decoding memory per sequence: "
-             "KV cache | state | training step, s: softmax (SDPA) | linear (prefix sums) | training memory, MiB "
-             "(saved for backward / peak RSS growth): softmax | linear | load (1 min) |", "|" + "---|" * 10]
+    lines = ["| context | generation, ms/token (CPU): softmax (KV cache) | linear (state) | decoding memory per "
+             "sequence: KV cache | state | training step, s (CPU): softmax (SDPA) | linear (prefix sums) | training "
+             "memory, MiB (saved for backward / peak RSS growth): softmax | linear | load (1 min) |",
+             "|" + "---|" * 10]
     for context in sorted({r["context"] for r in rows}):
         g = [by[(k, "generate", context)] for k in KINDS]
         t = [by[(k, "train", context)] for k in KINDS]
@@ -175,8 +191,8 @@ def plot(rows: list[dict], path: Path) -> None:
     from PIL import Image
 
     fig, axes = plt.subplots(2, 2, figsize=(10, 7))
-    panels = [("generate", "median_s", 1e3, "generation: ms per new token"),
-              ("train", "median_s", 1.0, "training: s per step (batch 1)"),
+    panels = [("generate", "median_s", 1e3, "generation: ms per new token (CPU time)"),
+              ("train", "median_s", 1.0, "training: s per step, batch 1 (CPU time)"),
               ("generate", "cache_bytes", 2.0 ** -20, "decoding: KV cache or state per sequence, MiB"),
               ("train", "saved_for_backward_mb", 1.0, "training: activations kept for backward, MiB")]
     for ax, (what, key, scale, title) in zip(axes.flat, panels):
