@@ -107,6 +107,34 @@ def the_prompt(batch: int = 1) -> Prompt:
     return ids, mask
 
 
+def weight_floor(directory: Path, batch: int, repeats: int = 20) -> dict[str, float]:
+    """The floor of one decoding step: every weight matrix of the model multiplied by the step's ``batch``
+    hidden vectors and nothing else (no attention, norms, Python), each in the layout ``generate`` uses
+    (the output matrix transposed to (C, V)). At batch 1 a step reads every weight once and does two FLOPs per
+    weight read, so this floor is set by memory bandwidth; ``GB/s`` is the rate it implies."""
+    model = gpt2_from_pretrained(directory).eval()
+    out_t = model.output_weight().t().contiguous()
+    mats = [m.weight for m in model.decoder.modules() if isinstance(m, torch.nn.Linear)]
+    nbytes = sum(w.numel() * w.element_size() for w in [*mats, out_t])
+    xs = {w.size(1): torch.randn(batch, w.size(1)) for w in mats}
+    h = torch.randn(batch, out_t.size(0))
+
+    def once() -> None:
+        for w in mats:
+            torch.nn.functional.linear(xs[w.size(1)], w)
+        h @ out_t
+
+    with torch.no_grad():
+        once()
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            once()
+            times.append(time.perf_counter() - t)
+    seconds = statistics.median(times)
+    return {"ms_per_step": seconds * 1e3, "weights_mb": nbytes / 2**20, "gb_per_s": nbytes / seconds / 1e9}
+
+
 def profile(name: str, run: Callable[[Prompt, int], torch.Tensor], prompt: Prompt, n: int, top: int = 12) -> str:
     """The operators that take the time in one call of ``run``: a table of torch.profiler's self CPU time."""
     from torch.profiler import ProfilerActivity
@@ -207,6 +235,7 @@ def main() -> None:
                 outputs[name] = out.flatten().tolist()
             print(f"  round {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items() if len(v) > r))
 
+        floor = weight_floor(directory, args.batch)
         if args.profile:
             for name, run in runners.items():
                 print(profile(name, run, prompt, min(n, 64)))
@@ -221,6 +250,12 @@ def main() -> None:
         spread = f"{min(times[name]):.2f}-{max(times[name]):.2f}"
         print(f"{name:<15} {med[name]:>9.2f} {args.batch * n / med[name]:>9.1f} {mem_s:>14}   "
               f"({len(times[name])} runs, {spread} s)")
+    print(f"\nfloor (every weight matrix read once per step, matrix products alone): {floor['ms_per_step']:.2f} ms "
+          f"per step ({floor['weights_mb']:.0f} MB of weights at {floor['gb_per_s']:.1f} GB/s), "
+          f"{args.batch * 1e3 / floor['ms_per_step']:.1f} tokens/s at most")
+    for name in names:
+        step_ms = med[name] / n * 1e3
+        print(f"  {name:<15} {step_ms:7.2f} ms per step = {step_ms / floor['ms_per_step']:.2f}x the floor")
     print(f"\nours vs hf:            {med['hf'] / med['ours']:.2f}x faster (target >= 2x)")
     if "ours-no-cache" in med:
         print(f"ours vs ours-no-cache: {med['ours-no-cache'] / med['ours']:.2f}x faster (target >= 10x)")
@@ -234,7 +269,7 @@ def main() -> None:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({
-            "setup": header, "seconds": times, "median_s": med,
+            "setup": header, "seconds": times, "median_s": med, "floor": floor,
             "tokens_per_s": {k: args.batch * n / v for k, v in med.items()},
             "peak_extra_mb": {k: (v or {}).get("peak_extra_mb") for k, v in memory.items()},
             "identical_to_ours": same}, indent=1) + "\n")

@@ -1,4 +1,5 @@
-"""Using trained checkpoints: generate, translate, classify and evaluate. The CLI is a thin layer over these.
+"""Using trained checkpoints: generate, translate, classify (texts or images) and evaluate. The CLI is a thin layer
+over these.
 
 Every function takes a loaded ``Checkpoint`` (``train.checkpoint.load_checkpoint``), so the tokenizer and
 configuration are always the ones the model was trained with.
@@ -23,7 +24,8 @@ from scratchformer.models import GPT, EncoderClassifier, Seq2SeqTransformer
 from scratchformer.tokenizers import BOS_ID, EOS_ID, PAD_ID, UNK_ID, CharTokenizer, Tokenizer
 from scratchformer.train.config import TrainConfig
 
-KIND_NAMES = {"gpt": "a language model (GPT)", "seq2seq": "an encoder-decoder", "encoder": "a classifier"}
+KIND_NAMES = {"gpt": "a language model (GPT)", "seq2seq": "an encoder-decoder", "encoder": "a classifier",
+              "vit": "an image classifier (ViT)"}
 
 
 def require(ckpt: Checkpoint, arch: str, command: str) -> None:
@@ -137,6 +139,27 @@ def classify_texts(ckpt: Checkpoint, texts: list[str], batch_size: int = 128) ->
     return out
 
 
+def classify_images(ckpt: Checkpoint, files: list[str], batch_size: int = 64) -> list[tuple[str, float]]:
+    """``(label, probability)`` of each image file, in order: read at the model's image size (``data.images``)."""
+    from scratchformer.data.images import as_input, to_pixels
+
+    require(ckpt, "vit", "classify")
+    cfg = ckpt.model_config
+    labels = ckpt.extra.get("labels") or [str(i) for i in range(cfg.n_classes)]
+    out: list[tuple[str, float]] = []
+    bar = _bar(len(files), "classifying")
+    for start in range(0, len(files), batch_size):
+        chunk = files[start:start + batch_size]
+        pixels = torch.stack([to_pixels(f, cfg.image_size, cfg.channels) for f in chunk])  # (B, ch, S, S) bytes
+        with torch.no_grad():
+            probs = ckpt.model(as_input(pixels)).softmax(-1)
+        p, k = probs.max(-1)
+        out += [(labels[int(i)], float(q)) for i, q in zip(k, p)]
+        bar.update(len(chunk))
+    bar.close()
+    return out
+
+
 def _held_out(ckpt: Checkpoint, split: str, data: list[str] | None, whose: str) -> tuple[Any, str]:
     """The checkpoint's task rebuilt with its own tokenizer (and labels) on its own data, or on ``data``: a
     test set scored whole. Returns the task and the split to evaluate."""
@@ -195,7 +218,7 @@ def evaluate_checkpoint(ckpt: Checkpoint, *, split: str = "test", data: list[str
     elif cfg.task == "lm":
         result["examples"] = f"{cfg.eval_batches} x {cfg.batch_size} windows of {model.config.max_len} tokens"
     else:
-        result["examples"] = len(task.splits[split])  # type: ignore[attr-defined]
+        result["examples"] = task.split_size(split)
     result.update(metrics)
     return result
 
@@ -224,5 +247,5 @@ def evaluate_ensemble(ckpts: list[tuple[str, Checkpoint]], *, split: str = "test
             **first.score(torch.stack(probs).mean(0), split)}
 
 
-__all__ = ["classify_texts", "evaluate_checkpoint", "evaluate_ensemble", "generate_text", "read_inputs",
-           "translate_ids", "translate_texts"]
+__all__ = ["classify_images", "classify_texts", "evaluate_checkpoint", "evaluate_ensemble", "generate_text",
+           "read_inputs", "translate_ids", "translate_texts"]

@@ -1,4 +1,4 @@
-"""Data for the three model families: synthetic tasks, text files, parallel pairs, labelled text, named datasets.
+"""Data for the model families: synthetic tasks, text files, parallel pairs, labelled text, images, named datasets.
 
 Each module is one kind of source; ``batching`` turns token ids into padded tensors. Every problem a user
 can cause raises ``DataError`` with a one-line message naming the file.
@@ -10,6 +10,7 @@ synthetic       copy / reverse / sort tasks with held-out sets (``SyntheticTask`
 text            language-model text: train/validation split, random-offset batches (``LMDataset``)
 parallel        sentence pairs from a TSV file or two line-aligned files
 labelled        (text, label) rows from TSV or CSV
+images          a folder of class sub-folders of PNG/JPEG images, image decoding, scikit-learn's digits
 named           tinyshakespeare, multi30k, sst2: local lookup or verified download
 batching        padding with masks, length-bucketed batches
 headers         the one rule for header rows, shared by every tabular format
@@ -26,6 +27,7 @@ _EXPORTS = {  # name -> the module that defines it
     **dict.fromkeys(["lm_splits", "LMDataset"], "scratchformer.data.text"),
     **dict.fromkeys(["read_parallel"], "scratchformer.data.parallel"),
     **dict.fromkeys(["read_labelled"], "scratchformer.data.labelled"),
+    **dict.fromkeys(["load_digits", "read_image", "read_image_folder"], "scratchformer.data.images"),
     **dict.fromkeys(["cache_dir", "DATASETS", "find_dataset", "load_multi30k", "load_sst2", "load_tinyshakespeare",
                      "SST2_LABELS"],
                     "scratchformer.data.named"),

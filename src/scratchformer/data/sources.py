@@ -7,14 +7,15 @@ task:
 
 - ``--data`` is the training data. For ``lm``, ``classify`` and ``mlm`` a second ``--data`` path is the
   validation file (the long-standing two-file form); for ``translate`` two paths are one line-aligned pair of
-  files. For ``lm``, ``--data DIR`` is a folder of ``.txt``/``.txt.gz`` documents read as one corpus.
+  files. For ``lm``, ``--data DIR`` is a folder of ``.txt``/``.txt.gz`` documents read as one corpus; for
+  ``image``, a folder with one sub-folder of images per class (``images.py``).
 - ``--val`` and ``--test`` take the same forms as ``--data``. A test file is scored once at the end of a
   run and never used to choose a checkpoint or to stop early.
 - Without a validation file one is carved out of the training data: for language modelling the last
   ``val_fraction`` of the text, one contiguous block (nanoGPT's convention: no validation sentence is a
   neighbour of a training one); for rows (pairs, labelled texts, lines) a seeded random ``val_fraction`` of
-  them, stratified by label for classification, so a file sorted by label or by length still validates on
-  every class and every length.
+  them, stratified by label for classification (text or images), so a file sorted by label or by length still
+  validates on every class and every length.
 - A named dataset (``dataset=multi30k``, ...) brings its own splits; ``--val``/``--test`` replace them.
 """
 
@@ -28,6 +29,8 @@ from typing import Any
 
 from scratchformer.data.errors import DataError
 from scratchformer.data.files import read_text
+from scratchformer.data.images import DIGITS_SPLIT, load_digits, read_image_folder
+from scratchformer.data.images import FORMAT as IMAGE_FORMAT
 from scratchformer.data.labelled import FORMAT as LABELLED_FORMAT
 from scratchformer.data.labelled import read_labelled
 from scratchformer.data.parallel import FORMAT as PARALLEL_FORMAT
@@ -43,6 +46,7 @@ FORMATS = {
     "translate": f"a TSV of {PARALLEL_FORMAT}",
     "classify": f"a .tsv/.csv of {LABELLED_FORMAT}; a second file is the validation set",
     "mlm": "a text file of one example a line, or the text column of a .tsv/.csv; a second file is the validation set",
+    "image": f"{IMAGE_FORMAT}; a second folder is the validation set",
 }
 
 
@@ -86,7 +90,8 @@ class Splits:
     """Raw examples by split, before tokenization.
 
     ``rows[split]``: a list of examples (for ``lm`` a one-element list holding the split's text; for
-    ``translate`` (source, target) pairs; for ``classify`` (text, label id) pairs; for ``mlm`` texts).
+    ``translate`` (source, target) pairs; for ``classify`` (text, label id) pairs; for ``mlm`` texts; for
+    ``image`` (image file or pixels, label id) pairs).
     ``origin[split]``: where the split came from, in words. ``labels``: class names (classification).
     """
 
@@ -121,9 +126,12 @@ def read_corpus(path: str | Path) -> str:
 
 
 def _refuse_dirs(task: str, paths: Sequence[str]) -> None:
+    """Folders are data for lm (a corpus) and image (classes) only; image takes nothing but folders."""
     for p in paths:
-        if Path(p).is_dir():
+        if task not in ("lm", "image") and Path(p).is_dir():
             raise DataError(f"{p} is a folder; task={task} takes files: {FORMATS[task]}")
+        if task == "image" and Path(p).is_file():
+            raise DataError(f"{p} is a file; task=image takes {FORMATS[task]}")
 
 
 def _describe(paths: Sequence[str]) -> str:
@@ -135,7 +143,8 @@ def load_named(task: str, dataset: str, data_dir: str | Path | None, files: Data
     """A named dataset's own splits for a task family; a user's ``--val``/``--test`` files replace them."""
     from scratchformer.data.named import SST2_LABELS, find_dataset, load_multi30k, load_sst2
 
-    fits = {"lm": ("tinyshakespeare",), "translate": ("multi30k",), "classify": ("sst2",), "mlm": ("sst2",)}
+    fits = {"lm": ("tinyshakespeare",), "translate": ("multi30k",), "classify": ("sst2",), "mlm": ("sst2",),
+            "image": ("digits",)}
     if dataset not in fits.get(task, ()):
         raise DataError(f"dataset {dataset!r} cannot be used for task={task}"
                         + (f" (try {' or '.join(fits[task])}, or --data FILE)" if task in fits else ""))
@@ -145,6 +154,11 @@ def load_named(task: str, dataset: str, data_dir: str | Path | None, files: Data
         train, val = carve_text(read_text(find_dataset(dataset, data_dir)), 0.1)
         rows = {"train": [train], "val": [val]}
         origin = {"train": f"{where} (the first 90 %)", "val": f"{where} (the last 10 %, nanoGPT's split)"}
+    elif dataset == "digits":
+        rows = dict(load_digits())
+        labels = [str(d) for d in range(10)]
+        origin = {"train": f"{where} train (scikit-learn's 8 x 8 digits; {DIGITS_SPLIT})", "val": f"{where} validation",
+                  "test": f"{where} test"}
     elif dataset == "multi30k":
         rows = dict(load_multi30k(data_dir))
         origin = {"train": f"{where} train", "val": f"{where} val", "test": f"{where} test_2016_flickr"}
@@ -177,10 +191,10 @@ def load_splits(task: str, files: DataFiles, *, val_fraction: float, seed: int,
     ``label_names``: fix the classes (a trained classifier's), so that a label outside them is an error."""
     if task not in FORMATS:
         raise DataError(f"task={task} makes its own data; --data, --val and --test need task=lm, translate, "
-                        "classify or mlm")
-    if task != "lm":
-        _refuse_dirs(task, [*files.train, *files.val, *files.test])
-    reader = {"lm": _LMReader, "translate": _PairReader, "classify": _LabelledReader, "mlm": _LineReader}[task]
+                        "classify, mlm or image")
+    _refuse_dirs(task, [*files.train, *files.val, *files.test])
+    reader = {"lm": _LMReader, "translate": _PairReader, "classify": _LabelledReader, "mlm": _LineReader,
+              "image": _ImageReader}[task]
     return reader(task, files, val_fraction, seed, label_names).splits()
 
 
@@ -267,6 +281,13 @@ class _LabelledReader(_Reader):
 
     def stratify(self, rows: list[Any]) -> list[int] | None:
         return [y for _, y in rows]
+
+
+class _ImageReader(_LabelledReader):
+    def read(self, paths: list[str]) -> list[Any]:
+        # the training folder fixes the classes; later folders must use them
+        rows, self.labels = read_image_folder(paths[0], self.labels, self.notes)
+        return rows
 
 
 class _LineReader(_Reader):

@@ -36,10 +36,10 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from scratchformer.checkpoint import load_weights, read_meta, save_checkpoint
+from scratchformer.checkpoint import checkpoint_tokenizer, load_weights, read_meta, save_checkpoint
 from scratchformer.data.files import atomic_write_text
 from scratchformer.nn.config import ModelConfig
-from scratchformer.tokenizers import Tokenizer, load_tokenizer
+from scratchformer.tokenizers import Tokenizer
 from scratchformer.train.averaging import CheckpointHistory, WeightAverage
 from scratchformer.train.budget import estimate_steps
 from scratchformer.train.config import TrainConfig
@@ -103,7 +103,7 @@ class Trainer:
             torch.set_num_threads(self.cfg.num_threads)
         torch.manual_seed(self.cfg.seed)
         ckpt = pick_checkpoint(self.out, self.log) if self.resume else None
-        self.build(load_tokenizer(ckpt) if ckpt is not None else None)
+        self.build(checkpoint_tokenizer(ckpt) if ckpt is not None else None)
         self.plan(restore_weights(ckpt, self.model, self.device) if ckpt is not None else None)
         self.begin()
         with stop_on_signals(self.request_stop, self.log):

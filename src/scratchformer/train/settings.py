@@ -62,6 +62,10 @@ TASK_DEFAULTS: dict[str, dict[str, Any]] = {
     "classify": dict(_ENCODER, max_len=256, dropout=0.3, max_steps=2000, lr=5e-4, warmup_fraction=0.15,
                      label_smoothing=0.1, eval_every=250),
     "mlm": dict(_ENCODER, max_len=128, dropout=0.1, max_steps=3000, lr=1e-3, warmup_fraction=0.1, eval_every=500),
+    # a small ViT for a folder of images: 32 x 32 RGB in 64 patches of 4 x 4, shifted by up to 2 pixels
+    "image": dict(image_size=32, patch_size=4, channels=3, d_model=128, n_heads=4, n_layers=4, d_ff=256, dropout=0.1,
+                  max_steps=2000, batch_size=64, lr=1e-3, min_lr=1e-5, schedule="cosine", warmup_fraction=0.1,
+                  weight_decay=0.05, label_smoothing=0.1, augment_shift=2, eval_every=200, log_every=50),
 }
 # Fine-tuning a pretrained encoder (init_from): its architecture and tokenizer come with it; a lower rate.
 FINE_TUNE_DEFAULTS: dict[str, Any] = dict(max_len=128, pooling="mean", max_steps=2000, batch_size=32, lr=1e-4,

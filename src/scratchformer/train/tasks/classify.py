@@ -29,6 +29,15 @@ def drop_tokens(ids: list[int], prob: float, keep: Collection[int], gen: torch.G
     return out if any(t not in keep for t in out) or all(t in keep for t in ids) else ids
 
 
+def class_scores(probs: Tensor, labels: list[int], n_classes: int) -> dict[str, float]:
+    """Loss (mean negative log-probability of the true class), accuracy and macro-F1 of class probabilities
+    ``probs (N, n_classes)`` against ``labels``."""
+    truth = probs[torch.arange(len(labels)), torch.tensor(labels, dtype=torch.long)]
+    loss = float(-truth.clamp(min=1e-12).log().mean()) if labels else 0.0
+    preds = probs.argmax(-1).tolist()
+    return {"loss": loss, "accuracy": accuracy(preds, labels), "f1": macro_f1(preds, labels, n_classes)}
+
+
 class ClassifyTask(Task):
     """Labelled text -> class."""
 
@@ -97,11 +106,7 @@ class ClassifyTask(Task):
 
     def score(self, probs: Tensor, split: str) -> dict[str, float]:
         """Loss (mean negative log-probability of the true class), accuracy and macro-F1 of ``probs``."""
-        labels = [y for _, y in self.splits[split]]
-        truth = probs[torch.arange(len(labels)), torch.tensor(labels, dtype=torch.long)]
-        loss = float(-truth.clamp(min=1e-12).log().mean()) if labels else 0.0
-        preds = probs.argmax(-1).tolist()
-        return {"loss": loss, "accuracy": accuracy(preds, labels), "f1": macro_f1(preds, labels, len(self.labels))}
+        return class_scores(probs, [y for _, y in self.splits[split]], len(self.labels))
 
     def evaluate(self, model: nn.Module, split: str) -> dict[str, float]:
         return self.score(self.probabilities(model, split), split)
