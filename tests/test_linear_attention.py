@@ -281,3 +281,17 @@ def test_linear_models_export_to_onnx_and_torchscript_and_run_at_other_lengths(t
     traced = torch.jit.load(str(export_torchscript(model, tmp_path / "m.pt")))
     with torch.no_grad():
         torch.testing.assert_close(traced(*inputs), model(*inputs), atol=1e-5, rtol=0)
+
+
+def test_the_torch_nn_conversions_refuse_linear_attention():
+    """``nn.MultiheadAttention`` and ``nn.Transformer`` compute softmax: a linear-attention layer would come
+    back as a different function, so the conversion says so instead."""
+    from scratchformer.interop.torch_nn import encoder_layer_to_torch, mha_to_torch
+    from scratchformer.nn import EncoderLayer, MultiHeadAttention
+
+    with pytest.raises(ValueError, match="softmax attention only"):
+        mha_to_torch(MultiHeadAttention(16, 2, kind="linear"))
+    cfg = tiny("encoder", attention="linear")
+    with pytest.raises(ValueError, match="attention='linear' has no counterpart"):
+        encoder_layer_to_torch(EncoderLayer(cfg), cfg)
+    assert mha_to_torch(MultiHeadAttention(16, 2)).num_heads == 2  # softmax still converts
