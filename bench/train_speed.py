@@ -34,6 +34,7 @@ import importlib.util
 import json
 import platform
 import statistics
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +63,7 @@ CONFIGS = {
     "mid": BenchConfig("mid", vocab=65, block=256, batch=16, n_layers=6, n_heads=6, d_model=384),
 }
 NANOGPT_DIR: Path | None = None  # set by --nanogpt
+COMPILE = False  # set by --compile
 
 
 # ------------------------------------------------------------------------------------ models
@@ -74,11 +76,12 @@ def ours(c: BenchConfig) -> nn.Module:
 
 
 def nanogpt(c: BenchConfig) -> nn.Module:
-    """nanoGPT's GPT from its checkout; ``loss(x, y)`` calls its own forward, which computes the loss."""
+    """nanoGPT's GPT from its checkout, called with targets: its own forward computes the loss."""
     if NANOGPT_DIR is None:
         raise SystemExit("the nanoGPT peer needs --nanogpt DIR (a checkout of github.com/karpathy/nanoGPT)")
     spec = importlib.util.spec_from_file_location("nanogpt_model", NANOGPT_DIR / "model.py")
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules["nanogpt_model"] = module  # torch.compile looks the module up by name
     spec.loader.exec_module(module)  # type: ignore[union-attr]
     cfg = module.GPTConfig(block_size=c.block, vocab_size=c.vocab, n_layer=c.n_layers, n_head=c.n_heads,
                            n_embd=c.d_model, dropout=0.0, bias=c.bias)
@@ -88,7 +91,9 @@ def nanogpt(c: BenchConfig) -> nn.Module:
             super().__init__()
             self.model = module.GPT(cfg)
 
-        def loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        takes_targets = True  # nanoGPT computes the loss in its forward (without targets: last position only)
+
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
             return self.model(x, y)[1]
 
     return NanoGPT()
@@ -189,11 +194,13 @@ def time_training(c: BenchConfig, names: list[str], steps: int, rounds: int, war
         torch.manual_seed(0)
         model = PEERS[name](c).train()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        if COMPILE:  # every contestant compiled the same way (torch.compile's default, inductor)
+            model = torch.compile(model)
 
         def step(i: int, model: nn.Module = model, opt: torch.optim.Optimizer = opt) -> float:
             x, y = batches[i % len(batches)]
-            if hasattr(model, "loss"):
-                loss = model.loss(x, y)
+            if getattr(model, "takes_targets", False):
+                loss = model(x, y)
             else:
                 logits = model(x)
                 loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
@@ -227,14 +234,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default: all cores)")
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--compile", action="store_true", help="torch.compile every contestant (a C++ compiler "
+                        "is needed on CPU); the warm-up then includes compiling")
     parser.add_argument("--nanogpt", type=Path, help="a nanoGPT checkout (its model.py is imported); "
                         "without it the nanoGPT peer is left out")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     names = args.peers.split(",")
-    global NANOGPT_DIR
-    NANOGPT_DIR = args.nanogpt
+    global NANOGPT_DIR, COMPILE
+    NANOGPT_DIR, COMPILE = args.nanogpt, args.compile
     if "nanoGPT" in names and (args.nanogpt is None or not (args.nanogpt / "model.py").is_file()):
         print("no nanoGPT checkout given (--nanogpt DIR with its model.py): left out")
         names.remove("nanoGPT")
@@ -244,7 +253,8 @@ def main() -> None:
         except ImportError:
             print("x-transformers is not installed (pip install x-transformers): left out")
             names.remove("x-transformers")
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}"
+          + (", every model torch.compile'd" if COMPILE else ", eager"))
     results = {}
     for cname in CONFIGS if args.config == "all" else [args.config]:
         c = CONFIGS[cname]

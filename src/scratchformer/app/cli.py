@@ -45,10 +45,11 @@ def _train_parser(sub: Any) -> None:
                        epilog=f"tasks: {tasks}. Common keys: task, dataset, max_steps, max_time (e.g. 10m), "
                               "batch_size, grad_accum, lr, schedule (inverse_sqrt|cosine|constant), warmup_steps or "
                               "warmup_fraction, val_fraction, label_smoothing, seed, eval_every, save_every, "
-                              "log_every, patience, select_by, test_at_end, bf16, compile; model: d_model, n_heads, "
+                              "log_every, patience, select_by, test_at_end, device (auto|cpu|cuda|mps), precision "
+                              "(fp32|bf16|fp16), compile; model: d_model, n_heads, "
                               "n_layers, d_ff, max_len, dropout, norm (post|pre), activation "
                               "(relu|gelu|gelu_tanh|swiglu), positional (sinusoidal|learned|rotary|none), attention "
-                              "(softmax|linear). All of them: TrainConfig in src/scratchformer/train/config.py and "
+                              "(softmax|linear). All of them: TrainConfig in src/scratchformer/train/config.py, "
                               "ModelConfig in src/scratchformer/nn/config.py.")
     p.add_argument("--preset", help=f"one of: {', '.join(preset_names())} (default: none; the task's own defaults, "
                                     f"task={DEFAULT_PRESET} without task=)")

@@ -12,7 +12,7 @@ parallel        sentence pairs from a TSV file or two line-aligned files
 labelled        (text, label) rows from TSV or CSV
 images          a folder of class sub-folders of PNG/JPEG images, image decoding, scikit-learn's digits
 named           tinyshakespeare, multi30k, sst2: local lookup or verified download
-batching        padding with masks, length-bucketed batches
+batching        padding with masks, length-bucketed (training) and length-sorted batches
 headers         the one rule for header rows, shared by every tabular format
 sources         a user's files by role (--data, --val, --test) or a named dataset, split into train/val/test
 ==============  =================================================================================
@@ -31,7 +31,7 @@ _EXPORTS = {  # name -> the module that defines it
     **dict.fromkeys(["cache_dir", "DATASETS", "find_dataset", "load_multi30k", "load_sst2", "load_tinyshakespeare",
                      "SST2_LABELS"],
                     "scratchformer.data.named"),
-    **dict.fromkeys(["bucket_batches", "pad_batch"], "scratchformer.data.batching"),
+    **dict.fromkeys(["bucket_batches", "pad_batch", "sorted_batches"], "scratchformer.data.batching"),
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = list(_EXPORTS)

@@ -15,7 +15,8 @@ TokenizerKind = Literal["char", "bpe"]
 ScheduleKind = Literal["inverse_sqrt", "cosine", "constant"]
 Truncate = Literal["warn", "error"]
 OptimizerKind = Literal["adamw", "muon"]
-Device = Literal["auto", "cpu", "cuda"]
+Device = Literal["auto", "cpu", "cuda", "mps"]
+Precision = Literal["fp32", "bf16", "fp16"]
 
 TASK_ARCH: dict[str, str] = {"copy": "seq2seq", "reverse": "seq2seq", "sort": "seq2seq", "translate": "seq2seq",
                              "lm": "gpt", "classify": "encoder", "mlm": "encoder", "image": "vit"}
@@ -28,7 +29,8 @@ TASK_METRICS: dict[str, tuple[str, ...]] = {"copy": ("exact_match",), "reverse":
 LOWER_IS_BETTER = ("loss", "perplexity")
 TRAIN_CHOICES: dict[str, tuple[str, ...]] = {"task": get_args(Task), "tokenizer": get_args(TokenizerKind),
                                              "schedule": get_args(ScheduleKind), "truncate": get_args(Truncate),
-                                             "device": get_args(Device), "optimizer": get_args(OptimizerKind)}
+                                             "device": get_args(Device), "precision": get_args(Precision),
+                                             "optimizer": get_args(OptimizerKind)}
 
 
 @dataclass
@@ -113,7 +115,10 @@ class TrainConfig:
     # at the end, measure the kept checkpoint on the task's test split, if it has one; false keeps the test
     # split unseen while tuning (`scratchformer evaluate --ckpt RUN` measures it once you have chosen)
     test_at_end: bool = True
-    bf16: bool = False
+    # where and how the arithmetic runs (train/device.py, train/precision.py): device auto = cuda, else mps,
+    # else cpu; precision fp32, or mixed precision with bf16 or fp16 matmuls (fp16 with a gradient scaler);
+    # compile: torch.compile the training forward and backward. (bf16=true, the old spelling, = precision=bf16)
+    precision: Precision = "fp32"
     compile: bool = False
     device: Device = "auto"
     num_threads: int = 0  # 0 = torch's default
@@ -184,14 +189,41 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        """The settings a checkpoint was saved with; keys of settings this version no longer has are dropped."""
+        """The settings a checkpoint was saved with; old spellings are read (``bf16``), keys of settings this
+        version no longer has are dropped."""
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return cls(**{k: v for k, v in with_aliases_resolved(data).items() if k in known})
 
     @property
     def max_time_s(self) -> float | None:
         """``max_time`` in seconds (None: no time budget)."""
         return None if self.max_time is None else parse_duration("max_time", self.max_time)
+
+
+def parse_bool(name: str, value: Any) -> bool:
+    """``True``, ``"true"``, ``"1"``, ``"yes"`` (and their opposites) -> a bool; anything else is refused."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+        return value.lower() in ("true", "1", "yes")
+    raise ConfigError(f"{name}={value!r} must be true or false")
+
+
+def with_aliases_resolved(settings: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` with the old spelling ``bf16`` (before ``precision`` existed) turned into ``precision``:
+    ``bf16=true`` is ``precision=bf16``, ``bf16=false`` is ``precision=fp32``. Given together (in one config
+    file, or on one command line), they must agree: ``bf16=true`` with ``precision=bf16`` only, ``bf16=false``
+    with anything but ``bf16``. Old run configurations and checkpoints, which saved ``bf16``, load this way."""
+    if "bf16" not in settings:
+        return settings
+    out = dict(settings)
+    flag = parse_bool("bf16", out.pop("bf16"))
+    if "precision" not in out:
+        out["precision"] = "bf16" if flag else "fp32"
+    elif flag != (out["precision"] == "bf16"):
+        raise ConfigError(f"bf16={str(flag).lower()} and precision={out['precision']} disagree; bf16 is the old "
+                          "spelling of precision=bf16: give precision alone")
+    return out
 
 
 def parse_duration(name: str, text: str) -> float:

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from scratchformer.data import SyntheticTask, pad_batch
+from scratchformer.data import SyntheticTask, pad_batch, sorted_batches
 from scratchformer.data.sources import Splits
 from scratchformer.generation import greedy_translate
 from scratchformer.metrics import bleu, exact_match, perplexity
@@ -23,6 +23,10 @@ from scratchformer.train.config import TrainConfig
 from scratchformer.train.tasks.base import Batch, EpochBatches, Task, clip
 
 Pairs = list[tuple[list[int], list[int]]]
+# Padded tokens per batch when held-out pairs are scored (EVAL_TOKENS) or greedily decoded (DECODE_TOKENS):
+# sorted by length, many short ones or few long ones a batch.
+EVAL_TOKENS = 4096  # the logits of a batch: EVAL_TOKENS x vocabulary floats (8,000 words: 131 MB)
+DECODE_TOKENS = 2048
 
 
 class Seq2SeqTask(Task):
@@ -95,17 +99,23 @@ class Seq2SeqTask(Task):
                                label_smoothing=label_smoothing, reduction="sum")
 
     @torch.no_grad()
-    def evaluate(self, model: nn.Module, split: str) -> dict[str, float]:
+    def loss(self, model: nn.Module, split: str) -> dict[str, float]:
+        """The teacher-forced loss (mean over target tokens) and perplexity of ``split``, its pairs sorted by
+        length into batches of at most ``EVAL_TOKENS`` padded tokens."""
         pairs = self.splits[split]
         device = next(model.parameters()).device
         total, count = 0.0, 0
-        bs = max(self.cfg.batch_size, 64)
-        for i in range(0, len(pairs), bs):
-            batch = {k: v.to(device) for k, v in self.collate(pairs[i:i + bs]).items()}
+        for idx in sorted_batches([max(len(s), len(t) + 1) for s, t in pairs], EVAL_TOKENS):
+            batch = {k: v.to(device) for k, v in self.collate([pairs[i] for i in idx]).items()}
             total += self.loss_sum(model, batch, 0.0).item()
             count += self.count(batch)
         loss = total / max(count, 1)
-        out = {"loss": loss, "perplexity": perplexity(loss)}
+        return {"loss": loss, "perplexity": perplexity(loss)}
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, split: str) -> dict[str, float]:
+        pairs = self.splits[split]
+        out = self.loss(model, split)
         n = len(pairs) if split == "test" else min(self.cfg.eval_decode, len(pairs))
         if n:
             hyps = self.translate_ids([s for s, _ in pairs[:n]], model)
@@ -117,17 +127,18 @@ class Seq2SeqTask(Task):
         return out
 
     def translate_ids(self, sources: list[list[int]], model: nn.Module) -> list[list[int]]:
+        """Greedy decoding of many sources, sorted by length into batches of at most ``DECODE_TOKENS``
+        padded source tokens; results in input order."""
         device = next(model.parameters()).device
-        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))  # similar lengths together
-        results: dict[int, list[int]] = {}
-        for i in range(0, len(order), 128):
-            idx = order[i:i + 128]
-            src, mask = pad_batch([sources[j] for j in idx], PAD_ID)
+        results: list[list[int]] = [[] for _ in sources]
+        for idx in sorted_batches([len(s) for s in sources], DECODE_TOKENS):
+            src, mask = pad_batch([sources[j] for j in idx], PAD_ID)  # (B, S), (B, S) True = real token
             max_new = min(self.max_len, src.size(1) + 50)
             hyps = greedy_translate(model, src.to(device), mask.to(device), bos_id=BOS_ID, eos_id=EOS_ID,
                                     max_new_tokens=max_new)
-            results.update(zip(idx, hyps))
-        return [results[i] for i in range(len(sources))]
+            for i, h in zip(idx, hyps):
+                results[i] = h
+        return results
 
     def samples(self, model: nn.Module) -> list[str]:
         split = self.sample_split()
