@@ -69,6 +69,7 @@ def test_family_defaults():
     (dict(norm="middle"), ["norm='middle'"]),
     (dict(activation="tanh"), ["activation='tanh'"]),
     (dict(positional="alibi"), ["positional='alibi'"]),
+    (dict(attention="flash"), ["attention='flash'", "softmax, linear"]),
     (dict(dropout=1.5), ["dropout=1.5"]),
     (dict(vocab_size=0), ["vocab_size=0"]),
     (dict(n_heads=4, d_model=36, positional="rotary"), ["rotary", "d_model=36", "n_heads=4"]),

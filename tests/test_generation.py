@@ -21,6 +21,7 @@ from scratchformer.generation.sampling import filter_logits
 from scratchformer.nn.attention import MultiHeadAttention
 
 BOS, EOS = 1, 2
+ATTENTIONS = ["softmax", "linear"]  # linear: the model's cache is its recurrent state (nn/linear_attention.py)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -60,9 +61,10 @@ def naive_generate(model, prompt: list[int], n: int) -> list[int]:
     return seq
 
 
+@pytest.mark.parametrize("attention", ATTENTIONS)
 @pytest.mark.parametrize("positional", ["learned", "rotary"])
-def test_gpt_cached_equals_uncached_and_the_naive_loop_past_max_len(positional):
-    m = gpt(max_len=12, positional=positional)
+def test_gpt_cached_equals_uncached_and_the_naive_loop_past_max_len(positional, attention):
+    m = gpt(max_len=12, positional=positional, attention=attention)
     prompt = torch.randint(0, 37, (2, 5))
     n = 20  # 5 + 20 > 12: the cache is used up to max_len, then the window slides
     cached = generate(m, prompt, n)
@@ -72,8 +74,9 @@ def test_gpt_cached_equals_uncached_and_the_naive_loop_past_max_len(positional):
     assert cached.tolist() == [naive_generate(m, p, n) for p in prompt.tolist()]
 
 
-def test_gpt_uses_the_cache_while_it_fits_then_slides(monkeypatch):
-    m = gpt(max_len=8)
+@pytest.mark.parametrize("attention", ATTENTIONS)
+def test_gpt_uses_the_cache_while_it_fits_then_slides(monkeypatch, attention):
+    m = gpt(max_len=8, attention=attention)
     calls = []
     hidden_states = m.hidden_states  # generate projects only the last position's hidden state
 
@@ -95,9 +98,10 @@ def test_gpt_prompt_longer_than_max_len_slides_from_the_start():
     assert out[0].tolist() == naive_generate(m, prompt[0].tolist(), 6)
 
 
+@pytest.mark.parametrize("attention", ATTENTIONS)
 @pytest.mark.parametrize("use_cache", [True, False])
-def test_gpt_left_padded_batch_equals_prompts_one_by_one(use_cache):
-    m = gpt(max_len=16)
+def test_gpt_left_padded_batch_equals_prompts_one_by_one(use_cache, attention):
+    m = gpt(max_len=16, attention=attention)
     prompts = [torch.randint(0, 37, (n,)).tolist() for n in (2, 7, 4)]
     ids, mask = pad_batch(prompts, 0, left=True)
     n = 20  # the longest row outgrows max_len: the window must slide per row, pads excluded
@@ -205,8 +209,9 @@ def naive_greedy(model, src: list[int], n: int) -> list[int]:
     return tgt[1:]
 
 
-def test_greedy_translate_equals_the_naive_loop_batched_and_one_by_one():
-    m = s2s()
+@pytest.mark.parametrize("attention", ATTENTIONS)
+def test_greedy_translate_equals_the_naive_loop_batched_and_one_by_one(attention):
+    m = s2s(attention=attention)
     lengths = [6, 2, 9, 4]
     src, mask = sources(lengths)
     out = greedy_translate(m, src, mask, bos_id=BOS, eos_id=EOS, max_new_tokens=12)
@@ -268,8 +273,10 @@ def naive_beam_search(model, src: list[int], K: int, alpha: float, n: int) -> li
 @pytest.mark.parametrize("alpha", [0.6, 0.0, 1.5])
 def test_beam_search_equals_the_textbook_loop(alpha):
     """Batching, the cache and its reordering, early stopping and sentences leaving the batch change
-    nothing: the same outputs as a plain loop over candidate lists."""
-    for m, high, n in [(s2s(), 37, 12), (peaked_model(2), V_SMALL, 8), (peaked_model(5), V_SMALL, 8)]:
+    nothing: the same outputs as a plain loop over candidate lists (also with linear attention, whose
+    recurrent states are reordered instead of KV caches)."""
+    for m, high, n in [(s2s(), 37, 12), (peaked_model(2), V_SMALL, 8), (peaked_model(5), V_SMALL, 8),
+                       (s2s(attention="linear"), 37, 12)]:
         lengths = [6, 2, 9, 4, 7, 3, 5, 1]
         src, mask = sources(lengths, high=high)
         out = beam_search(m, src, mask, bos_id=BOS, eos_id=EOS, beam_size=4, length_penalty=alpha, max_new_tokens=n)

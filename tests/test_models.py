@@ -9,6 +9,7 @@ from scratchformer import GPT, ConfigError, EncoderClassifier, Seq2SeqTransforme
 from scratchformer.nn import record_attention
 
 POSITIONALS = ["sinusoidal", "learned", "rotary", "none"]
+ATTENTIONS = ["softmax", "linear"]  # every invariance below holds for both kinds of attention
 
 
 def gpt(**kw):
@@ -68,10 +69,11 @@ def test_weight_tying():
 # ------------------------------------------------------------------------------------ invariances
 
 
+@pytest.mark.parametrize("attention", ATTENTIONS)
 @pytest.mark.parametrize("positional", POSITIONALS)
 @pytest.mark.parametrize("norm", ["pre", "post"])
-def test_gpt_changing_a_future_token_changes_no_earlier_logit(positional, norm):
-    m = gpt(positional=positional, norm=norm)
+def test_gpt_changing_a_future_token_changes_no_earlier_logit(positional, norm, attention):
+    m = gpt(positional=positional, norm=norm, attention=attention)
     ids = rand_ids(2, 12)
     changed = ids.clone()
     changed[:, 7] = (changed[:, 7] % 36) + 1
@@ -80,8 +82,9 @@ def test_gpt_changing_a_future_token_changes_no_earlier_logit(positional, norm):
     assert not torch.allclose(a[:, 7:], b[:, 7:])
 
 
-def test_seq2seq_changing_a_future_target_token_changes_no_earlier_logit():
-    m = s2s()
+@pytest.mark.parametrize("attention", ATTENTIONS)
+def test_seq2seq_changing_a_future_target_token_changes_no_earlier_logit(attention):
+    m = s2s(attention=attention)
     src, tgt = rand_ids(2, 8), rand_ids(2, 6)
     changed = tgt.clone()
     changed[:, 4] = (changed[:, 4] % 36) + 1
@@ -90,9 +93,10 @@ def test_seq2seq_changing_a_future_target_token_changes_no_earlier_logit():
     assert not torch.allclose(a[:, 4:], b[:, 4:])
 
 
+@pytest.mark.parametrize("attention", ATTENTIONS)
 @pytest.mark.parametrize("positional", POSITIONALS)
-def test_seq2seq_padded_source_tokens_change_nothing_and_batch_equals_rows(positional):
-    m = s2s(positional=positional)
+def test_seq2seq_padded_source_tokens_change_nothing_and_batch_equals_rows(positional, attention):
+    m = s2s(positional=positional, attention=attention)
     src = rand_ids(3, 9)
     src[1, 5:] = 0  # pad_id = 0
     src[2, 2:] = 0
@@ -105,10 +109,11 @@ def test_seq2seq_padded_source_tokens_change_nothing_and_batch_equals_rows(posit
         torch.testing.assert_close(m(src[b:b + 1, :n], tgt[b:b + 1]), out[b:b + 1], atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("attention", ATTENTIONS)
 @pytest.mark.parametrize("pooling", ["mean", "max", "cls", "pooler"])
 @pytest.mark.parametrize("norm", ["pre", "post"])
-def test_classifier_padding_changes_nothing_and_batch_equals_rows(pooling, norm):
-    m = clf(pooling=pooling, norm=norm)
+def test_classifier_padding_changes_nothing_and_batch_equals_rows(pooling, norm, attention):
+    m = clf(pooling=pooling, norm=norm, attention=attention)
     ids = rand_ids(3, 7)
     ids[0, 4:] = 0
     ids[2, 1:] = 0
@@ -122,9 +127,10 @@ def test_classifier_padding_changes_nothing_and_batch_equals_rows(pooling, norm)
         torch.testing.assert_close(m.encode(ids[b:b + 1, :n]), hidden[b:b + 1, :n], atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("attention", ATTENTIONS)
 @pytest.mark.parametrize("positional", POSITIONALS)
-def test_gpt_left_padded_batch_equals_rows_one_by_one(positional):
-    m = gpt(positional=positional)
+def test_gpt_left_padded_batch_equals_rows_one_by_one(positional, attention):
+    m = gpt(positional=positional, attention=attention)
     lengths = [6, 3, 1]
     ids = torch.zeros(3, 6, dtype=torch.long)
     mask = torch.zeros(3, 6, dtype=torch.bool)
@@ -168,12 +174,13 @@ def test_without_positions_an_encoder_is_order_blind_and_a_pooled_classifier_see
     assert not torch.allclose(with_positions(ids[:, perm]), with_positions(ids), atol=1e-4)
 
 
-def test_fully_masked_rows_give_no_nan():
-    m = clf()
+@pytest.mark.parametrize("attention", ATTENTIONS)
+def test_fully_masked_rows_give_no_nan(attention):
+    m = clf(attention=attention)
     ids = rand_ids(2, 5)
     ids[1] = 0  # a sentence that is all padding
     assert torch.isfinite(m(ids)).all() and torch.isfinite(m.encode(ids)).all()
-    s = s2s()
+    s = s2s(attention=attention)
     src = rand_ids(2, 5)
     src[0] = 0
     logits = s(src, rand_ids(2, 3))
@@ -185,9 +192,12 @@ def test_fully_masked_rows_give_no_nan():
 # ------------------------------------------------------------------------------------ KV cache
 
 
+@pytest.mark.parametrize("attention", ATTENTIONS)
 @pytest.mark.parametrize("positional", POSITIONALS)
-def test_gpt_kv_cached_decoding_equals_recomputation(positional):
-    m = gpt(positional=positional)
+def test_gpt_kv_cached_decoding_equals_recomputation(positional, attention):
+    """With attention="linear" the cache is the recurrent state: the 4-token prompt goes in by the parallel
+    prefix sums, each later token by the recurrent step, and together they equal the parallel form."""
+    m = gpt(positional=positional, attention=attention)
     ids = rand_ids(2, 10)
     full = m(ids)
     cache = m.new_cache(batch_size=2)
@@ -198,8 +208,9 @@ def test_gpt_kv_cached_decoding_equals_recomputation(positional):
     assert cache.length == 10
 
 
-def test_gpt_kv_cache_with_left_padding_equals_recomputation():
-    m = gpt()
+@pytest.mark.parametrize("attention", ATTENTIONS)
+def test_gpt_kv_cache_with_left_padding_equals_recomputation(attention):
+    m = gpt(attention=attention)
     ids, mask = rand_ids(2, 8), torch.ones(2, 8, dtype=torch.bool)
     mask[1, :3] = False
     full = m(ids, mask)
@@ -211,8 +222,9 @@ def test_gpt_kv_cache_with_left_padding_equals_recomputation():
     torch.testing.assert_close(got[mask], full[mask], atol=1e-5, rtol=0)
 
 
-def test_seq2seq_kv_cached_decoding_equals_recomputation_and_projects_memory_once():
-    m = s2s()
+@pytest.mark.parametrize("attention", ATTENTIONS)
+def test_seq2seq_kv_cached_decoding_equals_recomputation_and_projects_memory_once(attention):
+    m = s2s(attention=attention)
     src = rand_ids(2, 7)
     src[1, 4:] = 0
     tgt = rand_ids(2, 6)
@@ -230,8 +242,9 @@ def test_seq2seq_kv_cached_decoding_equals_recomputation_and_projects_memory_onc
     assert len(calls) == len(m.decoder.layers)  # once per layer, not once per step
 
 
-def test_cache_reset_and_reorder():
-    m = gpt()
+@pytest.mark.parametrize("attention", ATTENTIONS)
+def test_cache_reset_and_reorder(attention):
+    m = gpt(attention=attention)
     ids = rand_ids(3, 5)
     cache = m.new_cache(3)
     m(ids, cache=cache)
@@ -259,10 +272,11 @@ def test_regression_cross_attention_uses_the_encoder_output():
     assert maps["decoder.layers.0.cross_attn"].shape == (1, 4, 4, 6)  # (B, H, T, S): over the source
 
 
-def test_regression_generation_uses_a_causal_mask():
+@pytest.mark.parametrize("attention", ATTENTIONS)
+def test_regression_generation_uses_a_causal_mask(attention):
     """Greedy decoding with the cache must equal decoding by recomputing the whole prefix, and the
     logits of a prefix must not depend on what is appended later (no causal mask breaks both)."""
-    m = gpt()
+    m = gpt(attention=attention)
     prompt = rand_ids(1, 3)
     seq_cached, seq_full = prompt.clone(), prompt.clone()
     cache = m.new_cache(1)

@@ -48,9 +48,9 @@ def _train_parser(sub: Any) -> None:
                               "log_every, patience, select_by, test_at_end, device (auto|cpu|cuda|mps), precision "
                               "(fp32|bf16|fp16), compile; model: d_model, n_heads, "
                               "n_layers, d_ff, max_len, dropout, norm (post|pre), activation "
-                              "(relu|gelu|gelu_tanh|swiglu), positional (sinusoidal|learned|rotary|none). All of "
-                              "them: TrainConfig in src/scratchformer/train/config.py, ModelConfig in "
-                              "src/scratchformer/nn/config.py.")
+                              "(relu|gelu|gelu_tanh|swiglu), positional (sinusoidal|learned|rotary|none), attention "
+                              "(softmax|linear). All of them: TrainConfig in src/scratchformer/train/config.py, "
+                              "ModelConfig in src/scratchformer/nn/config.py.")
     p.add_argument("--preset", help=f"one of: {', '.join(preset_names())} (default: none; the task's own defaults, "
                                     f"task={DEFAULT_PRESET} without task=)")
     p.add_argument("--config", help="a TOML file of key = value settings")

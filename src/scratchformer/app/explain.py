@@ -73,8 +73,11 @@ class _Trace:
             elif isinstance(mod, MultiHeadAttention):
                 kind = ("cross-attention (k, v: encoder memory)" if name.endswith("cross_attn") else
                         "masked self-attention" if ".decoder." in f".{name}" else "self-attention")
+                table = "scores"
+                if mod.kind == "linear":  # its weights phi(q).phi(k) / sum are formed here only to show their shape
+                    kind, table = kind.replace("self-", "linear self-").replace("cross-", "linear cross-"), "weights"
                 w = mod.last_weights
-                scores = f"scores {_shape(w)} -> " if w is not None else ""
+                scores = f"{table} {_shape(w)} -> " if w is not None else ""
                 qk = ", QK-norm" if mod.q_norm is not None else ""
                 self.rows.append((depth, f"{kind}, {mod.n_heads} heads of d_k={cfg.d_model // cfg.n_heads}{qk}",
                                   f"{scores}{_shape(out)}", self.new_params(mod)))
@@ -138,6 +141,8 @@ def explain(cfg: ModelConfig, *, batch: int = 1, length: int = 8, target_length:
               else f"vocab V={cfg.vocab_size}")
     lines = [f"{cfg.arch} model: d_model C={cfg.d_model}, heads H={cfg.n_heads} (d_k={cfg.d_model // cfg.n_heads}), "
              f"d_ff={cfg.d_ff}, {inputs}, norm={cfg.norm}, activation={cfg.activation}, positions={cfg.positional}"]
+    if cfg.attention != "softmax":
+        lines[0] += f", attention={cfg.attention} (phi(q) . phi(k), phi = elu + 1, in place of softmax)"
     try:
         with torch.no_grad():
             if cfg.arch == "vit":

@@ -57,9 +57,12 @@ def generate(model: GPT, input_ids: Tensor, max_new_tokens: int, *, do_sample: b
     - ``eos_id``: a row that emitted it keeps emitting it; generation stops once every row has ended,
       so the result may hold fewer than ``max_new_tokens`` new tokens.
     - ``use_cache``: keep the keys/values of past tokens (the prompt is encoded once, then one token per
-      step). Once the sequence outgrows ``model.config.max_len``, each step recomputes a sliding window
-      of the last ``max_len`` tokens, with or without cache (learned absolute positions shift as the
-      window moves, so cached keys cannot be reused). Cached and uncached runs give the same tokens.
+      step). With ``attention="linear"`` the model's ``new_cache`` is its recurrent state instead: the prompt
+      goes in through the parallel prefix sums, then each token updates the state at a cost that does not
+      grow with the context. Once the sequence outgrows ``model.config.max_len``, each step recomputes a
+      sliding window of the last ``max_len`` tokens, with or without cache or state (learned absolute
+      positions shift as the window moves, so cached keys, or sums over them, cannot be reused). Cached and
+      uncached runs give the same tokens.
     """
     B, T = input_ids.shape
     if T == 0:

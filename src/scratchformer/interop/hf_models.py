@@ -63,10 +63,10 @@ Refused, in one line that names every such setting and why (``HFExportError``):
 
 - GPT-2: ``norm="post"`` (GPT-2 is pre-LN with a final LayerNorm), ``activation="swiglu"`` (no gate),
   ``positional="rotary"`` (GPT-2 only adds a position table), ``embedding_norm=true`` (no LayerNorm after
-  the embeddings), ``scale_embeddings`` with tied embeddings.
+  the embeddings), ``scale_embeddings`` with tied embeddings, ``attention="linear"`` (GPT-2's is softmax).
 - BERT: ``norm="pre"`` (BERT is post-LN, without a final LayerNorm), ``embedding_norm=false`` (BERT always
   normalises its embeddings), ``activation="swiglu"``, ``positional="rotary"``, ``attention_window > 0``
-  (BERT attends to every token).
+  (BERT attends to every token), ``attention="linear"`` (BERT's is softmax).
 - BertForSequenceClassification: ``pooling`` other than ``"pooler"``. Its classifier reads BERT's pooler,
   tanh(dense(first token)); no choice of its weights turns that into a mean, a max or the first token
   itself (tanh is bounded), so anything else would only be approximately equal. The encoder can still be
@@ -142,6 +142,8 @@ def _gpt2_problems(cfg: ModelConfig) -> list[str]:
                         "queries and keys)")
     if cfg.embedding_norm:
         problems.append("embedding_norm=true (GPT-2 has no LayerNorm after its embeddings)")
+    if cfg.attention != "softmax":
+        problems.append(f"attention={cfg.attention!r} (GPT-2's attention is softmax(QK^T / sqrt(d_k)))")
     if cfg.scale_embeddings and cfg.tie_embeddings:
         problems.append("scale_embeddings=true with tie_embeddings=true (GPT-2 uses one unscaled token matrix for "
                         "input and output)")
@@ -160,6 +162,8 @@ def _bert_problems(cfg: ModelConfig, hf_class: str) -> list[str]:
         problems.append("positional='rotary' (BERT adds a position table to the embeddings)")
     if cfg.attention_window:
         problems.append(f"attention_window={cfg.attention_window} (BERT's self-attention sees every token)")
+    if cfg.attention != "softmax":
+        problems.append(f"attention={cfg.attention!r} (BERT's attention is softmax(QK^T / sqrt(d_k)))")
     if hf_class == BERT_CLASSIFIER and cfg.pooling != "pooler":
         problems.append(f"pooling={cfg.pooling!r} ({BERT_CLASSIFIER} classifies BERT's pooler output, "
                         f"tanh(dense(first token)), which only pooling='pooler' computes: export the encoder alone "

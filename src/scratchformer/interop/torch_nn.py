@@ -74,6 +74,8 @@ def load_exact(module: nn.Module, state: dict[str, Tensor]) -> None:
 
 def mha_to_torch(mha: MultiHeadAttention) -> nn.MultiheadAttention:
     """A ``batch_first`` ``nn.MultiheadAttention`` with the same weights."""
+    if mha.kind != "softmax":
+        raise ValueError(f"nn.MultiheadAttention computes softmax attention only, not {mha.kind!r}")
     t = nn.MultiheadAttention(mha.d_model, mha.n_heads, dropout=mha.dropout, bias=mha.in_proj.bias is not None,
                               batch_first=True)
     load_exact(t, _rename(mha.state_dict(), _MHA_NAMES))
@@ -111,6 +113,9 @@ def decoder_layer_from_torch(t: nn.TransformerDecoderLayer, cfg: ModelConfig) ->
 
 
 def _torch_activation(cfg: ModelConfig) -> str:
+    if cfg.attention != "softmax":
+        raise ValueError(f"torch.nn.Transformer computes softmax attention only: attention={cfg.attention!r} "
+                         "has no counterpart there")
     if cfg.norm_type != "layernorm" or cfg.qk_norm:
         raise ValueError("torch.nn.Transformer normalises with LayerNorm only, and not queries and keys: "
                          f"norm_type={cfg.norm_type!r}, qk_norm={cfg.qk_norm} have no counterpart there")

@@ -38,7 +38,8 @@ class GPT(nn.Module):
         return self.embed.token.weight if self.lm_head is None else self.lm_head.weight
 
     def new_cache(self, batch_size: int, max_len: int | None = None) -> DecoderCache:
-        """An empty KV cache for incremental decoding (see ``forward``'s ``cache``)."""
+        """An empty cache for incremental decoding (see ``forward``'s ``cache``): a KV cache per layer, or with
+        ``attention="linear"`` the fixed-size recurrent state that replaces it."""
         p = self.output_weight()
         return self.decoder.new_cache(batch_size, max_len, device=p.device, dtype=p.dtype)
 
@@ -57,7 +58,7 @@ class GPT(nn.Module):
         padding for batched prompts of different lengths); it covers the cached positions too
         (``T_total = cache.length + T``). Positions then count real tokens only, so a padded prompt
         gives the same logits as the prompt alone. ``cache``: from ``new_cache``; the call appends
-        this step's keys and values to it.
+        this step's keys and values to it (or, with linear attention, adds them to its running sums).
         """
         T = input_ids.size(1)
         past = cache.length if cache is not None else 0

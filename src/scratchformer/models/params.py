@@ -22,6 +22,7 @@ def count_parameters_formula(cfg: ModelConfig) -> int:
       sinusoidal and rotary positions have no parameters
     - output projection: V C with no bias, unless tied to the target embedding (then 0)
     - classifier head: C n_classes + n_classes; ``pooling="pooler"`` adds BERT's pooler: C^2 + b C
+    - ``attention="linear"`` changes the function of the same Q, K, V, O projections: no parameters
     - ViT: no vocabulary; the patch embedding (P^2 ch) C + C (always with a bias), the class token C,
       positions as above over the class token and the patches (max_len = N + 1), the encoder stack, the head
     """

@@ -93,6 +93,7 @@ class Seq2SeqTransformer(nn.Module):
         return self.decode(tgt, memory, src_padding_mask, tgt_padding_mask=tgt_padding_mask)
 
     def new_cache(self, batch_size: int, max_len: int | None = None) -> DecoderCache:
-        """An empty decoder cache for incremental decoding (see ``decode``)."""
+        """An empty decoder cache for incremental decoding (see ``decode``): KV caches, or with
+        ``attention="linear"`` the recurrent states that replace them (the cross-attention part is the same)."""
         p = self.output_weight()
         return self.decoder.new_cache(batch_size, max_len, device=p.device, dtype=p.dtype)

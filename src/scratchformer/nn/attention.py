@@ -19,6 +19,10 @@ Two implementations of equation 1, one definition:
 - ``F.scaled_dot_product_attention``: PyTorch's fused kernel (flash / memory-efficient on GPU).
 
 ``attend`` is the one place that chooses between them. Tests prove the two agree, forward and backward.
+
+``attention="linear"`` (``ModelConfig``) swaps equation 1 for linear attention (Katharopoulos et al. 2020,
+``linear_attention.py``) in every ``MultiHeadAttention`` of a model, with the same projections and no new
+parameters; ``MultiHeadAttention._attend`` is the one place where the two kinds part ways.
 """
 
 from __future__ import annotations
@@ -32,10 +36,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from scratchformer.nn.kv_cache import KVCache
+from scratchformer.nn.config import AttentionKind, choices
+from scratchformer.nn.kv_cache import KVCache, LinearAttentionState
+from scratchformer.nn.linear_attention import linear_attend
 from scratchformer.nn.masks import causal_mask
 
-AttentionImpl = Literal["auto", "reference", "sdpa"]
+AttentionImpl = Literal["auto", "reference", "sdpa"]  # for linear attention: "sdpa" = its fast path (the sums)
 
 
 def attention_reference(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
@@ -109,16 +115,23 @@ class MultiHeadAttention(nn.Module):
     query and key vectors normalised over D (before rotary positions, before the cache) so that a score
     ``q . k / sqrt(D)`` is bounded by the learned gains instead of growing with the weights, a common cause of
     loss spikes in long or fast training.
-    ``impl``: which attention path to use (see ``attend``); ``record`` makes the module keep its last
-    attention weights in ``last_weights`` (see ``record_attention``).
+    ``kind``: ``"softmax"`` (equation 1) or ``"linear"`` (``linear_attention.py``: causal self-attention then
+    decodes with a ``LinearAttentionState`` instead of a ``KVCache``). ``impl``: which attention path to use
+    (see ``attend`` and ``linear_attend``); ``record`` makes the module keep its last attention weights in
+    ``last_weights`` (see ``record_attention``).
     """
 
     def __init__(self, d_model: int, n_heads: int, *, bias: bool = True, dropout: float = 0.0,
                  rope: nn.Module | None = None, q_norm: nn.Module | None = None,
-                 k_norm: nn.Module | None = None) -> None:
+                 k_norm: nn.Module | None = None, kind: AttentionKind = "softmax") -> None:
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        if kind not in choices(AttentionKind):
+            raise ValueError(f"kind={kind!r} is not one of {', '.join(choices(AttentionKind))}")
+        if kind == "linear" and dropout:
+            raise ValueError("attention dropout drops attention weights, which linear attention never forms")
+        self.kind = kind
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
         self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)  # [W^Q; W^K; W^V]
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W^O
@@ -155,13 +168,13 @@ class MultiHeadAttention(nn.Module):
         return (k if self.k_norm is None else self.k_norm(k)), self._split_heads(v)
 
     def forward(self, x: Tensor, *, mask: Tensor | None = None, is_causal: bool = False,
-                positions: Tensor | None = None, cache: KVCache | None = None) -> Tensor:
+                positions: Tensor | None = None, cache: KVCache | LinearAttentionState | None = None) -> Tensor:
         """Self-attention: ``x (B, T, C)`` -> ``(B, T, C)``.
 
         ``mask``: bool, broadcastable to ``(B, H, T, S)``, ``True`` = may attend; ``is_causal``: also hide
         later positions. ``positions (T,)`` or ``(B, T)``: the absolute positions of ``x`` (rotary
         embeddings). ``cache`` (a ``KVCache``): append this step's keys and values and attend over all the
-        cached ones (S = cached + T).
+        cached ones (S = cached + T); with linear attention a ``LinearAttentionState``, which absorbs them.
         """
         B, T, C = x.shape
         qkv = self.in_proj(x).view(B, T, 3, self.n_heads, self.head_dim)  # (B, T, 3, H, D): one matmul
@@ -170,9 +183,7 @@ class MultiHeadAttention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rope is not None:
             q, k = self.rope(q, positions), self.rope(k, positions)
-        if cache is not None:
-            k, v = cache.update(k, v)  # (B, H, S, D): the past and this step
-        return self._attend(q, k, v, mask, is_causal)
+        return self._attend(q, k, v, mask, is_causal, cache)
 
     def cross(self, x: Tensor, memory_kv: tuple[Tensor, Tensor], *, mask: Tensor | None = None) -> Tensor:
         """Cross-attention: queries ``x (B, T, C)`` W^Q, keys and values ``memory_kv`` (``project_kv`` of the
@@ -184,12 +195,23 @@ class MultiHeadAttention(nn.Module):
         k, v = memory_kv  # (B, H, S, D), keys normalised by project_kv
         return self._attend(q, k, v, mask, False)
 
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:
-        """Equation 1 for every head, then the heads concatenated and projected by W^O."""
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool,
+                cache: KVCache | LinearAttentionState | None = None) -> Tensor:
+        """Equation 1 (or linear attention) for every head, then the heads concatenated and projected by W^O."""
         B, _, T, _ = q.shape
-        out, weights = attend(q, k, v, mask=mask, is_causal=is_causal,
-                              dropout_p=self.dropout if self.training else 0.0,
-                              need_weights=self.record, impl=self.impl)
+        expected = LinearAttentionState if self.kind == "linear" else KVCache
+        if cache is not None and not isinstance(cache, expected):
+            raise TypeError(f"{self.kind} attention decodes with a {expected.__name__}, not a {type(cache).__name__}: "
+                            "make the cache with the model's new_cache()")
+        if self.kind == "linear":  # the one place where softmax and linear attention part ways
+            out, weights = linear_attend(q, k, v, mask=mask, is_causal=is_causal, state=cache,  # type: ignore[arg-type]
+                                         need_weights=self.record, impl=self.impl)
+        else:
+            if cache is not None:
+                k, v = cache.update(k, v)  # type: ignore[union-attr]  # (B, H, S, D): the past and this step
+            out, weights = attend(q, k, v, mask=mask, is_causal=is_causal,
+                                  dropout_p=self.dropout if self.training else 0.0,
+                                  need_weights=self.record, impl=self.impl)
         if self.record:
             self.last_weights = weights.detach()
         out = out.transpose(1, 2).reshape(B, T, self.d_model)  # (B, H, T, D) -> (B, T, C): concatenate the heads

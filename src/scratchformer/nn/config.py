@@ -33,6 +33,8 @@ NormType = Literal["layernorm", "rmsnorm"]
 Activation = Literal["relu", "gelu", "gelu_tanh", "swiglu", "relu2"]
 Positional = Literal["sinusoidal", "learned", "rotary", "none"]
 Pooling = Literal["mean", "max", "cls", "pooler"]
+# softmax: the paper's equation 1; linear: Katharopoulos et al. (2020), "Transformers are RNNs" (linear_attention.py)
+AttentionKind = Literal["softmax", "linear"]
 Init = Literal["default", "zero_out"]
 
 
@@ -43,7 +45,8 @@ def choices(kind: Any) -> tuple[str, ...]:
 
 CHOICES: dict[str, tuple[str, ...]] = {"arch": choices(Arch), "norm": choices(Norm), "norm_type": choices(NormType),
                                        "activation": choices(Activation), "positional": choices(Positional),
-                                       "pooling": choices(Pooling), "init": choices(Init)}
+                                       "pooling": choices(Pooling), "init": choices(Init),
+                                       "attention": choices(AttentionKind)}
 
 # The defaults of each family for the fields that default to None.
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -105,6 +108,10 @@ class ModelConfig:
     # > 0: in the encoder's self-attention, each token attends only to tokens at most this many positions
     # away (a sliding window, as Longformer's local attention); not in the paper. 0 = to every token
     attention_window: int = 0
+    # "softmax" (the paper) or "linear": softmax(q . k) replaced by phi(q) . phi(k) with phi(x) = elu(x) + 1, in
+    # every attention of the model (encoder, decoder self- and cross-attention); no new parameters. Causal
+    # linear attention decodes with a fixed-size recurrent state instead of a KV cache (nn/linear_attention.py)
+    attention: AttentionKind = "softmax"
     # classifiers (encoder, vit)
     n_classes: int = 2
     pooling: Pooling = "mean"  # a ViT always classifies from its class token ("cls")
@@ -172,7 +179,7 @@ class ModelConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ConfigError(f"{name}={value!r} must be an integer")
-        for name in ("norm", "norm_type", "activation", "positional", "init"):
+        for name in ("norm", "norm_type", "activation", "positional", "init", "attention"):
             if not isinstance(getattr(self, name), str):
                 raise ConfigError(f"{name}={getattr(self, name)!r} must be a string")
         for name in ("bias", "embedding_norm", "scale_embeddings", "tie_embeddings", "qk_norm"):
@@ -187,6 +194,12 @@ class ModelConfig:
                 raise ConfigError(f"{name}={value} must be >= 0")
         if self.attention_window and self.arch == "gpt":
             raise ConfigError("attention_window applies to an encoder's self-attention; arch='gpt' has no encoder")
+        if self.attention == "linear" and self.attention_window:
+            raise ConfigError(f"attention_window={self.attention_window} needs attention='softmax': linear attention "
+                              "sums over every earlier key and has no window")
+        if self.attention == "linear" and self.attention_dropout:
+            raise ConfigError(f"attention_dropout={self.attention_dropout} needs attention='softmax': linear attention "
+                              "never forms the attention weights it would drop")
         if self.tgt_vocab_size is not None and self.tgt_vocab_size < 1:
             raise ConfigError(f"tgt_vocab_size={self.tgt_vocab_size} must be >= 1")
         if self.d_model % self.n_heads:

@@ -6,8 +6,14 @@ them:
 
 - ``KVCache``: one self-attention layer's keys and values, preallocated to ``max_len`` positions and
   filled left to right by ``update`` (it grows by the number of new tokens each step).
-- ``DecoderCache``: a decoder stack's caches: one ``KVCache`` per layer, plus each layer's
-  cross-attention keys/values over the encoder memory, projected once per source sentence.
+- ``LinearAttentionState``: what replaces the ``KVCache`` when the model uses linear attention
+  (``attention="linear"``, Katharopoulos et al. 2020, "Transformers are RNNs", §3.4): not the past keys
+  and values but two running sums over them, a fixed-size state, so that a new token costs the same at
+  position 10 as at position 10,000.
+- ``DecoderCache``: a decoder stack's caches: one ``KVCache`` (or ``LinearAttentionState``) per layer,
+  plus each layer's cross-attention keys/values over the encoder memory, projected once per source sentence.
+
+The model picks the kind: ``model.new_cache()`` returns the one its attention needs.
 """
 
 from __future__ import annotations
@@ -62,11 +68,40 @@ class KVCache:
         self.keys, self.values = keys, values
 
 
+class LinearAttentionState:
+    """The recurrent state of one causal linear-attention layer: ``s (B, H, D, D)`` and ``z (B, H, D)``.
+
+    After ``length`` tokens, ``s = sum_j phi(k_j) v_j^T`` and ``z = sum_j phi(k_j)`` (padded keys add
+    nothing: their ``phi(k)`` is zero). Its size does not depend on ``length``: there is no ``max_len``.
+    ``add(s, z, n)`` adds the sums of ``n`` new tokens; ``reset()`` and ``reorder(index)`` as ``KVCache``.
+    """
+
+    def __init__(self, batch_size: int, n_heads: int, head_dim: int, *,
+                 device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> None:
+        self.s = torch.zeros(batch_size, n_heads, head_dim, head_dim, device=device, dtype=dtype)
+        self.z = torch.zeros(batch_size, n_heads, head_dim, device=device, dtype=dtype)
+        self.length = 0
+
+    def add(self, s: Tensor, z: Tensor, n: int) -> None:
+        """Fold in ``n`` more tokens: their ``sum phi(k) v^T (B, H, D, D)`` and ``sum phi(k) (B, H, D)``."""
+        self.s, self.z = self.s + s, self.z + z  # not in place: autograd may still need the old sums
+        self.length += n
+
+    def reset(self) -> None:
+        self.s.zero_()
+        self.z.zero_()
+        self.length = 0
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep batch rows ``index`` (a ``(B',)`` LongTensor), e.g. the surviving beams in beam search."""
+        self.s, self.z = self.s.index_select(0, index), self.z.index_select(0, index)
+
+
 @dataclass
 class DecoderCache:
     """Everything a decoder stack remembers between decoding steps."""
 
-    self_attn: list[KVCache]
+    self_attn: list[KVCache] | list[LinearAttentionState]
     # Per layer: cross-attention (keys, values) of the encoder memory, each (B, H, S, D); None until
     # the first step projects them.
     cross_attn: list[tuple[Tensor, Tensor] | None] = field(default_factory=list)

@@ -27,7 +27,7 @@ from scratchformer.nn.attention import CrossAttention, MultiHeadAttention
 from scratchformer.nn.config import ModelConfig
 from scratchformer.nn.embedding import RotaryEmbedding
 from scratchformer.nn.feedforward import FeedForward
-from scratchformer.nn.kv_cache import DecoderCache, KVCache
+from scratchformer.nn.kv_cache import DecoderCache, KVCache, LinearAttentionState
 from scratchformer.nn.masks import combine_masks, key_padding_to_attention_mask, window_mask
 from scratchformer.nn.norms import norm_layer
 
@@ -53,7 +53,7 @@ def _qk_norms(cfg: ModelConfig) -> dict[str, nn.Module]:
 
 def _self_attention(cfg: ModelConfig, rope: RotaryEmbedding | None) -> MultiHeadAttention:
     return MultiHeadAttention(cfg.d_model, cfg.n_heads, bias=cfg.bias, dropout=cfg.attention_dropout, rope=rope,
-                              **_qk_norms(cfg))
+                              kind=cfg.attention, **_qk_norms(cfg))
 
 
 class EncoderLayer(nn.Module):
@@ -85,14 +85,15 @@ class DecoderLayer(nn.Module):
         self.cross_attn_block: ResidualNorm | None = None
         if cross_attention:
             self.cross_attn = CrossAttention(cfg.d_model, cfg.n_heads, bias=cfg.bias, dropout=cfg.attention_dropout,
-                                             **_qk_norms(cfg))
+                                             kind=cfg.attention, **_qk_norms(cfg))
             self.cross_attn_block = ResidualNorm(cfg)
         self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.bias)  # type: ignore[arg-type]
         self.ffn_block = ResidualNorm(cfg)
 
     def forward(self, x: Tensor, memory: Tensor | None = None, *, self_mask: Tensor | None = None,
                 memory_mask: Tensor | None = None, positions: Tensor | None = None,
-                cache: KVCache | None = None, memory_kv: tuple[Tensor, Tensor] | None = None) -> Tensor:
+                cache: KVCache | LinearAttentionState | None = None,
+                memory_kv: tuple[Tensor, Tensor] | None = None) -> Tensor:
         """``x (B, T, C)``; ``memory (B, S, C)`` the encoder output (or ``memory_kv``, its projected keys
         and values). ``self_mask`` (broadcastable to ``(B, H, T, T_total)``) and ``memory_mask``
         (to ``(B, H, T, S)``) are boolean, ``True`` = may attend; self-attention is always causal.
@@ -142,11 +143,17 @@ class Decoder(nn.Module):
 
     def new_cache(self, batch_size: int, max_len: int | None = None, *, device: torch.device | str | None = None,
                   dtype: torch.dtype | None = None) -> DecoderCache:
-        """An empty cache for decoding up to ``max_len`` positions (default: the model's)."""
+        """An empty cache for decoding up to ``max_len`` positions (default: the model's): a ``KVCache`` per
+        layer, or with linear attention a ``LinearAttentionState`` (fixed size; ``max_len`` does not apply)."""
         cfg = self.cfg
         max_len = cfg.max_len if max_len is None else max_len
-        self_attn = [KVCache(batch_size, cfg.n_heads, cfg.head_dim, max_len, device=device, dtype=dtype)
-                     for _ in self.layers]
+        self_attn: list[KVCache] | list[LinearAttentionState]
+        if cfg.attention == "linear":
+            self_attn = [LinearAttentionState(batch_size, cfg.n_heads, cfg.head_dim, device=device, dtype=dtype)
+                         for _ in self.layers]
+        else:
+            self_attn = [KVCache(batch_size, cfg.n_heads, cfg.head_dim, max_len, device=device, dtype=dtype)
+                         for _ in self.layers]
         return DecoderCache(self_attn, [None] * len(self.layers))
 
     def forward(self, x: Tensor, memory: Tensor | None = None, *, key_mask: Tensor | None = None,
