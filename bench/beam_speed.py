@@ -161,6 +161,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="round-robin rounds (median reported)")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory child processes")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    parser.add_argument("--profile", action="store_true", help="print where each contestant's time goes (one batch)")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--child", choices=CONTESTANTS, help=argparse.SUPPRESS)
     parser.add_argument("--work-dir", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -193,6 +195,14 @@ def main() -> None:
                 lengths[name] = [n for batch in batches for n in run(batch)]
                 times[name].append(time.perf_counter() - t)
             print(f"  round {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()))
+        if args.profile:
+            from torch.profiler import ProfilerActivity, profile
+
+            for name, run in runners.items():
+                with profile(activities=[ProfilerActivity.CPU]) as prof:
+                    run(batches[0])
+                print(f"\n--- profile: {name}, one batch of {batches[0][0].size(0)} sentences ---")
+                print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12, max_name_column_width=40))
         memory = {} if args.no_memory else {name: measure_memory(name, directory, args) for name in CONTESTANTS}
 
     expected = [b[2] for b in batches for _ in range(b[0].size(0))]
@@ -202,8 +212,15 @@ def main() -> None:
         mem = memory.get(name)
         mem_s = f"{mem['peak_extra_mb']:.1f}" if mem else "-"
         ok = "lengths as forced" if lengths[name] == expected else "LENGTHS DIFFER FROM THE FORCED ONES"
-        print(f"{name:<10} {med[name]:>9.2f} {n_sent / med[name]:>12.1f} {mem_s:>14}   ({ok})")
-    print(f"\nours vs hf-bart: {med['hf-bart'] / med['ours']:.2f}x faster (target >= 1.0x)")
+        spread = f"{min(times[name]):.2f}-{max(times[name]):.2f} s"
+        print(f"{name:<10} {med[name]:>9.2f} {n_sent / med[name]:>12.1f} {mem_s:>14}   ({ok}; {spread})")
+    print(f"\nours vs hf-bart: {med['hf-bart'] / med['ours']:.2f}x faster (target >= 1.5x)")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({
+            "setup": f"torch {torch.__version__}, {torch.get_num_threads()} threads; {n_sent} sentences, beam {BEAM}",
+            "seconds": times, "median_s": med, "sentences_per_s": {k: n_sent / v for k, v in med.items()},
+            "peak_extra_mb": {k: (v or {}).get("peak_extra_mb") for k, v in memory.items()}}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
