@@ -1,4 +1,5 @@
-"""Data for the three model families: synthetic tasks, text files, parallel pairs, labelled text, named datasets.
+"""Data for the three model families: synthetic tasks, text files, parallel pairs, labelled text, named datasets,
+and the prepared corpora every run trains from.
 
 Each module is one kind of source; ``batching`` turns token ids into padded tensors. Every problem a user
 can cause raises ``DataError`` with a one-line message naming the file.
@@ -6,14 +7,16 @@ can cause raises ``DataError`` with a one-line message naming the file.
 ==============  =================================================================================
 errors          ``DataError``
 files           strict UTF-8 reading (``.gz`` transparently), atomic writes
+streams         the same reading as a stream of chunks and lines: a file of any size in bounded memory
 synthetic       copy / reverse / sort tasks with held-out sets (``SyntheticTask``)
-text            language-model text: train/validation split, random-offset batches (``LMDataset``)
 parallel        sentence pairs from a TSV file or two line-aligned files
 labelled        (text, label) rows from TSV or CSV
 named           tinyshakespeare, multi30k, sst2: local lookup or verified download
 batching        padding with masks, length-bucketed batches
 headers         the one rule for header rows, shared by every tabular format
-sources         a user's files by role (--data, --val, --test) or a named dataset, split into train/val/test
+sources         a user's files by role (--data, --val, --test) or a named dataset: which source each split reads
+splits          validation data carved out of training data, from an index alone
+corpus/         prepared corpora: token ids on disk, written once by a streaming pass, read by every run
 ==============  =================================================================================
 """
 
@@ -23,13 +26,12 @@ _EXPORTS = {  # name -> the module that defines it
     **dict.fromkeys(["DataError"], "scratchformer.data.errors"),
     **dict.fromkeys(["atomic_write_text", "read_lines", "read_text"], "scratchformer.data.files"),
     **dict.fromkeys(["ALPHABET", "SyntheticTask", "TASKS"], "scratchformer.data.synthetic"),
-    **dict.fromkeys(["lm_splits", "LMDataset"], "scratchformer.data.text"),
     **dict.fromkeys(["read_parallel"], "scratchformer.data.parallel"),
     **dict.fromkeys(["read_labelled"], "scratchformer.data.labelled"),
     **dict.fromkeys(["cache_dir", "DATASETS", "find_dataset", "load_multi30k", "load_sst2", "load_tinyshakespeare",
                      "SST2_LABELS"],
                     "scratchformer.data.named"),
-    **dict.fromkeys(["bucket_batches", "pad_batch"], "scratchformer.data.batching"),
+    **dict.fromkeys(["BucketedEpoch", "bucket_batches", "pad_batch"], "scratchformer.data.batching"),
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = list(_EXPORTS)
