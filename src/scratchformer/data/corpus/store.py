@@ -169,7 +169,7 @@ def _check_file(path: Path, expected: dict[str, int], verify: bool) -> None:
     except OSError:
         raise CorruptCorpus(f"{path.name} is missing") from None
     if size != expected["bytes"]:
-        raise CorruptCorpus(f"{path.name} has {size:,} bytes, expected {expected['bytes']:,} (truncated?)")
+        raise CorruptCorpus(f"{path.name} has {size:,} bytes, expected {expected['bytes']:,}")
     if verify and crc32_of(path) != expected["crc32"]:
         raise CorruptCorpus(f"{path.name} does not match its checksum")
 
