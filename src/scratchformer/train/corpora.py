@@ -236,15 +236,18 @@ def _task_data(plan: DataPlan, tokenizer: Tokenizer, prepared: list[Prepared]) -
     views: dict[str, TokenStream | RowSet] = {}
     origin: dict[str, str] = {}
     label_ids: dict[str, np.ndarray] = {}
+    carved: dict[Source, tuple[np.ndarray, np.ndarray]] = {}  # (rest, held out) of a source, carved once
     for split, spec in plan.splits.items():
         corpus, origin[split] = corpora[spec.source], spec.origin
         if plan.task == "lm":
             views[split], origin[split] = _lm_view(plan, split, spec.part, corpus, spec.origin, spec.source)
             continue
-        rows = np.arange(next(iter(corpus.fields.values())).n_rows)
+        n = next(iter(corpus.fields.values())).n_rows
+        rows = np.arange(n)
         if spec.part != "all":
-            train, val = carve_indices(len(rows), plan.val_fraction, plan.seed, source_labels.get(spec.source))
-            rows = train if spec.part == "rest" else val
+            if spec.source not in carved:
+                carved[spec.source] = carve_indices(n, plan.val_fraction, plan.seed, source_labels.get(spec.source))
+            rows = carved[spec.source][0 if spec.part == "rest" else 1]
         views[split] = RowSet(corpus, rows, name=split)
         if spec.source in source_labels:
             label_ids[split] = source_labels[spec.source][rows]

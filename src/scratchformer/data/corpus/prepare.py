@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -43,12 +43,18 @@ T = TypeVar("T")
 
 
 class Encoder(Protocol):
-    """What preparation needs of a tokenizer (every ``scratchformer.tokenizers.Tokenizer`` is one)."""
+    """What preparation needs of a tokenizer (every ``scratchformer.tokenizers.Tokenizer`` is one). One that
+    also has ``encode_arrays`` (the same, giving NumPy arrays; the character tokenizer) is called through it."""
 
     @property
     def vocab_size(self) -> int: ...
 
     def encode_batch(self, texts: list[str], *, add_bos: bool = False, add_eos: bool = False) -> list[list[int]]: ...
+
+
+def _encode(encoder: Encoder, texts: list[str], add_eos: bool = False) -> Sequence[Sequence[int]]:
+    fast = getattr(encoder, "encode_arrays", None)
+    return fast(texts, add_eos=add_eos) if fast is not None else encoder.encode_batch(texts, add_eos=add_eos)
 
 
 def source_bytes(source: Source) -> int:
@@ -184,7 +190,7 @@ def _write_text(source: Source, encoder: Encoder, writer: CorpusWriter, notes: l
     names = []
     for name, pieces in _documents_text(source, progress):
         for batch in _batched(pieces, len):
-            writer.extend("text", encoder.encode_batch(batch))
+            writer.extend("text", _encode(encoder, batch))
         writer.end_row("text")
         names.append(name)
     return {"documents": names} if Path(source.paths[0]).is_dir() else {}
@@ -194,8 +200,8 @@ def _write_pairs(source: Source, encoder: Encoder, writer: CorpusWriter, notes: 
                  progress: Progress | None) -> dict[str, Any]:
     for batch in _batched(iter_pairs(source.paths, notes, progress), lambda p: len(p[0]) + len(p[1])):
         sources, targets = [s for s, _ in batch], [t for _, t in batch]
-        writer.add_rows("source", encoder.encode_batch(sources, add_eos=True))
-        writer.add_rows("target", encoder.encode_batch(targets))
+        writer.add_rows("source", _encode(encoder, sources, add_eos=True))
+        writer.add_rows("target", _encode(encoder, targets))
         writer.add_texts("source", sources)
         writer.add_texts("target", targets)
     return {}
@@ -207,7 +213,7 @@ def _write_labelled(source: Source, encoder: Encoder, writer: CorpusWriter, note
     first_line: dict[str, int] = {}
     for batch in _batched(iter_labelled(source.paths[0], notes, progress), lambda row: len(row[1])):
         texts = [text for _, text, _ in batch]
-        writer.add_rows("text", encoder.encode_batch(texts))
+        writer.add_rows("text", _encode(encoder, texts))
         writer.add_texts("text", texts)
         for line, _, label in batch:
             if label not in codes:
@@ -219,7 +225,7 @@ def _write_labelled(source: Source, encoder: Encoder, writer: CorpusWriter, note
 def _write_lines(source: Source, encoder: Encoder, writer: CorpusWriter, notes: list[str],
                  progress: Progress | None) -> dict[str, Any]:
     for batch in _batched(_lines(source, notes, progress), len):
-        writer.add_rows("text", encoder.encode_batch(batch))
+        writer.add_rows("text", _encode(encoder, batch))
         writer.add_texts("text", batch)
     return {}
 

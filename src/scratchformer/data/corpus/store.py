@@ -92,9 +92,9 @@ class Field:
         return len(self.data)
 
     def lengths(self) -> np.ndarray:
-        """Every row's length, ``int64`` (computed once, block by block)."""
+        """Every row's length, ``int32`` (computed once, block by block; 4 bytes a row)."""
         if self._lengths is None:
-            out = np.empty(self.n_rows, np.int64)
+            out = np.empty(self.n_rows, np.int32)
             for start in range(0, self.n_rows, 1 << 22):
                 stop = min(self.n_rows, start + (1 << 22))
                 out[start:stop] = np.diff(self.offsets.read(start, stop + 1))

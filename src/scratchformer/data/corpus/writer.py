@@ -123,8 +123,12 @@ class CorpusWriter:
         return self.fields[name]
 
     def _ids(self, rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """Rows (lists of ids, or NumPy arrays) as one flat array and their lengths, checked."""
         lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
-        flat = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=int(lengths.sum()))
+        if rows and isinstance(rows[0], np.ndarray):
+            flat = np.concatenate(rows).astype(np.int64, copy=False)
+        else:
+            flat = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=int(lengths.sum()))
         if flat.size and (flat.min() < 0 or flat.max() >= self.vocab_size):
             bad = int(flat.max() if flat.max() >= self.vocab_size else flat.min())
             raise ValueError(f"token id {bad} is outside the vocabulary of {self.vocab_size:,} ids; not written")
