@@ -94,12 +94,12 @@ class Task(ABC):
             return BPETokenizer.train(texts, self.cfg.bpe_vocab_size, lowercase=self.cfg.lowercase)
         return CharTokenizer.train(texts)
 
-    def _views(self) -> dict[str, Any]:
+    def _views(self, eval_limit: bool = True) -> dict[str, Any]:
         """Each split's view, with ``train_limit`` / ``eval_limit`` applied (a quick run on a slice)."""
         assert self.data is not None
         out = {}
         for split, view in self.data.views.items():
-            limit = self.cfg.train_limit if split == "train" else self.cfg.eval_limit
+            limit = self.cfg.train_limit if split == "train" else (self.cfg.eval_limit if eval_limit else 0)
             out[split] = view.head(limit) if limit else view
         return out
 

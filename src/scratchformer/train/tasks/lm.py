@@ -33,8 +33,8 @@ class LMTask(Task):
                  log: Callable[[str], None], tokenizer: Tokenizer | None = None) -> None:
         super().__init__(cfg, model_kw, data, log, tokenizer)
         self.block = int(model_kw.get("max_len", 256))
-        self.streams: dict[str, TokenStream] = {split: view for split, view in self._views().items()
-                                                if isinstance(view, TokenStream)}
+        # eval_limit counts examples; a language model's held-out text is scored in windows, whole
+        self.streams: dict[str, TokenStream] = self._views(eval_limit=False)
         for split, stream in self.streams.items():
             if len(stream) < self.block + 1 and split != "test":
                 raise DataError(f"the {split} text has {len(stream)} tokens, fewer than max_len + 1 = "
