@@ -172,7 +172,8 @@ def run(kind: str, data: Path, work: Path, vocab: int, steps: int, json_out: Pat
     task = "lm" if kind == "lm" else "translate"
     hf_out = work / f"hf-{data.stem}"
     hf_out.mkdir(exist_ok=True)
-    row: dict = {"kind": kind, "file": data.name, "bytes": size, "bpe_vocab_size": vocab}
+    row: dict = {"kind": kind, "file": data.name, "bytes": size, "bpe_vocab_size": vocab, "commit": _commit(),
+                 "when": time.strftime("%Y-%m-%d %H:%M:%S")}
     hf = timed([sys.executable, __file__, "hf", kind, str(data), "--vocab", str(vocab), "--out", str(hf_out)], env)
     row["hf"] = {**_pick(hf), **json.loads(hf["stdout"])}
     settings = [f"task={task}", "tokenizer=bpe", f"bpe_vocab_size={vocab}"]
@@ -193,6 +194,15 @@ def run(kind: str, data: Path, work: Path, vocab: int, steps: int, json_out: Pat
         rows = json.loads(json_out.read_text()) if json_out.is_file() else []
         json_out.write_text(json.dumps([*rows, row], indent=1) + "\n")
     return row
+
+
+def _commit() -> str | None:
+    """The commit measured: $BENCH_COMMIT (a copy of the tree outside git), else the checkout's HEAD."""
+    if os.environ.get("BENCH_COMMIT"):
+        return os.environ["BENCH_COMMIT"]
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          cwd=Path(__file__).parent)
+    return head.stdout.strip() or None
 
 
 def _pick(result: dict) -> dict:
