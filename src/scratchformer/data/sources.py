@@ -22,7 +22,7 @@ rules, the same for every task:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from scratchformer.data.errors import DataError
@@ -114,7 +114,6 @@ class DataPlan:
     labels: list[str] | None = None
     val_fraction: float = 0.1
     seed: int = 0
-    notes: list[str] = field(default_factory=list)
 
     def has(self, split: str) -> bool:
         return split in self.splits

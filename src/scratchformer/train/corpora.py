@@ -74,7 +74,7 @@ class TaskData:
 
     @property
     def notes(self) -> list[str]:
-        return [*self.plan.notes, *(note for p in self.prepared for note in p.corpus.notes)]
+        return [note for p in self.prepared for note in p.corpus.notes]
 
 
 def load_task_data(cfg: TrainConfig, plan: DataPlan, tokenizer: Tokenizer | None = None, *,

@@ -149,7 +149,11 @@ class Task(ABC):
 
     # ---- shared helpers
     def _check_lengths(self, lengths: np.ndarray, limit: int, what: str) -> None:
-        """Apply the stated policy to sequences longer than the model allows (they are cut when batched)."""
+        """Apply the stated policy to sequences longer than the model allows (they are cut when batched); say
+        how many are empty (no tokens)."""
+        empty = int((np.asarray(lengths) == 0).sum())
+        if empty:
+            self.log(f"warning: {empty:,} of {len(lengths):,} {what} sequences are empty (no tokens)")
         too_long = int((np.asarray(lengths) > limit).sum())
         if too_long:
             if self.cfg.truncate == "error":
