@@ -20,6 +20,7 @@ from scratchformer.app.cli import main
 from scratchformer.data.sources import DataFiles
 from scratchformer.interop import minilm_path
 from scratchformer.nn.config import ConfigError
+from scratchformer.train.averaging import CheckpointHistory
 from scratchformer.train.config import TrainConfig
 from scratchformer.train.optim import lr_at, param_groups
 from scratchformer.train.settings import preset_names, split_settings
@@ -294,6 +295,60 @@ def test_weight_average_is_what_is_saved_and_resume_continues_exactly(tmp_path, 
         assert torch.equal(saved[name], resumed[name]), name
     for name in trained:
         assert torch.equal(trained[name], resumed_trained["trained_weights"][name]), name
+
+
+def test_checkpoint_history_keeps_the_last_n_and_averages_them(tmp_path):
+    from scratchformer.models import Seq2SeqTransformer
+    from scratchformer.nn.config import ModelConfig
+
+    model = Seq2SeqTransformer(ModelConfig(vocab_size=11, d_model=8, n_heads=2, n_layers=1, d_ff=16, max_len=8))
+    assert model.src_embed.token.weight is model.tgt_embed.token.weight  # shared: stored once, fills both names
+    history, seen = CheckpointHistory(tmp_path / "history", keep=3), {}
+    for step in (10, 20, 30, 40):
+        with torch.no_grad():
+            for p in model.parameters():
+                p.normal_()
+        seen[step] = {k: v.clone() for k, v in model.state_dict().items()}
+        history.add(model, step)
+    assert history.steps() == [20, 30, 40]  # step 10 forgotten
+    assert history.load_mean(model) == [20, 30, 40]
+    for name, value in model.state_dict().items():
+        expected = (seen[20][name] + seen[30][name] + seen[40][name]) / 3
+        assert torch.allclose(value, expected, atol=1e-6), name
+    assert model.src_embed.token.weight is model.tgt_embed.token.weight
+    history.forget_after(30)  # a run resumed from step 30 will write step 40 again
+    assert history.steps() == [20, 30]
+
+
+def test_average_last_writes_the_mean_of_the_last_saves_and_it_is_the_kept_checkpoint(tmp_path, text_file):
+    settings = dict(task="lm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=32, batch_size=4,
+                    max_steps=8, eval_every=2, eval_batches=1, average_last=3, num_threads=1)
+    model_kw, cfg = split_settings(settings)
+    states = {}
+    real_add = CheckpointHistory.add
+
+    def spy(self, model, step):
+        states[step] = {k: v.clone() for k, v in model.state_dict().items()}
+        real_add(self, model, step)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(CheckpointHistory, "add", spy)
+        result = train(model_kw, cfg, tmp_path / "run", [str(text_file)], echo=lambda s: None)
+    assert sorted(states) == [2, 4, 6, 8]  # one at every save of last/
+    assert result.averaged_steps == [4, 6, 8]
+    averaged = weights(tmp_path / "run", "averaged")
+    for name, value in averaged.items():
+        assert torch.allclose(value, (states[4][name] + states[6][name] + states[8][name]) / 3, atol=1e-6), name
+    assert ckpt_mod.resolve(tmp_path / "run").name == "averaged"  # what evaluate and generate load
+    assert json.loads((tmp_path / "run" / "averaged" / "config.json").read_text())["averaged_steps"] == [4, 6, 8]
+    assert result.before_averaging and result.val != result.before_averaging
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["loss"] for r in rows if r["split"] == "val_averaged"] == [pytest.approx(result.val["loss"], rel=1e-6)]
+
+
+def test_average_last_and_ema_decay_are_refused_together():
+    with pytest.raises(ConfigError, match="set one of them"):
+        TrainConfig(average_last=5, ema_decay=0.99)
 
 
 def test_bf16_autocast_trains(tmp_path, text_file):

@@ -83,8 +83,9 @@ def _fsync_dir(path: Path) -> None:
 
 
 def resolve(path: str | Path) -> Path:
-    """A checkpoint directory from a checkpoint or run directory (a run directory means its ``best/``,
-    else ``last/``); falls back to the previous copy if a crash interrupted the final rename."""
+    """A checkpoint directory from a checkpoint or run directory (a run directory means its ``averaged/``
+    (``average_last``), else ``best/``, else ``last/``); falls back to the previous copy if a crash
+    interrupted the final rename."""
     path = Path(path)
     if not path.exists():
         old = path.with_name(f".{path.name}.old")
@@ -95,7 +96,7 @@ def resolve(path: str | Path) -> Path:
         if not (path / "config.json").is_file():
             raise CheckpointError(f"{path} is not a checkpoint (no config.json)")
         return path
-    for sub in ("best", "last"):
+    for sub in ("averaged", "best", "last"):
         for candidate in (path / sub, path / f".{sub}.old"):
             if (candidate / "config.json").is_file():
                 return candidate

@@ -49,7 +49,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                    run=RunInfo.from_resolved(resolved))
     if not result.is_main:
         return 0
-    for split, metrics in (("validation", result.val), ("test", result.test)):
+    before = "validation before averaging (best/)" if (out / "best").is_dir() else "validation before averaging"
+    for split, metrics in ((before, result.before_averaging), ("validation", result.val), ("test", result.test)):
         if metrics:
             print(f"{split}: " + ", ".join(f"{k} {_fmt(k, v)}" for k, v in metrics.items()))
     if result.samples and not args.quiet:
@@ -57,8 +58,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         for line in result.samples:
             print("  " + line)
     why = f" (stopped: {result.stop_reason})" if result.stop_reason else ""
-    print(f"trained {result.step:,} steps in {result.seconds:.0f} s{why}; checkpoints in {out / 'best'} and "
-          f"{out / 'last'}")
+    kept = [str(out / name) for name in ("averaged", "best", "last") if (out / name).is_dir()]
+    where = f"{', '.join(kept[:-1])} and {kept[-1]}" if len(kept) > 1 else "".join(kept)
+    print(f"trained {result.step:,} steps in {result.seconds:.0f} s{why}; checkpoints in {where}")
     return 0
 
 

@@ -1,6 +1,17 @@
-"""An exponential moving average of the weights (Polyak averaging), kept beside the trained weights.
+"""Two ways to average weights: the paper's mean of the last checkpoints, and a moving average.
 
-After every optimizer step t = 1, 2, ..., for every floating-point tensor w of the model's state:
+**The mean of the last N checkpoints** (``average_last = N``; the paper's §6.1: "a single model obtained
+by averaging the last 5 checkpoints, which were written at 10-minute intervals", 20 for the big model).
+Every time the run saves ``last/``, ``CheckpointHistory`` also keeps that step's weights in
+``history/step-0000NNN.safetensors``, the last N of them; at the end their element-wise mean
+
+    w_avg = (w_(s_1) + ... + w_(s_N)) / N
+
+is written as the checkpoint ``averaged/``, the one measured on the test split and the one ``evaluate``
+and ``generate`` load from the run directory.
+
+**An exponential moving average** (``ema_decay = d``; Polyak averaging; not in the paper). After every
+optimizer step t = 1, 2, ..., for every floating-point tensor w of the model's state:
 
     m_t = d * m_{t-1} + (1 - d) * w_t,   m_0 = 0          (d = ema_decay)
     average_t = m_t / (1 - d^t)                          (bias correction, as Adam's moments)
@@ -15,7 +26,10 @@ weights go on being trained, and a checkpoint keeps them and ``m`` in its traine
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -62,3 +76,55 @@ class WeightAverage:
             yield trained
         finally:
             model.load_state_dict(trained)
+
+
+class CheckpointHistory:
+    """The weights of the last ``keep`` saves of a run, one safetensors file per step, and their mean."""
+
+    PATTERN = re.compile(r"step-(\d+)\.safetensors")
+
+    def __init__(self, directory: Path, keep: int) -> None:
+        self.directory, self.keep = Path(directory), keep
+
+    def steps(self) -> list[int]:
+        """The steps kept, oldest first."""
+        if not self.directory.is_dir():
+            return []
+        found = (self.PATTERN.fullmatch(f.name) for f in self.directory.iterdir())
+        return sorted(int(m.group(1)) for m in found if m)
+
+    def path(self, step: int) -> Path:
+        return self.directory / f"step-{step:07d}.safetensors"
+
+    def add(self, model: nn.Module, step: int) -> None:
+        """Keep the model's weights at ``step`` (written atomically); forget all but the last ``keep``."""
+        from safetensors.torch import save_model
+
+        self.directory.mkdir(parents=True, exist_ok=True)
+        tmp = self.directory / f".step-{step:07d}.tmp-{os.getpid()}"
+        save_model(model, str(tmp))
+        os.replace(tmp, self.path(step))
+        for old in self.steps()[:-self.keep]:
+            self.path(old).unlink()
+
+    def forget_after(self, step: int) -> None:
+        """A run resumed from ``step``: weights saved later belong to a path it will not retrace."""
+        for later in (s for s in self.steps() if s > step):
+            self.path(later).unlink()
+
+    def load_mean(self, model: nn.Module) -> list[int]:
+        """Put the element-wise mean of the kept weights into ``model`` (tied weights are stored once and
+        fill all their names); returns the steps averaged."""
+        from safetensors.torch import load_file
+
+        steps = self.steps()[-self.keep:]
+        device = next(model.parameters()).device
+        total: dict[str, torch.Tensor] = {}
+        for step in steps:
+            for name, w in load_file(str(self.path(step)), device=str(device)).items():
+                w = w.double() if w.is_floating_point() else w  # a float64 sum: the mean is exact to float32
+                total[name] = total[name] + w if name in total and w.is_floating_point() else w
+        live = model.state_dict()
+        model.load_state_dict({name: (w / len(steps)).to(live[name].dtype) if w.is_floating_point() else w
+                               for name, w in total.items()}, strict=False)
+        return steps

@@ -91,6 +91,10 @@ class TrainConfig:
     # > 0: evaluate and save a moving average of the weights over about 1 / (1 - ema_decay) steps (0.999,
     # say) instead of the last weights (Polyak averaging; see train/averaging.py); 0 = off
     ema_decay: float = 0.0
+    # > 0: the paper's checkpoint averaging (§6.1: the last 5 checkpoints): keep the weights of the last N
+    # saves of last/ (every eval_every, or save_every, steps) and at the end write their mean as averaged/,
+    # the checkpoint measured on the test split and loaded from the run directory; 0 = off
+    average_last: int = 0
     # bookkeeping
     seed: int = 0
     eval_every: int = 200
@@ -151,6 +155,10 @@ class TrainConfig:
             raise ConfigError(f"select_by={self.select_by} needs eval_decode > 0 (sentences decoded per evaluation)")
         if not 0 <= self.ema_decay < 1:
             raise ConfigError(f"ema_decay={self.ema_decay} must be in [0, 1)")
+        if self.average_last < 0:
+            raise ConfigError(f"average_last={self.average_last} must be >= 0")
+        if self.average_last and self.ema_decay:
+            raise ConfigError("ema_decay and average_last are two ways of averaging the weights: set one of them")
         if not 0 <= self.label_smoothing < 1:
             raise ConfigError(f"label_smoothing={self.label_smoothing} must be in [0, 1)")
         if self.batch_size % self.grad_accum:

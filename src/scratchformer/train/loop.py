@@ -12,13 +12,15 @@
         every eval_every steps: evaluate, keep best/, early stop  Trainer.evaluate_and_select
         save last/ at every evaluation (or every save_every)      Trainer.save
         stop cleanly on an interrupt (SIGINT/SIGTERM), the time budget, early stopping or a NaN loss
+    average_last = N: the mean of the last N saves, averaged/     Trainer.write_average (averaging.py)
     the kept checkpoint measured on the test split; samples       Trainer.finish
 
 Every step's batch, dropout masks and learning rate are pure functions of ``(seed, step)``, so a run
 killed at any point and resumed from its last checkpoint continues exactly as if it had not stopped.
 
 A run directory holds ``config.json`` (the resolved configuration and data), ``metrics.jsonl``,
-TensorBoard files under ``tensorboard/``, and the checkpoints ``last/`` and ``best/`` (``checkpoint.py``).
+TensorBoard files under ``tensorboard/``, and the checkpoints ``last/`` and ``best/`` (``checkpoint.py``);
+with ``average_last``, also ``history/`` (the weights of the last saves) and ``averaged/`` (their mean).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from scratchformer.checkpoint import load_weights, read_meta, save_checkpoint
 from scratchformer.data.files import atomic_write_text
 from scratchformer.nn.config import ModelConfig
 from scratchformer.tokenizers import Tokenizer, load_tokenizer
-from scratchformer.train.averaging import WeightAverage
+from scratchformer.train.averaging import CheckpointHistory, WeightAverage
 from scratchformer.train.budget import estimate_steps
 from scratchformer.train.config import TrainConfig
 from scratchformer.train.distributed import DistInfo, broadcast_object, reduce_flags
@@ -66,7 +68,7 @@ class TrainResult:
     task: Task
     model_config: ModelConfig
     step: int
-    val: dict[str, float] = field(default_factory=dict)  # validation metrics of the checkpoint kept in best/
+    val: dict[str, float] = field(default_factory=dict)  # validation metrics of the kept checkpoint (best/, averaged/)
     test: dict[str, float] = field(default_factory=dict)  # test metrics of that same checkpoint
     last_val: dict[str, float] = field(default_factory=dict)  # the last evaluation's validation metrics
     samples: list[str] = field(default_factory=list)
@@ -74,6 +76,8 @@ class TrainResult:
     stopped_early: bool = False
     stop_reason: str = ""  # "", "early stopping", "time budget"
     is_main: bool = True  # False on the other ranks of a distributed run (they print nothing)
+    averaged_steps: list[int] = field(default_factory=list)  # average_last: the steps whose mean is averaged/
+    before_averaging: dict[str, float] = field(default_factory=dict)  # then: best/'s (else last/'s) validation metrics
 
 
 class Trainer:
@@ -122,6 +126,7 @@ class Trainer:
         self.model = self.model.to(self.device)
         self.optimizer = make_optimizer(self.model, cfg)
         self.average = WeightAverage(self.model, cfg.ema_decay) if cfg.ema_decay else None
+        self.history = CheckpointHistory(self.out / "history", cfg.average_last) if cfg.average_last else None
         self.train_model = self.task.training_module(self.model)
         if self.info.enabled:
             ids = [self.device.index] if self.device.type == "cuda" else None
@@ -157,6 +162,8 @@ class Trainer:
         if self.info.is_main:
             out.mkdir(parents=True, exist_ok=True)
             prune(out, self.step)
+            if self.history is not None:
+                self.history.forget_after(self.step)
             meta = self.run_info.to_json(self.model_cfg, self.resolved_cfg, self.task, self.model, summary)
             atomic_write_text(out / "config.json", meta)
         self.metrics = MetricsLogger(out, enabled=self.info.is_main, purge_step=self.step + 1 if self.resume else None,
@@ -183,6 +190,8 @@ class Trainer:
             is_eval = done % cfg.eval_every == 0 or done == self.schedule.total or out_of_time
             early = self.evaluate_and_select(done) if is_eval else False
             saving = (is_eval and not cfg.save_every) or (cfg.save_every and done % cfg.save_every == 0)
+            if self.history is not None and self.info.is_main and (saving or done == self.schedule.total):
+                self.history.add(self.model, done)  # before last/: a run resumed from an older last/ forgets it
             if saving or early or out_of_time or done == self.schedule.total:
                 self.save("last", done)
             if early:
@@ -211,6 +220,10 @@ class Trainer:
             if (out / "best" / "model.safetensors").is_file():
                 load_weights(model, out / "best" / "model.safetensors", self.device)
                 kept_step = read_meta(out / "best")["step"]
+            if self.history is not None and self.history.steps():
+                result.before_averaging, result.val = result.val, {}
+                result.averaged_steps, result.val = self.write_average()
+                kept_step = result.step
             if self.cfg.test_at_end and self.task.has_split("test"):
                 result.test = evaluate(self.task, model, "test")
                 MetricsLogger(out, tensorboard=False).log(kept_step, "test", **result.test)
@@ -218,6 +231,18 @@ class Trainer:
             result.samples = self.task.samples(model)
         result.seconds = time.perf_counter() - self.started
         return result
+
+    def write_average(self) -> tuple[list[int], dict[str, float]]:
+        """The paper's checkpoint averaging: the mean of the last ``average_last`` saves into the model,
+        saved as ``averaged/``; returns the steps averaged and the average's validation metrics."""
+        steps = self.history.load_mean(self.model)  # type: ignore[union-attr]
+        val = evaluate(self.task, self.model, "val")
+        MetricsLogger(self.out, tensorboard=False).log(self.step, "val_averaged", **val, steps=steps)
+        save_checkpoint(self.out / "averaged", self.model, self.task.tokenizer, self.model_cfg,
+                        self.resolved_cfg.__dict__, self.step, None,
+                        {**self.task.extra_meta, "data": self.run_info.data.to_dict(), "averaged_steps": steps})
+        self.log(f"averaged/: the mean of the weights of steps {', '.join(f'{s:,}' for s in steps)}")
+        return steps, val
 
     # ------------------------------------------------------------------------------------ one step
 

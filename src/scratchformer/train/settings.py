@@ -70,7 +70,7 @@ FINE_TUNE_DEFAULTS: dict[str, Any] = dict(max_len=128, pooling="mean", max_steps
 
 # Settings a resumed run may change: how long it goes on and how it reports, never what it computes.
 RESUMABLE = ("max_steps", "max_time", "eval_every", "save_every", "log_every", "patience", "test_at_end",
-             "num_threads", "device", "data_dir", "compile")
+             "num_threads", "device", "data_dir", "compile", "average_last")
 # Two spellings of one setting: giving one at a level drops the other from the levels below.
 _EXCLUSIVE = {"warmup_steps": "warmup_fraction", "warmup_fraction": "warmup_steps"}
 

@@ -120,7 +120,7 @@ def plot_curves(run_dir: str | os.PathLike, path: str | os.PathLike, metrics: It
     fig = Figure(figsize=(8.5, 7.0 if scores else 4.4), dpi=DPI, layout="constrained")
     axes = fig.subplots(2 if scores else 1, 1, squeeze=False, sharex=True)[:, 0]
     styles = {"train": dict(lw=1.4, alpha=0.85), "val": dict(lw=1.8, marker="o", ms=4),
-              "test": dict(ls="none", marker="*", ms=12)}
+              "val_averaged": dict(ls="none", marker="D", ms=7), "test": dict(ls="none", marker="*", ms=12)}
     colors: dict[str, str] = {}
 
     def draw(ax: Any, metric: str, scale: float = 1.0, dashed: bool = False) -> None:
