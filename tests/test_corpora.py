@@ -222,6 +222,17 @@ def test_prepare_says_what_it_wrote_and_how_big_and_train_reuses_it_with_its_not
     assert corpora_json[0]["reused"] and corpora_json[0]["tokens"] == {"source": 530, "target": 410}
 
 
+def test_a_run_says_how_many_sequences_are_empty(tmp_path, corpora, capsys):
+    rows = tmp_path / "rows.tsv"
+    rows.write_text("".join(f"text {i}\t{'pos' if i % 2 else 'neg'}\n" for i in range(40)) + "\tpos\n \tneg\n")
+    run = tmp_path / "run"
+    assert main(["train", "task=classify", "tokenizer=char", "--data", str(rows), "--val",
+                 str(rows), *QUICK, "--out", str(run)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: 2 of 42 train sequences are empty (no tokens)" in err, err
+    assert "warning: 2 of 42 val sequences are empty (no tokens)" in err, err
+
+
 def test_a_tokenizer_can_learn_from_an_even_sample_of_the_stream(tmp_path):
     path = tmp_path / "halves.txt"
     first, second = "abc def ghi jkl\n" * 131_072, "nop qrs tuv wxyz\n" * 123_362  # 2 MB each
