@@ -4,7 +4,8 @@
 #
 #   SCRATCHFORMER_DATA=../shared/data bash bench/reproduce_results.sh [NAME ...]
 #
-# NAME: copy reverse sort shakespeare-char shakespeare-char-large multi30k sst2 sst2-minilm (default: all).
+# NAME: copy reverse sort shakespeare-char shakespeare-char-large multi30k sst2 sst2-minilm digits-vit (default:
+# all; digits-vit needs the images extra, and also runs its baseline, bench/digits_baseline.py).
 # Each run goes to runs/NAME (checkpoints, metrics.jsonl, TensorBoard) with its console log in
 # runs/NAME.log and `scratchformer evaluate` of its best checkpoint in runs/NAME.eval.json; then
 # bench/results_artifacts.py copies the small files and draws the plots into results/.
@@ -12,7 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export SCRATCHFORMER_DATA="${SCRATCHFORMER_DATA:-../shared/data}"
 names=("$@")
-[ ${#names[@]} -eq 0 ] && names=(copy reverse sort shakespeare-char shakespeare-char-large multi30k sst2 sst2-minilm)
+[ ${#names[@]} -eq 0 ] && names=(copy reverse sort shakespeare-char shakespeare-char-large multi30k sst2 sst2-minilm
+                                 digits-vit)
 mkdir -p runs
 for name in "${names[@]}"; do
     if [ -e "runs/$name" ]; then echo "runs/$name exists: move it away to run $name again" >&2; exit 1; fi
@@ -23,6 +25,9 @@ for name in "${names[@]}"; do
         scratchformer evaluate --ckpt "runs/$name" > "runs/$name.eval.json"
     else
         scratchformer evaluate --ckpt "runs/$name" --split val > "runs/$name.eval.json"
+    fi
+    if [ "$name" = "digits-vit" ]; then
+        python bench/digits_baseline.py > runs/digits-baseline.txt
     fi
 done
 python bench/results_artifacts.py "${names[@]}"

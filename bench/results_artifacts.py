@@ -4,7 +4,9 @@
 
 For each run ``runs/NAME``: its ``config.json`` and ``NAME.eval.json`` go to ``results/NAME/``, with, where
 RESULTS.md shows them, ``curves.png`` (the training curves) and, by task, sample outputs (``samples.txt``) and
-for translation the cross-attention of a real test sentence (``cross_attention.png``). Pictures are saved with
+for translation the cross-attention of a real test sentence (``cross_attention.png``); for the digits, a test
+digit as a PNG file (``digit.png``), the class token's attention over it (``attention.png``) and the logistic
+regression baseline (``baseline.txt``). Pictures are saved with
 a 256-colour palette (a third of the size). Where ``runs/NAME-ensemble.eval.json`` exists (three seeds
 voting), it and the members' configurations go to ``results/NAME-ensemble/``. Checkpoints, console logs and
 ``metrics.jsonl`` stay in runs/: the commands make them again.
@@ -18,8 +20,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS, RESULTS = ROOT / "runs", ROOT / "results"
-ALL = ["copy", "reverse", "sort", "shakespeare-char", "shakespeare-char-large", "multi30k", "sst2", "sst2-minilm"]
-CURVES = {"copy", "reverse", "sort", "shakespeare-char-large", "multi30k"}  # the curves RESULTS.md shows
+ALL = ["copy", "reverse", "sort", "shakespeare-char", "shakespeare-char-large", "multi30k", "sst2", "sst2-minilm",
+       "digits-vit"]
+CURVES = {"copy", "reverse", "sort", "shakespeare-char-large", "multi30k", "digits-vit"}  # the curves RESULTS.md shows
+DIGIT = 1795  # the digit of page 14 and the README: scikit-learn's image 1795, a 9 of the test split
 
 
 def palette(png: Path) -> None:
@@ -53,6 +57,39 @@ def samples(name: str, run: Path) -> str:
     return ""
 
 
+def digits(run: Path, out: Path) -> None:
+    """The digits' test images 0-7 and ``DIGIT`` as the model classifies them from PNG files, the attention over
+    ``DIGIT`` (saved as ``digit.png``, what the README's command writes), and the baseline."""
+    import tempfile
+
+    import numpy as np
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    from scratchformer.app.cli import main as cli
+    from scratchformer.app.inference import classify_images
+    from scratchformer.checkpoint import load_checkpoint
+    from scratchformer.data.splits import carve_rows
+
+    raw = load_digits()
+    labels = [int(y) for y in raw.target]
+    test = carve_rows(len(labels), 0.2, 0, labels)[1][:8] + [DIGIT]  # the split of data/images.py
+    with tempfile.TemporaryDirectory() as tmp:
+        files = []
+        for i in test:
+            files.append(str(Path(tmp) / f"digit{i}.png"))
+            Image.fromarray((raw.images[i] * 255 / 16).round().astype(np.uint8)).save(files[-1])
+        shutil.copyfile(files[-1], out / "digit.png")
+        found = classify_images(load_checkpoint(run), files)
+        (out / "samples.txt").write_text("".join(f"image {i} (true {labels[i]}): {label} {p:.2f}\n"
+                                                 for i, (label, p) in zip(test, found)))
+    cli(["plot", "attention", "--ckpt", str(run), "--image", str(out / "digit.png"), "--out",
+         str(out / "attention.png")])
+    palette(out / "attention.png")
+    if (RUNS / "digits-baseline.txt").is_file():
+        shutil.copyfile(RUNS / "digits-baseline.txt", out / "baseline.txt")
+
+
 def main(names: list[str]) -> int:
     from scratchformer.app import plots as viz
     from scratchformer.app.cli import main as cli
@@ -68,6 +105,8 @@ def main(names: list[str]) -> int:
         text = samples(name, run)
         if text:
             (out / "samples.txt").write_text(text)
+        if name == "digits-vit":
+            digits(run, out)
         if name == "multi30k":
             sentence = "Ein Mädchen in einem Karateanzug bricht ein Brett mit einem Tritt."  # test sentence 3
             cli(["plot", "attention", "--ckpt", str(run), "--text", sentence, "--kind", "decoder.cross_attn",

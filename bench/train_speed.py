@@ -1,10 +1,13 @@
 """Training-step speed of scratchformer's GPT against peers, side by side in one process.
 
-    python bench/train_speed.py                 # both configs, all peers
+    python bench/train_speed.py --nanogpt ../nanoGPT     # both configs, all peers
     python bench/train_speed.py --config small --steps 30 --rounds 5
 
 Peers, all at the same shapes, same random token batches, same AdamW:
 
+- ``nanoGPT``: Karpathy's ``model.py``, imported from the checkout given with ``--nanogpt DIR`` (it is
+  MIT-licensed and public; nothing of it is copied here); its ``forward(idx, targets)`` computes the loss
+  itself, as in its own training loop;
 - ``hf-gpt2``:  Hugging Face ``GPT2LMHeadModel`` (its default attention implementation, SDPA);
 - ``x-transformers``: lucidrains' ``TransformerWrapper`` + ``Decoder`` (``pip install x-transformers``;
   skipped with a note if it is not installed), flash/SDPA attention, tied embeddings;
@@ -13,8 +16,9 @@ Peers, all at the same shapes, same random token batches, same AdamW:
 
 Configs:
 
-- ``small``: nanoGPT's Tiny Shakespeare CPU config: vocab 65, block 64, batch 12, 4 layers, 4 heads,
-  d 128, dropout 0.
+- ``small``: nanoGPT's Tiny Shakespeare CPU config (the ``shakespeare-char`` preset): vocab 65, block 64,
+  batch 12, 4 layers, 4 heads, d 128, dropout 0, no biases (nanoGPT's ``bias = False``; Hugging Face's
+  GPT-2 and x-transformers keep theirs, so they do slightly more work).
 - ``mid``: vocab 65, block 256, batch 16, 6 layers, 6 heads, d 384, dropout 0. Also prints model FLOP/s
   (see ``model_flops_per_token``) as a fraction of this machine's measured fp32 matmul peak.
 
@@ -26,11 +30,14 @@ forward + cross-entropy + backward + AdamW step + zero_grad.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import platform
 import statistics
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -48,12 +55,15 @@ class BenchConfig:
     n_layers: int
     n_heads: int
     d_model: int
+    bias: bool = True
 
 
 CONFIGS = {
-    "small": BenchConfig("small", vocab=65, block=64, batch=12, n_layers=4, n_heads=4, d_model=128),
+    "small": BenchConfig("small", vocab=65, block=64, batch=12, n_layers=4, n_heads=4, d_model=128, bias=False),
     "mid": BenchConfig("mid", vocab=65, block=256, batch=16, n_layers=6, n_heads=6, d_model=384),
 }
+NANOGPT_DIR: Path | None = None  # set by --nanogpt
+COMPILE = False  # set by --compile
 
 
 # ------------------------------------------------------------------------------------ models
@@ -61,8 +71,32 @@ CONFIGS = {
 
 def ours(c: BenchConfig) -> nn.Module:
     cfg = ModelConfig(arch="gpt", vocab_size=c.vocab, d_model=c.d_model, n_heads=c.n_heads, n_layers=c.n_layers,
-                      d_ff=4 * c.d_model, max_len=c.block, dropout=0.0)
+                      d_ff=4 * c.d_model, max_len=c.block, dropout=0.0, bias=c.bias)
     return GPT(cfg)
+
+
+def nanogpt(c: BenchConfig) -> nn.Module:
+    """nanoGPT's GPT from its checkout, called with targets: its own forward computes the loss."""
+    if NANOGPT_DIR is None:
+        raise SystemExit("the nanoGPT peer needs --nanogpt DIR (a checkout of github.com/karpathy/nanoGPT)")
+    spec = importlib.util.spec_from_file_location("nanogpt_model", NANOGPT_DIR / "model.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules["nanogpt_model"] = module  # torch.compile looks the module up by name
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    cfg = module.GPTConfig(block_size=c.block, vocab_size=c.vocab, n_layer=c.n_layers, n_head=c.n_heads,
+                           n_embd=c.d_model, dropout=0.0, bias=c.bias)
+
+    class NanoGPT(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = module.GPT(cfg)
+
+        takes_targets = True  # nanoGPT computes the loss in its forward (without targets: last position only)
+
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return self.model(x, y)[1]
+
+    return NanoGPT()
 
 
 def hf_gpt2(c: BenchConfig) -> nn.Module:
@@ -92,7 +126,7 @@ class TorchNNGPT(nn.Module):
         self.tok = nn.Embedding(c.vocab, c.d_model)
         self.pos = nn.Embedding(c.block, c.d_model)
         layer = nn.TransformerEncoderLayer(c.d_model, c.n_heads, 4 * c.d_model, dropout=0.0, activation="gelu",
-                                           batch_first=True, norm_first=True)
+                                           batch_first=True, norm_first=True, bias=c.bias)
         self.blocks = nn.TransformerEncoder(layer, c.n_layers, norm=nn.LayerNorm(c.d_model),
                                             enable_nested_tensor=False)
         self.register_buffer("causal", nn.Transformer.generate_square_subsequent_mask(c.block), persistent=False)
@@ -114,7 +148,8 @@ def x_transformers_gpt(c: BenchConfig) -> nn.Module:
                                                   attn_dim_head=c.d_model // c.n_heads, attn_flash=True))
 
 
-PEERS = {"scratchformer": ours, "hf-gpt2": hf_gpt2, "x-transformers": x_transformers_gpt, "torch.nn": TorchNNGPT}
+PEERS = {"scratchformer": ours, "nanoGPT": nanogpt, "hf-gpt2": hf_gpt2, "x-transformers": x_transformers_gpt,
+         "torch.nn": TorchNNGPT}
 
 
 # ------------------------------------------------------------------------------------ measuring
@@ -152,18 +187,23 @@ def time_training(c: BenchConfig, names: list[str], steps: int, rounds: int, war
     measured before each round and after the last (appended to it), so that each round can be compared
     with the peak measured around it: these machines are shared and their speed drifts."""
     torch.manual_seed(0)
-    batches = [torch.randint(0, c.vocab, (c.batch, c.block + 1)) for _ in range(8)]
+    data = [torch.randint(0, c.vocab, (c.batch, c.block + 1)) for _ in range(8)]
+    batches = [(d[:, :-1].contiguous(), d[:, 1:].contiguous()) for d in data]  # as nanoGPT's get_batch
     runners = {}
     for name in names:
         torch.manual_seed(0)
         model = PEERS[name](c).train()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        if COMPILE:  # every contestant compiled the same way (torch.compile's default, inductor)
+            model = torch.compile(model)
 
         def step(i: int, model: nn.Module = model, opt: torch.optim.Optimizer = opt) -> float:
-            data = batches[i % len(batches)]
-            x, y = data[:, :-1], data[:, 1:]
-            logits = model(x)
-            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
+            x, y = batches[i % len(batches)]
+            if getattr(model, "takes_targets", False):
+                loss = model(x, y)
+            else:
+                logits = model(x)
+                loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
@@ -194,17 +234,27 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default: all cores)")
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--compile", action="store_true", help="torch.compile every contestant (a C++ compiler "
+                        "is needed on CPU); the warm-up then includes compiling")
+    parser.add_argument("--nanogpt", type=Path, help="a nanoGPT checkout (its model.py is imported); "
+                        "without it the nanoGPT peer is left out")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     names = args.peers.split(",")
+    global NANOGPT_DIR, COMPILE
+    NANOGPT_DIR, COMPILE = args.nanogpt, args.compile
+    if "nanoGPT" in names and (args.nanogpt is None or not (args.nanogpt / "model.py").is_file()):
+        print("no nanoGPT checkout given (--nanogpt DIR with its model.py): left out")
+        names.remove("nanoGPT")
     if "x-transformers" in names:
         try:
             import x_transformers  # noqa: F401
         except ImportError:
             print("x-transformers is not installed (pip install x-transformers): left out")
             names.remove("x-transformers")
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}"
+          + (", every model torch.compile'd" if COMPILE else ", eager"))
     results = {}
     for cname in CONFIGS if args.config == "all" else [args.config]:
         c = CONFIGS[cname]

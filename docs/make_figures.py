@@ -688,6 +688,54 @@ def lr_schedules(path: Path) -> None:
     _save(fig, path)
 
 
+# ============================================================================ page 14: the Vision Transformer
+
+
+def digit_patches(path: Path) -> None:
+    """Page 14: an 8 x 8 digit cut into 16 patches of 2 x 2 (``patchify``), laid out as the sequence the
+    encoder reads, the class token first, and the flattened patches that ``PatchEmbedding`` maps to C."""
+    from scratchformer.data.images import as_input, load_digits
+    from scratchformer.nn.patches import patchify
+
+    pixels, digit = load_digits()["test"][0]
+    image = as_input(pixels)  # (1, 8, 8)
+    patches = patchify(image[None], 2)[0]  # (16, 4)
+    fig = Figure(figsize=(12, 3.2), dpi=DPI, layout="constrained")
+    left, middle, right = fig.subfigures(1, 3, width_ratios=[1, 2.6, 1.1])
+    ax = left.subplots()
+    ax.imshow(image[0], cmap="gray_r", vmin=0, vmax=1)
+    for edge in (1.5, 3.5, 5.5):
+        ax.axhline(edge, color="tab:red", lw=1.5)
+        ax.axvline(edge, color="tab:red", lw=1.5)
+    for k in range(16):
+        ax.text(2 * (k % 4) - 0.35, 2 * (k // 4) - 0.3, str(k + 1), color="tab:red", fontsize=7, ha="left",
+                va="top", bbox=dict(facecolor="white", edgecolor="none", alpha=0.8, pad=0.5))
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_title(f"a digit ({digit}), 8 x 8 pixels:\n16 patches of 2 x 2", fontsize=10)
+    ax = middle.subplots()
+    for k in range(17):  # one tile per position, 1.25 units apart
+        tile = np.full((2, 2), 0.35) if k == 0 else patches[k - 1].view(2, 2).numpy()
+        ax.imshow(tile, cmap="Blues" if k == 0 else "gray_r", vmin=0, vmax=1, extent=(1.25 * k, 1.25 * k + 1, 0, 1))
+        ax.add_patch(Rectangle((1.25 * k, 0), 1, 1, fill=False, lw=0.8))
+        ax.text(1.25 * k + 0.5, -0.3, str(k), ha="center", va="center", fontsize=9)
+    ax.text(0.5, 0.5, "cls", ha="center", va="center", fontsize=9)
+    ax.set_xlim(-0.2, 1.25 * 16 + 1.2)
+    ax.set_ylim(-0.6, 1.2)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    ax.set_title("the sequence the encoder reads: the class token, then the patches\nin reading order "
+                 "(positions 0, 1, ..., 16)", fontsize=10)
+    ax = right.subplots()
+    ax.imshow(patches, cmap="gray_r", vmin=0, vmax=1, aspect="auto")
+    ax.set_xticks(range(4))
+    ax.set_yticks([0, 15], ["1", "16"])
+    ax.set_xlabel("pixel of the patch")
+    ax.set_ylabel("patch")
+    ax.set_title("patchify: (16, 4)\n@ E (4, C) + b -> (16, C)", fontsize=10)
+    _save(fig, path)
+
+
 FIGURES: dict[str, Callable[[], None]] = {
     "paper_figure_1": lambda: paper_figure_1(OUT / "paper_figure_1.png"),
     "paper_figure_2": lambda: paper_figure_2(OUT / "paper_figure_2.png"),
@@ -702,6 +750,7 @@ FIGURES: dict[str, Callable[[], None]] = {
     "label_smoothing": lambda: label_smoothing(OUT / "label_smoothing.png"),
     "lr_schedules": lambda: lr_schedules(OUT / "lr_schedules.png"),
     "copy_task": lambda: copy_task(OUT),
+    "digit_patches": lambda: digit_patches(OUT / "digit_patches.png"),
 }
 
 

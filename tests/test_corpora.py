@@ -452,3 +452,21 @@ def test_preparing_shows_megabytes_per_second_and_the_time_left(capsys):
     assert bar.close() >= 0 and len(lines) == 2
     assert lines[-1].startswith("preparing big.txt: 5 of 10 MB, ") and " MB/s, " in lines[-1]
     assert lines[-1].endswith(" left")
+
+
+def test_images_are_read_into_memory_and_never_prepared(tmp_path, corpora, capsys):
+    image = pytest.importorskip("PIL.Image", reason="images need Pillow (pip install \"scratchformer[images]\")")
+    for name, shade in (("dark", 20), ("light", 230)):
+        (tmp_path / "photos" / name).mkdir(parents=True)
+        for i in range(6):
+            image.fromarray(np.full((8, 8), shade + i, dtype=np.uint8)).save(tmp_path / "photos" / name / f"{i}.png")
+    (tmp_path / "photos" / "dark" / "notes.txt").write_text("not an image")
+    run = tmp_path / "run"
+    assert main(["train", "task=image", "--data", str(tmp_path / "photos"), "image_size=8", "patch_size=4",
+                 "channels=1", *QUICK, "--out", str(run)]) == 0
+    err = capsys.readouterr().err
+    assert "data:\n  train " in err and "prepared corpora" not in err, err
+    assert "10 images" in err and "2 images" in err and "skipped 1 file(s) that are not PNG or JPEG" in err, err
+    assert entries(corpora) == [] and json.loads((run / "config.json").read_text())["corpora"] == []
+    one_line_error(capsys, main(["prepare", "task=image", "--data", str(tmp_path / "photos")]),
+                   "task=image reads its images into memory", "nothing is prepared")

@@ -61,3 +61,16 @@ def test_explain_command_takes_model_and_training_presets(capsys):
     assert "vocab_size=69 assumed" in out and "masked self-attention" in out
     assert main(["explain", "--preset", "nope"]) == 2
     assert "unknown preset 'nope'" in capsys.readouterr().err
+
+
+def test_explain_of_a_vit_starts_from_pixels_and_classifies_from_the_class_token(capsys):
+    cfg = ModelConfig(arch="vit", image_size=12, patch_size=4, channels=3, d_model=32, n_heads=4, n_layers=2, d_ff=48,
+                      n_classes=5)
+    text = explain(cfg, batch=2)
+    assert "(2, 3, 12, 12) pixels -> (2, 10, 32)" in text  # 9 patches of 3 x 4 x 4 and the class token
+    assert text.count("scores (2, 4, 10, 10)") == 2 and "class token's final state [:, 0]" in text
+    assert _total(text) == count_parameters_formula(cfg) and "MISMATCH" not in text
+    assert text.rstrip().endswith("output: (2, 5)")
+    assert main(["demo", "--preset", "vit-base", "n_layers=1"]) == 0
+    out = capsys.readouterr().out
+    assert "match" in out and "MISMATCH" not in out and "class logits (2, 1000)" in out

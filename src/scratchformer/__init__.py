@@ -2,7 +2,7 @@
 
 The public API, importable from here (each name is loaded on first use):
 
-- the models: ``Seq2SeqTransformer``, ``GPT``, ``EncoderClassifier``, ``build_model``, ``ModelConfig``,
+- the models: ``Seq2SeqTransformer``, ``GPT``, ``EncoderClassifier``, ``ViT``, ``build_model``, ``ModelConfig``,
   ``ConfigError``, ``count_parameters_formula``;
 - decoding: ``generate``, ``greedy_translate``, ``beam_search``;
 - weights: ``load_model`` (a trained checkpoint), ``gpt2_from_pretrained``, ``bert_from_pretrained``.
@@ -14,7 +14,8 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "GPT": "scratchformer.models", "EncoderClassifier": "scratchformer.models",
-    "Seq2SeqTransformer": "scratchformer.models", "build_model": "scratchformer.models",
+    "Seq2SeqTransformer": "scratchformer.models", "ViT": "scratchformer.models",
+    "build_model": "scratchformer.models",
     "ModelConfig": "scratchformer.nn.config", "ConfigError": "scratchformer.nn.config",
     "count_parameters_formula": "scratchformer.models.params",
     "generate": "scratchformer.generation", "greedy_translate": "scratchformer.generation",

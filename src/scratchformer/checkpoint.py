@@ -2,7 +2,7 @@
 
     CKPT/model.safetensors   weights (safetensors: no pickle; tied weights stored once)
     CKPT/config.json         {"model": ModelConfig, "train": training settings, "step": ..., "labels": [...]}
-    CKPT/tokenizer.json      the tokenizer
+    CKPT/tokenizer.json      the tokenizer (none for a ViT: it reads pixels; its image size is in the model config)
     CKPT/trainer_state.pt    optimizer state, step, early-stopping state (torch.load(weights_only=True))
 
 A run directory keeps ``last/`` (the most recent) and ``best/`` (best validation ``select_by``). Writing goes
@@ -39,7 +39,7 @@ class Checkpoint:
     """A loaded checkpoint: the model (in eval mode), its tokenizer, its configuration and training settings."""
 
     model: nn.Module
-    tokenizer: Tokenizer
+    tokenizer: Tokenizer | None  # None for a ViT
     model_config: ModelConfig
     train: dict[str, Any]  # the training settings it was trained with
     step: int
@@ -50,7 +50,7 @@ class Checkpoint:
         return str(self.train.get("task", ""))
 
 
-def save_checkpoint(directory: Path, model: nn.Module, tokenizer: Tokenizer, model_config: ModelConfig,
+def save_checkpoint(directory: Path, model: nn.Module, tokenizer: Tokenizer | None, model_config: ModelConfig,
                     train: dict[str, Any], step: int, trainer_state: dict[str, Any] | None = None,
                     extra: dict[str, Any] | None = None) -> None:
     """Write a checkpoint to ``directory`` atomically (temp directory + rename)."""
@@ -65,7 +65,8 @@ def save_checkpoint(directory: Path, model: nn.Module, tokenizer: Tokenizer, mod
     save_model(model, str(tmp / "model.safetensors"))
     meta = {"model": model_config.to_dict(), "train": dict(train), "step": step, **(extra or {})}
     (tmp / "config.json").write_text(json.dumps(meta, indent=2))
-    tokenizer.save(tmp)
+    if tokenizer is not None:
+        tokenizer.save(tmp)
     if trainer_state is not None:
         torch.save(trainer_state, tmp / "trainer_state.pt")
     _fsync_dir(tmp)
@@ -157,7 +158,6 @@ def load_weights(model: nn.Module, path: Path, device: str | torch.device = "cpu
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> Checkpoint:
     """Load model (eval mode), tokenizer and configs from a checkpoint (or run) directory."""
-    from scratchformer.data.errors import DataError
 
     ckpt = resolve(path)
     meta = read_meta(ckpt)
@@ -170,13 +170,23 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     if not weights.is_file():
         raise CheckpointError(f"{weights} is missing")
     load_weights(model, weights, map_location)
-    try:
-        tokenizer = load_tokenizer(ckpt)
-    except DataError as err:
-        raise CheckpointError(str(err)) from None
+    tokenizer = checkpoint_tokenizer(ckpt, model_config)
     extra = {k: v for k, v in meta.items() if k not in ("model", "train", "step")}
     return Checkpoint(model.eval(), tokenizer, model_config, dict(meta.get("train", {})), int(meta.get("step", 0)),
                       extra)
+
+
+def checkpoint_tokenizer(ckpt: Path, model_config: ModelConfig | None = None) -> Tokenizer | None:
+    """The tokenizer saved in checkpoint directory ``ckpt``; None for a ViT, which has none (it reads pixels)."""
+    from scratchformer.data.errors import DataError
+
+    arch = model_config.arch if model_config is not None else read_meta(ckpt)["model"].get("arch")
+    if arch == "vit":
+        return None
+    try:
+        return load_tokenizer(ckpt)
+    except DataError as err:
+        raise CheckpointError(str(err)) from None
 
 
 def load_trainer_state(path: str | Path) -> dict[str, Any]:

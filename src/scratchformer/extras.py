@@ -6,6 +6,7 @@ line, which extra to install.
     pip install "scratchformer[tensorboard]"  tensorboard: event files beside metrics.jsonl
     pip install "scratchformer[hf]"           transformers: export --format hf
     pip install "scratchformer[baseline]"     scikit-learn: bench/bow_baseline.py
+    pip install "scratchformer[images]"       Pillow, scikit-learn: task=image (image files, the digits dataset)
 
 The core install (PyTorch, tokenizers, safetensors, sacrebleu, tqdm, numpy) trains, evaluates and decodes
 every model without them.
@@ -16,7 +17,8 @@ from __future__ import annotations
 import importlib
 
 WHY = {"plots": "drawing pictures", "onnx": "ONNX export", "tensorboard": "TensorBoard logs",
-       "hf": "Hugging Face export", "baseline": "the bag-of-words baseline"}
+       "hf": "Hugging Face export", "baseline": "the bag-of-words baseline",
+       "images": "reading images"}
 
 
 class MissingExtra(ImportError):

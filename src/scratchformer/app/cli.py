@@ -6,7 +6,7 @@
     scratchformer info CKPT
     scratchformer generate --ckpt DIR --prompt TEXT [--max-new-tokens N --temperature T --top-k K --top-p P --seed S]
     scratchformer translate --ckpt DIR [TEXT ... | --input FILE] [--beam N --length-penalty A]
-    scratchformer classify --ckpt DIR [TEXT ... | --input FILE]
+    scratchformer classify --ckpt DIR [TEXT ... | IMAGE ... | --input FILE]
     scratchformer evaluate --ckpt DIR [DIR ...] [--split test | --data PATH ...]   (several DIRs: an ensemble)
     scratchformer export --ckpt DIR --format onnx|torchscript|hf --out PATH
     scratchformer plot attention|positions|schedule|curves --out FILE.png ...
@@ -46,10 +46,12 @@ def _train_parser(sub: Any) -> None:
                        epilog=f"tasks: {tasks}. Common keys: task, dataset, max_steps, max_time (e.g. 10m), "
                               "batch_size, grad_accum, lr, schedule (inverse_sqrt|cosine|constant), warmup_steps or "
                               "warmup_fraction, val_fraction, label_smoothing, seed, eval_every, save_every, "
-                              "log_every, patience, select_by, test_at_end, bf16, compile; model: d_model, n_heads, "
+                              "log_every, patience, select_by, test_at_end, device (auto|cpu|cuda|mps), precision "
+                              "(fp32|bf16|fp16), compile; model: d_model, n_heads, "
                               "n_layers, d_ff, max_len, dropout, norm (post|pre), activation "
                               "(relu|gelu|gelu_tanh|swiglu), positional (sinusoidal|learned|rotary|none). All of "
-                              "them: TrainConfig and ModelConfig in src/scratchformer/config.py.")
+                              "them: TrainConfig in src/scratchformer/train/config.py, ModelConfig in "
+                              "src/scratchformer/nn/config.py.")
     p.add_argument("--preset", help=f"one of: {', '.join(preset_names())} (default: none; the task's own defaults, "
                                     f"task={DEFAULT_PRESET} without task=)")
     p.add_argument("--config", help="a TOML file of key = value settings")
@@ -106,10 +108,12 @@ def _inference_parsers(sub: Any) -> None:
     p.add_argument("--greedy", action="store_true", help="always take the most likely token (no sampling)")
 
     for name, help_text in (("translate", "translate sentences with an encoder-decoder"),
-                            ("classify", "label texts with a classifier (label and probability per line)")):
+                            ("classify", "label texts, or image files with an image classifier (ViT): label and "
+                                         "probability per line")):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("--ckpt", required=True, help="checkpoint or run directory")
-        p.add_argument("texts", nargs="*", metavar="TEXT", help="inputs (else --input FILE, else standard input)")
+        p.add_argument("texts", nargs="*", metavar="TEXT", help="inputs (else --input FILE, else standard input); "
+                       + ("for an image classifier, image files" if name == "classify" else "sentences"))
         p.add_argument("--input", help="a file with one input per line ('-' = standard input)")
         if name == "translate":
             _decoding_options(p)
@@ -146,6 +150,8 @@ def _model_parsers(sub: Any) -> None:
     p.add_argument("--out", required=True, help="PNG file to write")
     p.add_argument("--ckpt", help="attention / schedule: a checkpoint or run directory")
     p.add_argument("--text", help="attention: the input text")
+    p.add_argument("--image", help="attention (an image classifier, ViT): an image file; the picture shows the class "
+                   "token's attention over its patches")
     p.add_argument("--target", help="attention (seq2seq): the target text (default: the model's translation)")
     p.add_argument("--kind", help="attention: encoder.self_attn | decoder.self_attn | decoder.cross_attn")
     p.add_argument("--run", help="curves: a training run directory (with metrics.jsonl)")

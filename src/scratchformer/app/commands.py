@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from scratchformer.app.inference import (
+    classify_images,
     classify_texts,
     evaluate_checkpoint,
     evaluate_ensemble,
@@ -125,7 +126,11 @@ def cmd_info(args: argparse.Namespace) -> int:
         if key in _FAMILY_ONLY and cfg.arch not in _FAMILY_ONLY[key]:
             continue
         print(f"  {key} = {value}")
-    print(f"tokenizer: {type(ckpt.tokenizer).__name__}, {ckpt.tokenizer.vocab_size} tokens")
+    if ckpt.tokenizer is not None:
+        print(f"tokenizer: {type(ckpt.tokenizer).__name__}, {ckpt.tokenizer.vocab_size} tokens")
+    else:  # a ViT
+        print(f"input: {cfg.image_size} x {cfg.image_size} images, {cfg.channels} channel(s), {cfg.n_patches} patches "
+              f"of {cfg.patch_size} x {cfg.patch_size} and a class token")
     if "labels" in ckpt.extra:
         print(f"labels: {', '.join(ckpt.extra['labels'])}")
     if ckpt.task == "mlm":
@@ -144,9 +149,13 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 # Model fields that mean something for some families only (info leaves them out elsewhere).
-_FAMILY_ONLY = {"n_classes": ("encoder",), "pooling": ("encoder",), "n_encoder_layers": ("seq2seq",),
-                "n_decoder_layers": ("seq2seq",), "tgt_vocab_size": ("seq2seq",), "attention_window": ("seq2seq",
-                                                                                                       "encoder")}
+_TEXT = ("seq2seq", "gpt", "encoder")
+_FAMILY_ONLY = {"n_classes": ("encoder", "vit"), "pooling": ("encoder",), "n_encoder_layers": ("seq2seq",),
+                "n_decoder_layers": ("seq2seq",), "tgt_vocab_size": ("seq2seq",),
+                "attention_window": ("seq2seq", "encoder", "vit"),
+                **dict.fromkeys(["vocab_size", "pad_id", "scale_embeddings", "tie_embeddings", "embedding_norm"],
+                                _TEXT),
+                **dict.fromkeys(["image_size", "patch_size", "channels"], ("vit",))}
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -168,8 +177,9 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
 def cmd_classify(args: argparse.Namespace) -> int:
     ckpt = load_checkpoint(args.ckpt)
-    texts = read_inputs(args.texts, args.input)
-    for label, prob in classify_texts(ckpt, texts):
+    inputs = read_inputs(args.texts, args.input)  # texts, or for an image classifier image files
+    classify = classify_images if ckpt.model_config.arch == "vit" else classify_texts
+    for label, prob in classify(ckpt, inputs):
         print(f"{label}\t{prob:.4f}")
     return 0
 
@@ -218,10 +228,17 @@ def cmd_plot(args: argparse.Namespace) -> int:
             raise ConfigError("plot curves needs --run DIR (a training run directory)")
         path = viz.plot_curves(args.run, out)
     else:  # attention
-        if not args.ckpt or not args.text:
-            raise ConfigError("plot attention needs --ckpt DIR and --text TEXT")
-        path = viz.plot_checkpoint_attention(load_checkpoint(args.ckpt), args.text, out, target=args.target,
-                                             kind=args.kind)
+        if not args.ckpt:
+            raise ConfigError("plot attention needs --ckpt DIR, and --text TEXT (or --image FILE for a ViT)")
+        ckpt = load_checkpoint(args.ckpt)
+        if ckpt.model_config.arch == "vit":
+            if not args.image or args.text:
+                raise ConfigError("plot attention of an image classifier (ViT) needs --image FILE, not --text")
+            path = viz.plot_checkpoint_image_attention(ckpt, args.image, out)
+        else:
+            if not args.text or args.image:
+                raise ConfigError("plot attention needs --text TEXT (--image FILE is for an image classifier)")
+            path = viz.plot_checkpoint_attention(ckpt, args.text, out, target=args.target, kind=args.kind)
     print(f"wrote {path}")
     return 0
 

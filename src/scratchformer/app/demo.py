@@ -36,9 +36,16 @@ def demo(preset: str, overrides: dict[str, Any], seed: int = 0) -> None:
           f"d_ff={cfg.d_ff} norm={cfg.norm} activation={cfg.activation} positions={cfg.positional}")
     print(f"parameters: {n:,} (analytic formula: {formula:,}, {'match' if n == formula else 'MISMATCH'})")
     B, T = 2, min(16, cfg.max_len)
-    ids = torch.randint(1, cfg.vocab_size, (B, T))
+    ids = torch.randint(1, max(cfg.vocab_size, 2), (B, T))
     with torch.no_grad():
         start = time.perf_counter()
+        if cfg.arch == "vit":
+            images = torch.rand(B, cfg.channels, cfg.image_size, cfg.image_size)
+            out = model(images)
+            print(f"forward: images {tuple(images.shape)} -> {cfg.n_patches} patches + a class token "
+                  f"{tuple(model.encode(images).shape)} -> class logits {tuple(out.shape)} "
+                  f"in {1000 * (time.perf_counter() - start):.1f} ms")
+            return
         if cfg.arch == "seq2seq":
             tgt = torch.randint(1, cfg.target_vocab_size, (B, T))
             out = model(ids, tgt)
@@ -77,6 +84,11 @@ def explain_config(preset: str, overrides: dict[str, Any]) -> tuple[ModelConfig,
     if train.init_from:
         raise ConfigError(f"preset {preset} fine-tunes a pretrained model; see `scratchformer info` of its checkpoint")
     note = ""
+    if train.task == "image":  # no vocabulary; the classes come from the data
+        if "n_classes" not in model_kw:
+            model_kw["n_classes"] = 10
+            note = "n_classes=10 assumed (the real number comes from the data; set n_classes=N to change)"
+        return ModelConfig(**model_kw), note, train.task
     if vocab is None:  # the real vocabulary comes from the tokenizer trained on the data
         from scratchformer.tokenizers import SPECIAL_TOKENS
 

@@ -4,6 +4,7 @@ Runs one forward pass with hooks on the paper's blocks and prints, in the order 
 the tensor shape it produces and the parameters it owns::
 
     embedding      (B, T) ids -> (B, T, C)            token table V x C, x sqrt(C), + positions
+                   (a ViT: (B, ch, S, S) pixels -> (B, 1 + N, C), patches embedded, a class token, + positions)
     self-attention (B, T, C) -> scores (B, H, T, S)   -> (B, T, C)
     feed-forward   (B, T, C) -> (B, T, d_ff) -> (B, T, C)
     add & norm     ...
@@ -25,6 +26,8 @@ from scratchformer.nn.config import ModelConfig
 from scratchformer.nn.embedding import Embeddings
 from scratchformer.nn.feedforward import FeedForward
 from scratchformer.nn.layers import DecoderLayer, EncoderLayer, ResidualNorm
+from scratchformer.nn.norms import NORMS, RMSNorm
+from scratchformer.nn.patches import PatchEmbeddings
 
 __all__ = ["explain"]
 
@@ -60,14 +63,20 @@ class _Trace:
                        "none": " (no positions: order-blind)"}
                 what = f"{name}: {cfg.vocab_size} x {cfg.d_model} table{scale}{pos[cfg.positional]}"  # type: ignore[index]
                 if mod.norm is not None:
-                    what += " + LayerNorm"
+                    what += f" + {_norm_name(mod.norm)}"
                 self.rows.append((0, what, f"{_shape(args[0])} ids -> {_shape(out)}", self.new_params(mod)))
+            elif isinstance(mod, PatchEmbeddings):
+                P, ch = cfg.patch_size, cfg.channels
+                what = (f"{name}: {cfg.n_patches} patches of {ch} x {P} x {P} -> linear to C, + class token, "
+                        f"+ {cfg.positional} positions")
+                self.rows.append((0, what, f"{_shape(args[0])} pixels -> {_shape(out)}", self.new_params(mod)))
             elif isinstance(mod, MultiHeadAttention):
                 kind = ("cross-attention (k, v: encoder memory)" if name.endswith("cross_attn") else
                         "masked self-attention" if ".decoder." in f".{name}" else "self-attention")
                 w = mod.last_weights
                 scores = f"scores {_shape(w)} -> " if w is not None else ""
-                self.rows.append((depth, f"{kind}, {mod.n_heads} heads of d_k={cfg.d_model // cfg.n_heads}",
+                qk = ", QK-norm" if mod.q_norm is not None else ""
+                self.rows.append((depth, f"{kind}, {mod.n_heads} heads of d_k={cfg.d_model // cfg.n_heads}{qk}",
                                   f"{scores}{_shape(out)}", self.new_params(mod)))
             elif isinstance(mod, FeedForward):
                 inner = (*out.shape[:-1], cfg.d_ff)
@@ -75,10 +84,12 @@ class _Trace:
                 self.rows.append((depth, f"feed-forward {cfg.d_model}->{cfg.d_ff}->{cfg.d_model} ({act})",
                                   f"({', '.join(map(str, inner))}) -> {_shape(out)}", self.new_params(mod)))
             elif isinstance(mod, ResidualNorm):
-                what = "add & LayerNorm (post-LN)" if not mod.pre_norm else "residual add (pre-LN)"
+                norm = _norm_name(mod.norm)
+                pre = "residual add (pre-LN)" if norm == "LayerNorm" else f"residual add (pre-norm, {norm})"
+                what = pre if mod.pre_norm else f"add & {norm} (post-LN)"
                 self.rows.append((depth, what, _shape(out), self.new_params(mod)))
-            elif isinstance(mod, nn.LayerNorm):
-                self.rows.append((0, f"{name}: final LayerNorm", _shape(out), self.new_params(mod)))
+            elif isinstance(mod, NORMS):
+                self.rows.append((0, f"{name}: final {_norm_name(mod)}", _shape(out), self.new_params(mod)))
             elif isinstance(mod, nn.Linear):
                 label = {"head": "classification head", "pooler": "BERT's pooler, tanh(dense(first token))"}.get(
                     name, "output projection (logits)")
@@ -93,6 +104,10 @@ class _Trace:
             self.rows.append((1, f"{name} ({kind} layer)", "", None))
 
         return before
+
+
+def _norm_name(norm: nn.Module) -> str:
+    return "RMSNorm" if isinstance(norm, RMSNorm) else "LayerNorm"
 
 
 def explain(cfg: ModelConfig, *, batch: int = 1, length: int = 8, target_length: int | None = None,
@@ -111,19 +126,26 @@ def explain(cfg: ModelConfig, *, batch: int = 1, length: int = 8, target_length:
     for name, mod in model.named_modules():
         if isinstance(mod, (EncoderLayer, DecoderLayer)):
             handles.append(mod.register_forward_pre_hook(trace.layer_header(name)))
-        top_norm = isinstance(mod, nn.LayerNorm) and name in ("encoder.norm", "decoder.norm")
-        if isinstance(mod, (Embeddings, MultiHeadAttention, FeedForward, ResidualNorm)) or top_norm or (
+        top_norm = isinstance(mod, NORMS) and name in ("encoder.norm", "decoder.norm")
+        blocks = (Embeddings, PatchEmbeddings, MultiHeadAttention, FeedForward, ResidualNorm)
+        if isinstance(mod, blocks) or top_norm or (
                 isinstance(mod, nn.Linear) and name in ("head", "lm_head", "pooler")):
             handles.append(mod.register_forward_hook(trace.hook(name, mod)))
         if isinstance(mod, MultiHeadAttention):
             mod.record = True
-    ids = torch.randint(4, cfg.vocab_size, (batch, length))
+    ids = torch.randint(4, max(cfg.vocab_size, 5), (batch, length))
+    inputs = (f"images {cfg.image_size} x {cfg.image_size} x {cfg.channels}" if cfg.arch == "vit"
+              else f"vocab V={cfg.vocab_size}")
     lines = [f"{cfg.arch} model: d_model C={cfg.d_model}, heads H={cfg.n_heads} (d_k={cfg.d_model // cfg.n_heads}), "
-             f"d_ff={cfg.d_ff}, vocab V={cfg.vocab_size}, norm={cfg.norm}, activation={cfg.activation}, "
-             f"positions={cfg.positional}"]
+             f"d_ff={cfg.d_ff}, {inputs}, norm={cfg.norm}, activation={cfg.activation}, positions={cfg.positional}"]
     try:
         with torch.no_grad():
-            if cfg.arch == "seq2seq":
+            if cfg.arch == "vit":
+                images = torch.rand(batch, cfg.channels, cfg.image_size, cfg.image_size)
+                lines.append(f"input: images (B={batch}, ch={cfg.channels}, {cfg.image_size}, {cfg.image_size}) "
+                             "(random pixels: shapes, not meaning)")
+                out = model(images)
+            elif cfg.arch == "seq2seq":
                 tgt = torch.randint(4, cfg.target_vocab_size, (batch, T))
                 lines.append(f"input: source ids (B={batch}, S={length}), target ids so far (B={batch}, T={T}) "
                              "(random ids: shapes, not meaning)")
@@ -138,7 +160,7 @@ def explain(cfg: ModelConfig, *, batch: int = 1, length: int = 8, target_length:
         for mod in model.modules():
             if isinstance(mod, MultiHeadAttention):
                 mod.record, mod.last_weights = False, None
-    if cfg.arch != "encoder" and getattr(model, "lm_head", None) is None:
+    if cfg.arch in ("gpt", "seq2seq") and getattr(model, "lm_head", None) is None:
         trace.rows.append((0, "logits = h @ table^T (tied embedding)",
                            _shape(out), 0))
     if predict_tokens:
@@ -151,6 +173,9 @@ def explain(cfg: ModelConfig, *, batch: int = 1, length: int = 8, target_length:
                            trace.new_params(model.head)))
     elif cfg.arch == "encoder" and cfg.pooling != "pooler":  # the pooler's own row stands for the pooling
         trace.rows.insert(len(trace.rows) - 1, (0, f"{cfg.pooling} pooling over real tokens",
+                                                f"({batch}, {cfg.d_model})", 0))
+    elif cfg.arch == "vit":
+        trace.rows.insert(len(trace.rows) - 1, (0, "the class token's final state [:, 0]",
                                                 f"({batch}, {cfg.d_model})", 0))
     width = max(2 * d + len(s) for d, s, _, _ in trace.rows) + 2
     lines.append("")

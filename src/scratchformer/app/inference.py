@@ -1,4 +1,5 @@
-"""Using trained checkpoints: generate, translate, classify and evaluate. The CLI is a thin layer over these.
+"""Using trained checkpoints: generate, translate, classify (texts or images) and evaluate. The CLI is a thin layer
+over these.
 
 Every function takes a loaded ``Checkpoint`` (``train.checkpoint.load_checkpoint``), so the tokenizer and
 configuration are always the ones the model was trained with.
@@ -15,15 +16,20 @@ import torch
 from tqdm.auto import tqdm
 
 from scratchformer.checkpoint import Checkpoint, CheckpointError
-from scratchformer.data.batching import pad_batch
+from scratchformer.data.batching import pad_batch, sorted_batches
 from scratchformer.data.errors import DataError
 from scratchformer.generation import beam_search, generate, greedy_translate
 from scratchformer.metrics import bleu, chrf
 from scratchformer.models import GPT, EncoderClassifier, Seq2SeqTransformer
 from scratchformer.tokenizers import BOS_ID, EOS_ID, PAD_ID, UNK_ID, CharTokenizer, Tokenizer
 from scratchformer.train.config import TrainConfig
+from scratchformer.train.tasks.classify import CLASSIFY_TOKENS, class_probabilities
 
-KIND_NAMES = {"gpt": "a language model (GPT)", "seq2seq": "an encoder-decoder", "encoder": "a classifier"}
+# Padded source tokens per batch when translating many sentences (``translate_ids``).
+TRANSLATE_TOKENS = 1024
+
+KIND_NAMES = {"gpt": "a language model (GPT)", "seq2seq": "an encoder-decoder", "encoder": "a classifier",
+              "vit": "an image classifier (ViT)"}
 
 
 def require(ckpt: Checkpoint, arch: str, command: str) -> None:
@@ -54,11 +60,20 @@ def read_inputs(texts: Iterable[str], input_file: str | None) -> list[str]:
 
 def encode_checked(tokenizer: Tokenizer, text: str, **kw: Any) -> list[int]:
     """Encode, refusing characters a character-level model has never seen (they would become <unk>)."""
-    ids = tokenizer.encode(text, **kw)
-    if isinstance(tokenizer, CharTokenizer) and UNK_ID in ids:
-        unknown = sorted({c for c in text if tokenizer.encode(c) == [UNK_ID]})
-        raise DataError(f"the model's vocabulary has no {', '.join(repr(c) for c in unknown)} (in {text[:40]!r})")
-    return ids
+    return encode_all(tokenizer, [text], **kw)[0]
+
+
+def encode_all(tokenizer: Tokenizer, texts: list[str], **kw: Any) -> list[list[int]]:
+    """``encode_checked`` for many texts, in one call of the tokenizer (one call into Rust for BPE and
+    pretrained tokenizers, which encode a batch in parallel there)."""
+    rows = tokenizer.encode_batch(texts, **kw)
+    if isinstance(tokenizer, CharTokenizer):
+        for text, ids in zip(texts, rows):
+            if UNK_ID in ids:
+                unknown = sorted({c for c in text if tokenizer.encode(c) == [UNK_ID]})
+                raise DataError(f"the model's vocabulary has no {', '.join(repr(c) for c in unknown)} "
+                                f"(in {text[:40]!r})")
+    return rows
 
 
 def _bar(n: int, desc: str) -> tqdm:
@@ -82,24 +97,25 @@ def generate_text(ckpt: Checkpoint, prompt: str, max_new_tokens: int = 200, *, t
 
 
 def translate_ids(model: Seq2SeqTransformer, sources: list[list[int]], *, beam: int = 4,
-                  length_penalty: float = 0.6, batch_size: int = 64, desc: str = "translating") -> list[list[int]]:
-    """Decode many sources in batches of similar length; results in input order."""
-    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-    results: dict[int, list[int]] = {}
+                  length_penalty: float = 0.6, max_tokens: int = TRANSLATE_TOKENS,
+                  desc: str = "translating") -> list[list[int]]:
+    """Decode many sources, sorted by length, in batches of at most ``max_tokens`` padded source tokens
+    (``data.batching.sorted_batches``); results in input order."""
+    results: list[list[int]] = [[] for _ in sources]
     bar = _bar(len(sources), desc)
-    for start in range(0, len(order), batch_size):
-        idx = order[start:start + batch_size]
-        src, mask = pad_batch([sources[i] for i in idx], PAD_ID)
+    for idx in sorted_batches([len(s) for s in sources], max_tokens):
+        src, mask = pad_batch([sources[i] for i in idx], PAD_ID)  # (B, S), (B, S) True = real token
         max_new = min(model.config.max_len, src.size(1) + 50)  # §6.1: input length + 50
         if beam > 1:
             hyps = beam_search(model, src, mask, bos_id=BOS_ID, eos_id=EOS_ID, beam_size=beam,
                                length_penalty=length_penalty, max_new_tokens=max_new)
         else:
             hyps = greedy_translate(model, src, mask, bos_id=BOS_ID, eos_id=EOS_ID, max_new_tokens=max_new)
-        results.update(zip(idx, hyps))
+        for i, h in zip(idx, hyps):
+            results[i] = h
         bar.update(len(idx))
     bar.close()
-    return [results[i] for i in range(len(sources))]
+    return results
 
 
 def translate_texts(ckpt: Checkpoint, texts: list[str], *, beam: int = 4, length_penalty: float = 0.6) -> list[str]:
@@ -107,32 +123,48 @@ def translate_texts(ckpt: Checkpoint, texts: list[str], *, beam: int = 4, length
     model = ckpt.model
     assert isinstance(model, Seq2SeqTransformer)
     limit = model.config.max_len
-    sources = []
-    for text in texts:
-        ids = encode_checked(ckpt.tokenizer, text, add_eos=True)
+    sources = encode_all(ckpt.tokenizer, texts, add_eos=True)
+    for text, ids in zip(texts, sources):
         if len(ids) > limit:
             raise DataError(f"input of {len(ids)} tokens is longer than the model's max_len={limit}: {text[:40]!r}...")
-        sources.append(ids)
     hyps = translate_ids(model, sources, beam=beam, length_penalty=length_penalty)
     return [ckpt.tokenizer.decode(h) for h in hyps]
 
 
-def classify_texts(ckpt: Checkpoint, texts: list[str], batch_size: int = 128) -> list[tuple[str, float]]:
+def classify_texts(ckpt: Checkpoint, texts: list[str], max_tokens: int = CLASSIFY_TOKENS) -> list[tuple[str, float]]:
+    """The most likely label of each text and its probability, in input order. The texts are encoded in one
+    call and run sorted by length, in batches of at most ``max_tokens`` padded tokens
+    (``train.tasks.classify.class_probabilities``); texts longer than the model's ``max_len`` are cut."""
     require(ckpt, "encoder", "classify")
     model = ckpt.model
     assert isinstance(model, EncoderClassifier)
     labels = ckpt.extra.get("labels") or [str(i) for i in range(model.config.n_classes)]
     limit = model.config.max_len
-    out: list[tuple[str, float]] = []
+    rows = [ids[:limit] or [PAD_ID] for ids in encode_all(ckpt.tokenizer, texts)]
     bar = _bar(len(texts), "classifying")
-    for start in range(0, len(texts), batch_size):
-        rows = [encode_checked(ckpt.tokenizer, t)[:limit] or [PAD_ID] for t in texts[start:start + batch_size]]
-        ids, mask = pad_batch(rows, PAD_ID)
+    probs = class_probabilities(model, rows, model.config.n_classes, max_tokens, progress=bar.update)
+    bar.close()
+    best, k = probs.max(-1)
+    return [(labels[i], p) for i, p in zip(k.tolist(), best.tolist())]
+
+
+def classify_images(ckpt: Checkpoint, files: list[str], batch_size: int = 64) -> list[tuple[str, float]]:
+    """``(label, probability)`` of each image file, in order: read at the model's image size (``data.images``)."""
+    from scratchformer.data.images import as_input, to_pixels
+
+    require(ckpt, "vit", "classify")
+    cfg = ckpt.model_config
+    labels = ckpt.extra.get("labels") or [str(i) for i in range(cfg.n_classes)]
+    out: list[tuple[str, float]] = []
+    bar = _bar(len(files), "classifying")
+    for start in range(0, len(files), batch_size):
+        chunk = files[start:start + batch_size]
+        pixels = torch.stack([to_pixels(f, cfg.image_size, cfg.channels) for f in chunk])  # (B, ch, S, S) bytes
         with torch.no_grad():
-            probs = model(ids, mask).softmax(-1)
+            probs = ckpt.model(as_input(pixels)).softmax(-1)
         p, k = probs.max(-1)
         out += [(labels[int(i)], float(q)) for i, q in zip(k, p)]
-        bar.update(len(rows))
+        bar.update(len(chunk))
     bar.close()
     return out
 
@@ -175,7 +207,7 @@ def evaluate_checkpoint(ckpt: Checkpoint, *, split: str = "test", data: list[str
         sources = task.source_ids(split)  # type: ignore[attr-defined]
         refs = task.references(split)  # type: ignore[attr-defined]
         result["examples"] = len(sources)
-        result.update({k: v for k, v in task.evaluate(model, split).items() if k in ("loss", "perplexity")})
+        result.update(task.loss(model, split))  # type: ignore[attr-defined]
         for name, k in (("beam", beam), ("greedy", 1)):
             ids = translate_ids(model, sources, beam=k, length_penalty=length_penalty, desc=f"{name} decoding")
             hyps = [ckpt.tokenizer.decode(h) for h in ids]
@@ -223,5 +255,5 @@ def evaluate_ensemble(ckpts: list[tuple[str, Checkpoint]], *, split: str = "test
             **first.score(torch.stack(probs).mean(0), split)}
 
 
-__all__ = ["classify_texts", "evaluate_checkpoint", "evaluate_ensemble", "generate_text", "read_inputs",
-           "translate_ids", "translate_texts"]
+__all__ = ["classify_images", "classify_texts", "evaluate_checkpoint", "evaluate_ensemble", "generate_text",
+           "read_inputs", "translate_ids", "translate_texts"]

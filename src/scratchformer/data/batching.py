@@ -10,6 +10,11 @@ torchtext's ``BucketIterator`` do, while keeping the order random: shuffle all i
 large chunks (``batch_size * bucket_size_multiplier``), sort each chunk by length, cut the chunks into
 batches, and shuffle the order of the batches. A fixed (seed, epoch) always gives the same batches, so a
 resumed run sees exactly the data it would have seen.
+
+Inference over many inputs (``classify --input``, ``translate --input``, ``evaluate``) has no order to keep
+random: ``sorted_batches`` sorts all of them by length and cuts batches by a token budget, so a batch of
+short texts holds many rows and a batch of long ones few, and almost nothing is padding. The caller puts
+the results back in input order.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-__all__ = ["BucketedEpoch", "bucket_batches", "pad_batch"]
+__all__ = ["BucketedEpoch", "bucket_batches", "pad_batch", "sorted_batches"]
 
 
 def pad_batch(seqs: Sequence[Sequence[int]], pad_id: int = 0, *,
@@ -53,6 +58,19 @@ def bucket_batches(lengths: Sequence[int], batch_size: int | None = None, *, max
     batches = BucketedEpoch.make(lengths, batch_size, max_tokens=max_tokens, seed=seed, epoch=epoch, shuffle=shuffle,
                                  bucket_size_multiplier=bucket_size_multiplier)
     return [batches[k].tolist() for k in range(len(batches))]
+
+
+def sorted_batches(lengths: Sequence[int], max_tokens: int, max_rows: int | None = None) -> list[list[int]]:
+    """Indices ``0..len(lengths)-1``, each once, sorted by length (ties in input order) and cut into
+    consecutive batches of at most ``max_tokens`` padded tokens (``rows * longest``; a sequence longer than
+    that gets a batch of its own) and at most ``max_rows`` rows. Deterministic: no randomness at all."""
+    if max_tokens < 1 or (max_rows is not None and max_rows < 1):
+        raise ValueError(f"max_tokens={max_tokens} and max_rows={max_rows} must be positive")
+    lengths_arr = np.asarray(lengths, dtype=np.int64)
+    order = np.argsort(lengths_arr, kind="stable")
+    starts = _cut(lengths_arr[order], max_rows, max_tokens)
+    stops = np.append(starts[1:], len(order))
+    return [order[a:b].tolist() for a, b in zip(starts, stops)]
 
 
 class BucketedEpoch:

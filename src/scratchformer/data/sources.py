@@ -8,15 +8,21 @@ rules, the same for every task:
 
 - ``--data`` is the training data. For ``lm``, ``classify`` and ``mlm`` a second ``--data`` path is the
   validation file (the long-standing two-file form); for ``translate`` two paths are one line-aligned pair of
-  files. For ``lm``, ``--data DIR`` is a folder of ``.txt``/``.txt.gz`` documents read as one corpus.
+  files. For ``lm``, ``--data DIR`` is a folder of ``.txt``/``.txt.gz`` documents read as one corpus; for
+  ``image``, a folder with one sub-folder of images per class (``images.py``).
 - ``--val`` and ``--test`` take the same forms as ``--data``. A test file is scored once at the end of a
   run and never used to choose a checkpoint or to stop early.
 - Without a validation file one is carved out of the training data: for language modelling the last
   ``val_fraction`` of the tokens, one contiguous block (nanoGPT's convention: no validation sentence is a
   neighbour of a training one), or for a folder of documents its last whole documents; for rows (pairs,
-  labelled texts, lines) a seeded random ``val_fraction`` of them, stratified by label for classification, so
-  a file sorted by label or by length still validates on every class and every length (``data.splits``).
+  labelled texts, lines, images) a seeded random ``val_fraction`` of them, stratified by label for classification
+  (text or images), so a file sorted by label or by length still validates on every class and every length
+  (``data.splits``).
 - A named dataset (``dataset=multi30k``, ...) brings its own splits; ``--val``/``--test`` replace them.
+
+Images are the exception to "nothing is read here": they are small (the digits, a folder of PNG/JPEG files),
+so ``task=image`` lists its files into in-memory ``Splits`` (``load_splits``, ``data.image_splits``) by the
+same rules, and is never prepared into a corpus on disk.
 """
 
 from __future__ import annotations
@@ -24,13 +30,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from scratchformer.data.errors import DataError
+from scratchformer.data.images import FORMAT as IMAGE_FORMAT
 from scratchformer.data.labelled import FORMAT as LABELLED_FORMAT
 from scratchformer.data.parallel import FORMAT as PARALLEL_FORMAT
 
-__all__ = ["KIND", "DataFiles", "DataPlan", "Source", "SplitSpec", "carving", "data_formats", "plan_files",
-           "plan_named"]
+if TYPE_CHECKING:
+    from scratchformer.data.image_splits import Splits
+
+__all__ = ["KIND", "DataFiles", "DataPlan", "Source", "SplitSpec", "carving", "data_formats", "load_splits",
+           "plan_files", "plan_named"]
 
 # What --data takes for each task family (used in every "expected format" message and in --help).
 FORMATS = {
@@ -38,6 +49,7 @@ FORMATS = {
     "translate": f"a TSV of {PARALLEL_FORMAT}",
     "classify": f"a .tsv/.csv of {LABELLED_FORMAT}; a second file is the validation set",
     "mlm": "a text file of one example a line, or the text column of a .tsv/.csv; a second file is the validation set",
+    "image": f"{IMAGE_FORMAT}; a second folder is the validation set",
 }
 
 
@@ -135,9 +147,12 @@ def _describe(paths: Sequence[str]) -> str:
 
 
 def _refuse_dirs(task: str, paths: Sequence[str]) -> None:
+    """Folders are data for lm (a corpus) and image (classes) only; image takes nothing but folders."""
     for p in paths:
-        if Path(p).is_dir():
+        if task not in ("lm", "image") and Path(p).is_dir():
             raise DataError(f"{p} is a folder; task={task} takes files: {FORMATS[task]}")
+        if task == "image" and Path(p).is_file():
+            raise DataError(f"{p} is a file; task=image takes {FORMATS[task]}")
 
 
 def plan_named(task: str, dataset: str, data_dir: str | Path | None, files: DataFiles, *, val_fraction: float,
@@ -186,9 +201,10 @@ def plan_files(task: str, files: DataFiles, *, val_fraction: float, seed: int,
     ``label_names``: fix the classes (a trained classifier's), so that a label outside them is an error."""
     if task not in FORMATS:
         raise DataError(f"task={task} makes its own data; --data, --val and --test need task=lm, translate, "
-                        "classify or mlm")
-    if task != "lm":
-        _refuse_dirs(task, [*files.train, *files.val, *files.test])
+                        "classify, mlm or image")
+    if task == "image":
+        raise DataError("task=image reads its images into memory, not into a prepared corpus (load_splits)")
+    _refuse_dirs(task, [*files.train, *files.val, *files.test])
     train, val, test = _groups(task, files)
     kind = KIND[task]
     splits: dict[str, SplitSpec] = {}
@@ -212,7 +228,7 @@ def carving(task: str, val_fraction: float, seed: int, documents: bool = False) 
     if task == "lm":
         return (f"its last documents, about {val_fraction:.0%} of its tokens" if documents
                 else f"its last {val_fraction:.0%}, one contiguous block")
-    how = ", stratified by label" if task == "classify" else ""
+    how = ", stratified by label" if task in ("classify", "image") else ""
     return f"a random {val_fraction:.0%} of its rows{how}, seed {seed}"
 
 
@@ -231,3 +247,16 @@ def _groups(task: str, files: DataFiles) -> tuple[list[str], list[str], list[str
         if len(paths) > limit:
             raise DataError(f"{role} takes one path for task={task} ({FORMATS[task]}), got {len(paths)}")
     return train, val, test
+
+
+def load_splits(task: str, files: DataFiles, *, val_fraction: float, seed: int,
+                label_names: Sequence[str] | None = None) -> Splits:
+    """The images of ``files`` for ``task=image``, read into memory by the rules above (``data.image_splits``).
+    Text tasks are planned (``plan_files``) and prepared on disk instead."""
+    if task != "image":
+        raise DataError(f"task={task} reads prepared corpora (plan_files); load_splits is for task=image")
+    _refuse_dirs(task, [*files.train, *files.val, *files.test])
+    train, val, test = _groups(task, files)
+    from scratchformer.data.image_splits import folder_splits  # here, not above: it imports this module
+
+    return folder_splits(train, val, test, val_fraction=val_fraction, seed=seed, label_names=label_names)

@@ -121,13 +121,22 @@ def default_hf_class(model: nn.Module, task: str | None = None) -> str:
     raise HFExportError(f"cannot export {type(model).__name__} to Hugging Face: expected a GPT or an EncoderClassifier")
 
 
-def _gpt2_problems(cfg: ModelConfig) -> list[str]:
+def _common_problems(cfg: ModelConfig, name: str) -> list[str]:
+    """The settings since 2017 that neither GPT-2 nor BERT has (``init`` only starts the weights: it exports)."""
     problems = []
+    if cfg.norm_type != "layernorm":
+        problems.append(f"norm_type={cfg.norm_type!r} ({name} normalises with LayerNorm)")
+    if cfg.qk_norm:
+        problems.append(f"qk_norm=true ({name} does not normalise queries and keys)")
+    return problems
+
+
+def _gpt2_problems(cfg: ModelConfig) -> list[str]:
+    problems = _common_problems(cfg, "GPT-2")
     if cfg.norm != "pre":
         problems.append(f"norm={cfg.norm!r} (GPT-2 is pre-LN, with a final LayerNorm)")
     if cfg.activation not in _ACTIVATIONS:
-        problems.append(f"activation={cfg.activation!r} (GPT-2's feed-forward has no gate: relu, gelu and "
-                        "gelu_tanh export)")
+        problems.append(f"activation={cfg.activation!r} (GPT-2's feed-forward: relu, gelu and gelu_tanh export)")
     if cfg.positional == "rotary":
         problems.append("positional='rotary' (GPT-2 adds a position table to the embeddings and does not rotate "
                         "queries and keys)")
@@ -140,14 +149,13 @@ def _gpt2_problems(cfg: ModelConfig) -> list[str]:
 
 
 def _bert_problems(cfg: ModelConfig, hf_class: str) -> list[str]:
-    problems = []
+    problems = _common_problems(cfg, "BERT")
     if cfg.norm != "post":
         problems.append(f"norm={cfg.norm!r} (BERT is post-LN, without a final LayerNorm)")
     if not cfg.embedding_norm:
         problems.append("embedding_norm=false (BERT always applies a LayerNorm to its embeddings)")
     if cfg.activation not in _ACTIVATIONS:
-        problems.append(f"activation={cfg.activation!r} (BERT's feed-forward has no gate: relu, gelu and "
-                        "gelu_tanh export)")
+        problems.append(f"activation={cfg.activation!r} (BERT's feed-forward: relu, gelu and gelu_tanh export)")
     if cfg.positional == "rotary":
         problems.append("positional='rotary' (BERT adds a position table to the embeddings)")
     if cfg.attention_window:

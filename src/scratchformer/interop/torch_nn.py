@@ -111,6 +111,9 @@ def decoder_layer_from_torch(t: nn.TransformerDecoderLayer, cfg: ModelConfig) ->
 
 
 def _torch_activation(cfg: ModelConfig) -> str:
+    if cfg.norm_type != "layernorm" or cfg.qk_norm:
+        raise ValueError("torch.nn.Transformer normalises with LayerNorm only, and not queries and keys: "
+                         f"norm_type={cfg.norm_type!r}, qk_norm={cfg.qk_norm} have no counterpart there")
     if cfg.activation not in ("relu", "gelu"):
         raise ValueError(f"torch.nn.Transformer has no activation={cfg.activation!r} (only relu, gelu)")
     return cfg.activation  # type: ignore[return-value]

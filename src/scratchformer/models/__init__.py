@@ -1,16 +1,18 @@
-"""The three Transformer families, each a composition of ``scratchformer.nn`` blocks."""
+"""The three Transformer families, and the Vision Transformer, each a composition of ``scratchformer.nn`` blocks."""
 
 from torch import nn
 
 from scratchformer.models.classifier import EncoderClassifier
 from scratchformer.models.gpt import GPT
 from scratchformer.models.seq2seq import Seq2SeqTransformer
+from scratchformer.models.vit import ViT
 from scratchformer.nn.config import ModelConfig
 
 MODEL_CLASSES: dict[str, type[nn.Module]] = {
     "seq2seq": Seq2SeqTransformer,
     "gpt": GPT,
     "encoder": EncoderClassifier,
+    "vit": ViT,
 }
 
 
@@ -19,4 +21,4 @@ def build_model(config: ModelConfig) -> nn.Module:
     return MODEL_CLASSES[config.arch](config)
 
 
-__all__ = ["GPT", "EncoderClassifier", "MODEL_CLASSES", "Seq2SeqTransformer", "build_model"]
+__all__ = ["GPT", "EncoderClassifier", "MODEL_CLASSES", "Seq2SeqTransformer", "ViT", "build_model"]

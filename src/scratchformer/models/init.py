@@ -6,7 +6,14 @@
 - ``seq2seq`` and ``encoder`` (the paper's families, as in ``torch.nn.Transformer``, fairseq and
   tensor2tensor): Linear weights Xavier-uniform, biases 0; token embeddings ~ N(0, C^-1/2) so that after
   the x sqrt(C) scaling they have unit variance (N(0, 0.02) when unscaled).
-- LayerNorm: weight 1, bias 0.
+- ``vit`` (the ViT paper's choices): as the paper's families, with the class token at 0 and the learned positions
+  ~ N(0, 0.02) (set where they are made, ``nn/patches.py``), and the classification head at 0, so that a new
+  model predicts the uniform distribution whatever the image.
+- LayerNorm: weight 1, bias 0 (RMSNorm: weight 1, set where it is made).
+- ``init="zero_out"`` (not in the paper; the NanoGPT speedrun): the projections that write into the residual
+  stream (``out_proj``, ``linear2``) start at zero, so every layer starts as the identity (pre-LN) and the
+  model as embeddings -> output; the gradient still reaches them (it is the sub-layer's input times the
+  residual's gradient), and the layers grow in from there.
 """
 
 from __future__ import annotations
@@ -22,8 +29,10 @@ def init_weights(model: nn.Module, cfg: ModelConfig) -> None:
     n_layers = cfg.n_layers if cfg.arch != "seq2seq" else max(cfg.n_encoder_layers or 0, cfg.n_decoder_layers or 0)
     for name, module in model.named_modules():
         if isinstance(module, nn.Linear):
-            if cfg.arch == "gpt":
-                residual_out = name.endswith("out_proj") or name.endswith("linear2")
+            residual_out = name.endswith("out_proj") or name.endswith("linear2")
+            if residual_out and cfg.init == "zero_out":
+                nn.init.zeros_(module.weight)
+            elif cfg.arch == "gpt":
                 std = 0.02 / math.sqrt(2 * max(n_layers, 1)) if residual_out else 0.02
                 nn.init.normal_(module.weight, std=std)
             else:
@@ -38,3 +47,5 @@ def init_weights(model: nn.Module, cfg: ModelConfig) -> None:
                 nn.init.ones_(module.weight)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)
+    if cfg.arch == "vit":
+        nn.init.zeros_(model.head.weight)  # type: ignore[union-attr, arg-type]

@@ -12,7 +12,9 @@ def count_parameters_formula(cfg: ModelConfig) -> int:
 
     - attention block: Q, K, V, O projections  ->  4 (C^2 + b C)
     - feed-forward:  relu/gelu: C F + b F + F C + b C;   swiglu adds a gate: + C F + b F
-    - LayerNorm:  C weights + b C biases
+    - LayerNorm:  C weights + b C biases; RMSNorm (``norm_type``): C weights
+    - ``qk_norm``: one norm of D = C / H features on the queries and one on the keys of every attention
+      block (self- and cross-)
     - encoder layer = attention + FFN + 2 LayerNorms; decoder layer = 2 attention + FFN + 3 LayerNorms;
       a decoder-only (GPT) layer has no cross-attention: attention + FFN + 2 LayerNorms
     - pre-LN adds one final LayerNorm per stack; ``embedding_norm`` one LayerNorm after the embeddings
@@ -20,11 +22,14 @@ def count_parameters_formula(cfg: ModelConfig) -> int:
       sinusoidal and rotary positions have no parameters
     - output projection: V C with no bias, unless tied to the target embedding (then 0)
     - classifier head: C n_classes + n_classes; ``pooling="pooler"`` adds BERT's pooler: C^2 + b C
+    - ViT: no vocabulary; the patch embedding (P^2 ch) C + C (always with a bias), the class token C,
+      positions as above over the class token and the patches (max_len = N + 1), the encoder stack, the head
     """
     c, f, b = cfg.d_model, cfg.d_ff, int(cfg.bias)
-    attn = 4 * (c * c + b * c)
+    norm_of = (lambda n: n) if cfg.norm_type == "rmsnorm" else (lambda n: n + b * n)
+    attn = 4 * (c * c + b * c) + (2 * norm_of(cfg.head_dim) if cfg.qk_norm else 0)
     ffn = 2 * c * f + b * (f + c) + (c * f + b * f if cfg.activation == "swiglu" else 0)
-    ln = c + b * c
+    ln = norm_of(c)
     final_ln = ln if cfg.norm == "pre" else 0
     positions = cfg.max_len * c if cfg.positional == "learned" else 0
     emb_ln = ln if cfg.embedding_norm else 0
@@ -33,6 +38,10 @@ def count_parameters_formula(cfg: ModelConfig) -> int:
         layers = cfg.n_layers * (attn + ffn + 2 * ln) + final_ln
         head = 0 if cfg.tie_embeddings else cfg.vocab_size * c
         return cfg.vocab_size * c + positions + emb_ln + layers + head
+    if cfg.arch == "vit":
+        layers = cfg.n_layers * (attn + ffn + 2 * ln) + final_ln
+        patch = cfg.patch_size ** 2 * cfg.channels * c + c
+        return patch + c + positions + layers + c * cfg.n_classes + cfg.n_classes
     if cfg.arch == "encoder":
         layers = cfg.n_layers * (attn + ffn + 2 * ln) + final_ln
         pooler = c * c + b * c if cfg.pooling == "pooler" else 0

@@ -1,7 +1,8 @@
 """The building blocks of "Attention Is All You Need", one concept per module, in paper order:
 
 masks -> attention (scaled dot-product, multi-head) -> kv_cache -> feedforward -> embedding
-(tokens, positions) -> layers (residual + LayerNorm, encoder/decoder layers and stacks).
+(tokens, positions) -> patches (an image as a sequence, for the Vision Transformer) -> layers (residual +
+LayerNorm, encoder/decoder layers and stacks).
 """
 
 from scratchformer.lazy import lazy_exports
@@ -16,6 +17,7 @@ _EXPORTS = {  # name -> the module that defines it
     **dict.fromkeys(["Embeddings", "LearnedPositionalEmbedding", "RotaryEmbedding", "sinusoidal_table",
                      "SinusoidalPositionalEncoding"],
                     "scratchformer.nn.embedding"),
+    **dict.fromkeys(["patchify", "PatchEmbedding", "PatchEmbeddings"], "scratchformer.nn.patches"),
     **dict.fromkeys(["Decoder", "DecoderLayer", "Encoder", "EncoderLayer", "ResidualNorm"], "scratchformer.nn.layers"),
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -105,12 +105,17 @@ class MultiHeadAttention(nn.Module):
     the encoder memory (``project_kv``, once per source sentence when decoding).
 
     ``rope``: a ``RotaryEmbedding`` to rotate queries and keys by their positions (self-attention only).
+    ``q_norm``, ``k_norm``: QK-norm (Dehghani et al. 2023; the NanoGPT speedrun), not in the paper: each head's
+    query and key vectors normalised over D (before rotary positions, before the cache) so that a score
+    ``q . k / sqrt(D)`` is bounded by the learned gains instead of growing with the weights, a common cause of
+    loss spikes in long or fast training.
     ``impl``: which attention path to use (see ``attend``); ``record`` makes the module keep its last
     attention weights in ``last_weights`` (see ``record_attention``).
     """
 
     def __init__(self, d_model: int, n_heads: int, *, bias: bool = True, dropout: float = 0.0,
-                 rope: nn.Module | None = None) -> None:
+                 rope: nn.Module | None = None, q_norm: nn.Module | None = None,
+                 k_norm: nn.Module | None = None) -> None:
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
@@ -119,6 +124,7 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W^O
         self.dropout = dropout
         self.rope = rope
+        self.q_norm, self.k_norm = q_norm, k_norm  # over D, each head's vectors (None: not normalised)
         self.impl: AttentionImpl = "auto"
         self.record = False
         self.last_weights: Tensor | None = None
@@ -145,7 +151,8 @@ class MultiHeadAttention(nn.Module):
         C = self.d_model
         bias = None if self.in_proj.bias is None else self.in_proj.bias[C:]
         k, v = F.linear(memory, self.in_proj.weight[C:], bias).chunk(2, dim=-1)  # (B, S, C) each
-        return self._split_heads(k), self._split_heads(v)
+        k = self._split_heads(k)
+        return (k if self.k_norm is None else self.k_norm(k)), self._split_heads(v)
 
     def forward(self, x: Tensor, *, mask: Tensor | None = None, is_causal: bool = False,
                 positions: Tensor | None = None, cache: KVCache | None = None) -> Tensor:
@@ -159,6 +166,8 @@ class MultiHeadAttention(nn.Module):
         B, T, C = x.shape
         qkv = self.in_proj(x).view(B, T, 3, self.n_heads, self.head_dim)  # (B, T, 3, H, D): one matmul
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, T, D)
+        if self.q_norm is not None and self.k_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         if self.rope is not None:
             q, k = self.rope(q, positions), self.rope(k, positions)
         if cache is not None:
@@ -170,7 +179,9 @@ class MultiHeadAttention(nn.Module):
         encoder memory) -> ``(B, T, C)``. ``mask``: bool, broadcastable to ``(B, H, T, S)``, ``True`` = may
         attend."""
         q = self._split_heads(F.linear(x, self.w_q, self.b_q))  # (B, H, T, D)
-        k, v = memory_kv  # (B, H, S, D)
+        if self.q_norm is not None:
+            q = self.q_norm(q)
+        k, v = memory_kv  # (B, H, S, D), keys normalised by project_kv
         return self._attend(q, k, v, mask, False)
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:

@@ -4,12 +4,16 @@
 
 - ``"seq2seq"``  encoder-decoder (the paper, §3.1): translation and other sequence-to-sequence tasks;
 - ``"gpt"``      decoder-only language model (masked self-attention, no cross-attention);
-- ``"encoder"``  encoder-only classifier (BERT-like).
+- ``"encoder"``  encoder-only classifier (BERT-like);
+- ``"vit"``      Vision Transformer (Dosovitskiy et al. 2021): the encoder of an image's patches, classified
+  from a class token. Its input is pixels, not token ids: ``image_size``, ``patch_size`` and ``channels``
+  describe it, and ``max_len`` follows from them (the patches and the class token).
 
 Architecture choices are single fields with a small set of named values. Fields left as ``None`` take
 the family's default in ``__post_init__`` (see ``FAMILY_DEFAULTS``): the paper's choices for
 ``seq2seq`` and ``encoder`` (post-LN, ReLU, sinusoidal positions, embeddings x sqrt(d_model)), GPT-2's
-for ``gpt`` (pre-LN, GELU, learned positions, no embedding scaling). After construction every field
+for ``gpt`` (pre-LN, GELU, learned positions, no embedding scaling); the ViT paper's for ``vit`` (pre-LN,
+GELU, learned positions). After construction every field
 holds a concrete value, so the JSON written with a checkpoint is complete.
 
 Impossible configurations raise ``ConfigError`` (a ``ValueError``) with a message naming the fields.
@@ -23,11 +27,13 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal, get_args
 
 # Each choice field's allowed values, written once: the blocks check against these types too (``choices``).
-Arch = Literal["seq2seq", "gpt", "encoder"]
+Arch = Literal["seq2seq", "gpt", "encoder", "vit"]
 Norm = Literal["post", "pre"]
-Activation = Literal["relu", "gelu", "gelu_tanh", "swiglu"]
+NormType = Literal["layernorm", "rmsnorm"]
+Activation = Literal["relu", "gelu", "gelu_tanh", "swiglu", "relu2"]
 Positional = Literal["sinusoidal", "learned", "rotary", "none"]
 Pooling = Literal["mean", "max", "cls", "pooler"]
+Init = Literal["default", "zero_out"]
 
 
 def choices(kind: Any) -> tuple[str, ...]:
@@ -35,9 +41,9 @@ def choices(kind: Any) -> tuple[str, ...]:
     return get_args(kind)
 
 
-CHOICES: dict[str, tuple[str, ...]] = {"arch": choices(Arch), "norm": choices(Norm),
+CHOICES: dict[str, tuple[str, ...]] = {"arch": choices(Arch), "norm": choices(Norm), "norm_type": choices(NormType),
                                        "activation": choices(Activation), "positional": choices(Positional),
-                                       "pooling": choices(Pooling)}
+                                       "pooling": choices(Pooling), "init": choices(Init)}
 
 # The defaults of each family for the fields that default to None.
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -50,7 +56,13 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     # The paper's encoder stack with a classification head.
     "encoder": dict(norm="post", activation="relu", positional="sinusoidal",
                     scale_embeddings=True, tie_embeddings=False),
+    # ViT (Dosovitskiy et al. 2021, §3.1): pre-LN with a final LayerNorm, GELU, learned positions; no token
+    # embedding table, so nothing to scale or tie.
+    "vit": dict(norm="pre", activation="gelu", positional="learned", scale_embeddings=False, tie_embeddings=False),
 }
+# What the vocabulary fields hold in a ViT's config, where they mean nothing (it reads pixels): fixed values, so that
+# a ViT's config.json never suggests a vocabulary.
+VIT_NO_VOCAB = dict(vocab_size=1, pad_id=0)
 
 
 class ConfigError(ValueError):
@@ -81,6 +93,10 @@ class ModelConfig:
     scale_embeddings: bool | None = None
     tie_embeddings: bool | None = None
     bias: bool = True
+    # Changes made since 2017, each off by default (the paper's model); see "What changed since 2017":
+    norm_type: NormType = "layernorm"  # rmsnorm: x / RMS(x) * g, no centring and no bias (nn/norms.py)
+    qk_norm: bool = False  # normalise each head's queries and keys (RMSNorm over D) before their dot product
+    init: Init = "default"  # zero_out: the projections that write into the residual stream start at zero
     attention_dropout: float = 0.0
     layer_norm_eps: float = 1e-5
     embedding_norm: bool = False  # LayerNorm right after the embeddings (BERT); not in the paper
@@ -89,9 +105,14 @@ class ModelConfig:
     # > 0: in the encoder's self-attention, each token attends only to tokens at most this many positions
     # away (a sliding window, as Longformer's local attention); not in the paper. 0 = to every token
     attention_window: int = 0
-    # encoder (classifier) only
+    # classifiers (encoder, vit)
     n_classes: int = 2
-    pooling: Pooling = "mean"
+    pooling: Pooling = "mean"  # a ViT always classifies from its class token ("cls")
+    # vit only: square images of image_size x image_size pixels with `channels` channels (3 RGB, 1 grey), cut into
+    # (image_size / patch_size)^2 patches of patch_size x patch_size pixels
+    image_size: int = 32
+    patch_size: int = 4
+    channels: int = 3
 
     def __post_init__(self) -> None:
         for name, allowed in CHOICES.items():
@@ -103,6 +124,8 @@ class ModelConfig:
         for name, value in FAMILY_DEFAULTS[self.arch].items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
+        if self.arch == "vit":
+            self._vit_fields()
         if self.arch == "seq2seq":
             self.n_encoder_layers = self.n_layers if self.n_encoder_layers is None else self.n_encoder_layers
             self.n_decoder_layers = self.n_layers if self.n_decoder_layers is None else self.n_decoder_layers
@@ -112,6 +135,35 @@ class ModelConfig:
                     raise ConfigError(f"{name} applies to arch='seq2seq' only, not arch={self.arch!r}")
         self._validate()
 
+    def _vit_fields(self) -> None:
+        """A ViT's image fields checked; its sequence length and vocabulary fields set from them."""
+        for name in ("image_size", "patch_size", "channels"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name}={value!r} must be an integer >= 1")
+        if self.patch_size > self.image_size:
+            raise ConfigError(f"patch_size={self.patch_size} is larger than image_size={self.image_size}")
+        if self.image_size % self.patch_size:
+            raise ConfigError(f"image_size={self.image_size} is not divisible by patch_size={self.patch_size}: "
+                              "the patches must tile the image")
+        # max_len is the class token and the patches. 512 is the field's default: a user who set another value
+        # meant another image, which would be a silent mismatch, so say so
+        if self.max_len not in (512, self.n_patches + 1):
+            raise ConfigError(f"max_len={self.max_len} does not fit a ViT: it is the class token plus the "
+                              f"(image_size / patch_size)^2 = {self.n_patches} patches ({self.n_patches + 1}); "
+                              "leave it out")
+        self.max_len = self.n_patches + 1
+        for name in ("embedding_norm", "scale_embeddings", "tie_embeddings"):
+            if getattr(self, name) is True:
+                raise ConfigError(f"{name} applies to token embeddings; arch='vit' has none (it reads pixels)")
+        if self.pooling not in ("mean", "cls"):  # "mean" is the field's default, set or not: it cannot tell
+            raise ConfigError(f"pooling={self.pooling!r} does not apply: a ViT classifies from its class token")
+        self.pooling = "cls"
+        for name, value in VIT_NO_VOCAB.items():
+            if getattr(self, name) not in (value, ModelConfig.__dataclass_fields__[name].default):
+                raise ConfigError(f"{name} does not apply to arch='vit' (it reads pixels, not tokens)")
+            setattr(self, name, value)
+
     def _validate(self) -> None:
         ints = ["vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len", "n_classes", "pad_id",
                 "attention_window"]
@@ -120,10 +172,10 @@ class ModelConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ConfigError(f"{name}={value!r} must be an integer")
-        for name in ("norm", "activation", "positional"):
+        for name in ("norm", "norm_type", "activation", "positional", "init"):
             if not isinstance(getattr(self, name), str):
                 raise ConfigError(f"{name}={getattr(self, name)!r} must be a string")
-        for name in ("bias", "embedding_norm", "scale_embeddings", "tie_embeddings"):
+        for name in ("bias", "embedding_norm", "scale_embeddings", "tie_embeddings", "qk_norm"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}={getattr(self, name)!r} must be true or false")
         for name in ("vocab_size", "d_model", "n_heads", "d_ff", "max_len"):
@@ -153,13 +205,18 @@ class ModelConfig:
             raise ConfigError(f"layer_norm_eps={self.layer_norm_eps} must be > 0")
         if not 0 <= self.pad_id < min(self.vocab_size, self.tgt_vocab_size or self.vocab_size):
             raise ConfigError(f"pad_id={self.pad_id} is outside the vocabulary (vocab_size={self.vocab_size})")
-        if self.arch == "encoder" and self.n_classes < 1:
+        if self.arch in ("encoder", "vit") and self.n_classes < 1:
             raise ConfigError(f"n_classes={self.n_classes} must be >= 1")
 
     # ----------------------------------------------------------------- derived values
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def n_patches(self) -> int:
+        """A ViT's patches per image: (image_size / patch_size)^2."""
+        return (self.image_size // self.patch_size) ** 2
 
     @property
     def target_vocab_size(self) -> int:
@@ -218,4 +275,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # A small sentence classifier.
     "encoder-small": dict(arch="encoder", vocab_size=8000, d_model=256, n_heads=4, n_layers=4, d_ff=1024,
                           max_len=128, dropout=0.1),
+    # ViT-Base/16 (Dosovitskiy et al. 2021, Table 1): 86M parameters on 224 x 224 RGB images, 1000 classes.
+    "vit-base": dict(arch="vit", d_model=768, n_heads=12, n_layers=12, d_ff=3072, image_size=224, patch_size=16,
+                     channels=3, n_classes=1000, dropout=0.1, layer_norm_eps=1e-6),
 }

@@ -30,6 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from scratchformer.nn.config import ModelConfig
+from scratchformer.nn.norms import norm_layer
 
 
 def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
@@ -109,7 +110,7 @@ class Embeddings(nn.Module):
             self.position_embedding = LearnedPositionalEmbedding(cfg.max_len, cfg.d_model)
         else:  # rotary: applied inside self-attention, nothing to add here; none: nothing at all
             self.position_embedding = None
-        self.norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps, bias=cfg.bias) if cfg.embedding_norm else None
+        self.norm = norm_layer(cfg) if cfg.embedding_norm else None
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, ids: Tensor, positions: Tensor) -> Tensor:

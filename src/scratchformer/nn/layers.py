@@ -8,7 +8,8 @@ stably without a long warm-up, and needs one final LayerNorm at the top of the s
     post-LN (paper):  x = LayerNorm(x + Dropout(Sublayer(x)))
     pre-LN:           x = x + Dropout(Sublayer(LayerNorm(x)))
 
-``ResidualNorm`` is the one place in the code where that choice (config field ``norm``) branches.
+``ResidualNorm`` is the one place in the code where that choice (config field ``norm``) branches. Which
+normalisation (LayerNorm, or RMSNorm with ``norm_type="rmsnorm"``) is ``norms.py``'s.
 
 Encoder layer (§3.1):  self-attention -> feed-forward
 Decoder layer (§3.1):  masked self-attention -> cross-attention over the encoder memory -> feed-forward
@@ -28,10 +29,7 @@ from scratchformer.nn.embedding import RotaryEmbedding
 from scratchformer.nn.feedforward import FeedForward
 from scratchformer.nn.kv_cache import DecoderCache, KVCache
 from scratchformer.nn.masks import combine_masks, key_padding_to_attention_mask, window_mask
-
-
-def layer_norm(cfg: ModelConfig) -> nn.LayerNorm:
-    return nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps, bias=cfg.bias)
+from scratchformer.nn.norms import norm_layer
 
 
 class ResidualNorm(nn.Module):
@@ -40,7 +38,7 @@ class ResidualNorm(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.pre_norm = cfg.norm == "pre"
-        self.norm = layer_norm(cfg)
+        self.norm = norm_layer(cfg)
         self.dropout = nn.Dropout(cfg.dropout)  # "residual dropout" (§5.4)
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
@@ -49,8 +47,13 @@ class ResidualNorm(nn.Module):
         return self.norm(x + self.dropout(sublayer(x)))
 
 
+def _qk_norms(cfg: ModelConfig) -> dict[str, nn.Module]:
+    return {"q_norm": norm_layer(cfg, cfg.head_dim), "k_norm": norm_layer(cfg, cfg.head_dim)} if cfg.qk_norm else {}
+
+
 def _self_attention(cfg: ModelConfig, rope: RotaryEmbedding | None) -> MultiHeadAttention:
-    return MultiHeadAttention(cfg.d_model, cfg.n_heads, bias=cfg.bias, dropout=cfg.attention_dropout, rope=rope)
+    return MultiHeadAttention(cfg.d_model, cfg.n_heads, bias=cfg.bias, dropout=cfg.attention_dropout, rope=rope,
+                              **_qk_norms(cfg))
 
 
 class EncoderLayer(nn.Module):
@@ -81,7 +84,8 @@ class DecoderLayer(nn.Module):
         self.cross_attn: CrossAttention | None = None
         self.cross_attn_block: ResidualNorm | None = None
         if cross_attention:
-            self.cross_attn = CrossAttention(cfg.d_model, cfg.n_heads, bias=cfg.bias, dropout=cfg.attention_dropout)
+            self.cross_attn = CrossAttention(cfg.d_model, cfg.n_heads, bias=cfg.bias, dropout=cfg.attention_dropout,
+                                             **_qk_norms(cfg))
             self.cross_attn_block = ResidualNorm(cfg)
         self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.bias)  # type: ignore[arg-type]
         self.ffn_block = ResidualNorm(cfg)
@@ -112,7 +116,7 @@ class Encoder(nn.Module):
         super().__init__()
         rope = RotaryEmbedding(cfg.head_dim, cfg.max_len, cfg.rope_base) if cfg.positional == "rotary" else None
         self.layers = nn.ModuleList(EncoderLayer(cfg, rope) for _ in range(n_layers))
-        self.norm = layer_norm(cfg) if cfg.norm == "pre" else None
+        self.norm = norm_layer(cfg) if cfg.norm == "pre" else None
         self.window = cfg.attention_window
 
     def forward(self, x: Tensor, key_mask: Tensor | None = None, positions: Tensor | None = None) -> Tensor:
@@ -134,7 +138,7 @@ class Decoder(nn.Module):
         self.cfg = cfg
         rope = RotaryEmbedding(cfg.head_dim, cfg.max_len, cfg.rope_base) if cfg.positional == "rotary" else None
         self.layers = nn.ModuleList(DecoderLayer(cfg, cross_attention, rope) for _ in range(n_layers))
-        self.norm = layer_norm(cfg) if cfg.norm == "pre" else None
+        self.norm = norm_layer(cfg) if cfg.norm == "pre" else None
 
     def new_cache(self, batch_size: int, max_len: int | None = None, *, device: torch.device | str | None = None,
                   dtype: torch.dtype | None = None) -> DecoderCache:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from scratchformer.train.averaging import WeightAverage
 from scratchformer.train.distributed import broadcast_object
 from scratchformer.train.optim import Schedule, make_optimizer
+from scratchformer.train.precision import MixedPrecision
 from scratchformer.train.steps import evaluate
 
 if TYPE_CHECKING:
@@ -46,7 +47,8 @@ def estimate_steps(trainer: Trainer) -> int:
     total, per_step, eval_s, timed = steps_within(cfg.max_time_s or 0.0, trainer.elapsed(), trainer.train_step,
                                                   lambda: evaluate(trainer.task, model, "val"), cfg.eval_every)
     model.load_state_dict(weights)
-    trainer.optimizer = make_optimizer(model, cfg)
+    trainer.optimizer = make_optimizer(model, cfg, trainer.device)
+    trainer.amp = MixedPrecision(cfg.precision, trainer.device)  # fp16: the loss scale as it started
     if trainer.average is not None:
         trainer.average = WeightAverage(model, cfg.ema_decay)
     total = int(broadcast_object(total, trainer.info))

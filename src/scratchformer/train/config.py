@@ -10,23 +10,27 @@ from typing import Any, Literal, get_args
 
 from scratchformer.nn.config import ConfigError
 
-Task = Literal["copy", "reverse", "sort", "lm", "translate", "classify", "mlm"]
+Task = Literal["copy", "reverse", "sort", "lm", "translate", "classify", "mlm", "image"]
 TokenizerKind = Literal["char", "bpe"]
 ScheduleKind = Literal["inverse_sqrt", "cosine", "constant"]
 Truncate = Literal["warn", "error"]
-Device = Literal["auto", "cpu", "cuda"]
+OptimizerKind = Literal["adamw", "muon"]
+Device = Literal["auto", "cpu", "cuda", "mps"]
+Precision = Literal["fp32", "bf16", "fp16"]
 
 TASK_ARCH: dict[str, str] = {"copy": "seq2seq", "reverse": "seq2seq", "sort": "seq2seq", "translate": "seq2seq",
-                             "lm": "gpt", "classify": "encoder", "mlm": "encoder"}
+                             "lm": "gpt", "classify": "encoder", "mlm": "encoder", "image": "vit"}
 assert set(TASK_ARCH) == set(get_args(Task))
 # What each task's evaluation reports besides loss and perplexity (exact_match, bleu: with eval_decode > 0).
 TASK_METRICS: dict[str, tuple[str, ...]] = {"copy": ("exact_match",), "reverse": ("exact_match",),
                                             "sort": ("exact_match",), "translate": ("bleu",), "lm": (),
-                                            "classify": ("accuracy", "f1"), "mlm": ("accuracy",)}
+                                            "classify": ("accuracy", "f1"), "mlm": ("accuracy",),
+                                            "image": ("accuracy", "f1")}
 LOWER_IS_BETTER = ("loss", "perplexity")
 TRAIN_CHOICES: dict[str, tuple[str, ...]] = {"task": get_args(Task), "tokenizer": get_args(TokenizerKind),
                                              "schedule": get_args(ScheduleKind), "truncate": get_args(Truncate),
-                                             "device": get_args(Device)}
+                                             "device": get_args(Device), "precision": get_args(Precision),
+                                             "optimizer": get_args(OptimizerKind)}
 
 
 @dataclass
@@ -38,7 +42,7 @@ class TrainConfig:
     """
 
     task: Task = "copy"
-    dataset: str | None = None  # a named dataset: tinyshakespeare | multi30k | sst2
+    dataset: str | None = None  # a named dataset: tinyshakespeare | multi30k | sst2 | digits
     data_dir: str | None = None
     # tokenization
     tokenizer: TokenizerKind = "char"
@@ -82,11 +86,16 @@ class TrainConfig:
     # decays to min_lr along a half cosine (1.0: decay right after the warm-up)
     decay_fraction: float = 1.0
     weight_decay: float = 0.01
+    # adamw (the paper's Adam, with decoupled weight decay) or muon: Muon for the weight matrices inside the
+    # layers at muon_lr (scaled by the same schedule), AdamW at lr for the rest (train/muon.py)
+    optimizer: OptimizerKind = "adamw"
+    muon_lr: float = 0.02
     beta1: float = 0.9
     beta2: float = 0.98
     adam_eps: float = 1e-9
     label_smoothing: float = 0.0
     word_dropout: float = 0.0  # classify: drop each input token of a training example with this probability
+    augment_shift: int = 0  # image: move each training image by up to this many pixels each way, anew every step
     grad_clip: float = 1.0  # max global gradient norm; 0 = off
     # > 0: evaluate and save a moving average of the weights over about 1 / (1 - ema_decay) steps (0.999,
     # say) instead of the last weights (Polyak averaging; see train/averaging.py); 0 = off
@@ -109,7 +118,10 @@ class TrainConfig:
     # at the end, measure the kept checkpoint on the task's test split, if it has one; false keeps the test
     # split unseen while tuning (`scratchformer evaluate --ckpt RUN` measures it once you have chosen)
     test_at_end: bool = True
-    bf16: bool = False
+    # where and how the arithmetic runs (train/device.py, train/precision.py): device auto = cuda, else mps,
+    # else cpu; precision fp32, or mixed precision with bf16 or fp16 matmuls (fp16 with a gradient scaler);
+    # compile: torch.compile the training forward and backward. (bf16=true, the old spelling, = precision=bf16)
+    precision: Precision = "fp32"
     compile: bool = False
     device: Device = "auto"
     num_threads: int = 0  # 0 = torch's default
@@ -124,7 +136,7 @@ class TrainConfig:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")
         for name in ("max_steps", "max_tokens", "warmup_steps", "save_every", "patience", "eval_decode", "num_threads",
-                     "eval_batches", "train_limit", "eval_limit", "tokenizer_sample"):
+                     "eval_batches", "train_limit", "eval_limit", "tokenizer_sample", "augment_shift"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 0")
         if self.max_time is not None:
@@ -139,6 +151,8 @@ class TrainConfig:
             raise ConfigError(f"decay_fraction={self.decay_fraction} must be in (0, 1]")
         if not self.lr > 0:
             raise ConfigError(f"lr={self.lr} must be > 0")
+        if not self.muon_lr > 0:
+            raise ConfigError(f"muon_lr={self.muon_lr} must be > 0")
         if not 0 <= self.min_lr <= self.lr:
             raise ConfigError(f"min_lr={self.min_lr} must be between 0 and lr={self.lr}")
         if not 0 < self.mask_prob < 1:
@@ -147,6 +161,8 @@ class TrainConfig:
             raise ConfigError(f"word_dropout={self.word_dropout} must be in [0, 1)")
         if self.word_dropout and self.task != "classify":
             raise ConfigError(f"word_dropout works with task=classify, not task={self.task}")
+        if self.augment_shift and self.task != "image":
+            raise ConfigError(f"augment_shift works with task=image, not task={self.task}")
         metrics = LOWER_IS_BETTER + TASK_METRICS[self.task]
         if self.select_by not in metrics:
             raise ConfigError(f"select_by={self.select_by!r} is not a validation metric of task={self.task} "
@@ -176,14 +192,41 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        """The settings a checkpoint was saved with; keys of settings this version no longer has are dropped."""
+        """The settings a checkpoint was saved with; old spellings are read (``bf16``), keys of settings this
+        version no longer has are dropped."""
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return cls(**{k: v for k, v in with_aliases_resolved(data).items() if k in known})
 
     @property
     def max_time_s(self) -> float | None:
         """``max_time`` in seconds (None: no time budget)."""
         return None if self.max_time is None else parse_duration("max_time", self.max_time)
+
+
+def parse_bool(name: str, value: Any) -> bool:
+    """``True``, ``"true"``, ``"1"``, ``"yes"`` (and their opposites) -> a bool; anything else is refused."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+        return value.lower() in ("true", "1", "yes")
+    raise ConfigError(f"{name}={value!r} must be true or false")
+
+
+def with_aliases_resolved(settings: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` with the old spelling ``bf16`` (before ``precision`` existed) turned into ``precision``:
+    ``bf16=true`` is ``precision=bf16``, ``bf16=false`` is ``precision=fp32``. Given together (in one config
+    file, or on one command line), they must agree: ``bf16=true`` with ``precision=bf16`` only, ``bf16=false``
+    with anything but ``bf16``. Old run configurations and checkpoints, which saved ``bf16``, load this way."""
+    if "bf16" not in settings:
+        return settings
+    out = dict(settings)
+    flag = parse_bool("bf16", out.pop("bf16"))
+    if "precision" not in out:
+        out["precision"] = "bf16" if flag else "fp32"
+    elif flag != (out["precision"] == "bf16"):
+        raise ConfigError(f"bf16={str(flag).lower()} and precision={out['precision']} disagree; bf16 is the old "
+                          "spelling of precision=bf16: give precision alone")
+    return out
 
 
 def parse_duration(name: str, text: str) -> float:

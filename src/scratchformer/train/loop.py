@@ -1,13 +1,13 @@
 """The training loop, readable top to bottom as steps; no framework.
 
-    the task (data, tokenizer), the model, the optimizer        Trainer.build     (setup.py)
+    the task (data, tokenizer), the model, the optimizer        Trainer.build     (setup.py, device.py)
     when resuming: the checkpoint's weights and state             Trainer.run, load_state (resume.py)
     the schedule (and the steps a time budget buys)               Trainer.plan      (optim.py, budget.py)
     the run's configuration written, the logs opened              Trainer.begin
     for step in range(start, total):                              Trainer.loop
         seed (seed, step, rank), lr = schedule(step),             Trainer.train_step (steps.py)
-        batch = task.global_batch(step), backward through this
-        rank's micro-batches, clip, AdamW step
+        batch = task.global_batch(step), backward through this    (precision.py: autocast,
+        rank's micro-batches, clip, AdamW step                     fp16 loss scaling)
         every log_every steps: a train row in metrics.jsonl, progress on the terminal
         every eval_every steps: evaluate, keep best/, early stop  Trainer.evaluate_and_select
         save last/ at every evaluation (or every save_every)      Trainer.save
@@ -36,17 +36,19 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from scratchformer.checkpoint import load_weights, read_meta, save_checkpoint
+from scratchformer.checkpoint import checkpoint_tokenizer, load_weights, read_meta, save_checkpoint
 from scratchformer.data.files import atomic_write_text
-from scratchformer.nn.config import ModelConfig
-from scratchformer.tokenizers import Tokenizer, load_tokenizer
+from scratchformer.nn.config import ConfigError, ModelConfig
+from scratchformer.tokenizers import Tokenizer
 from scratchformer.train.averaging import CheckpointHistory, WeightAverage
 from scratchformer.train.budget import estimate_steps
 from scratchformer.train.config import TrainConfig
+from scratchformer.train.device import compile_unavailable
 from scratchformer.train.distributed import DistInfo, broadcast_object, reduce_flags
 from scratchformer.train.interrupt import Interrupted, stop_on_signals
 from scratchformer.train.logger import MetricsLogger, prune
 from scratchformer.train.optim import Schedule, make_optimizer, set_lr
+from scratchformer.train.precision import MixedPrecision
 from scratchformer.train.progress import Progress
 from scratchformer.train.resume import pick_checkpoint, restore_weights
 from scratchformer.train.run_info import RunInfo
@@ -103,7 +105,7 @@ class Trainer:
             torch.set_num_threads(self.cfg.num_threads)
         torch.manual_seed(self.cfg.seed)
         ckpt = pick_checkpoint(self.out, self.log) if self.resume else None
-        self.build(load_tokenizer(ckpt) if ckpt is not None else None)
+        self.build(checkpoint_tokenizer(ckpt) if ckpt is not None else None)
         self.plan(restore_weights(ckpt, self.model, self.device) if ckpt is not None else None)
         self.begin()
         with stop_on_signals(self.request_stop, self.log):
@@ -124,7 +126,8 @@ class Trainer:
                                                quiet=self.progress.quiet)
         self.model_cfg: ModelConfig = self.model.config  # type: ignore[assignment]
         self.model = self.model.to(self.device)
-        self.optimizer = make_optimizer(self.model, cfg)
+        self.optimizer = make_optimizer(self.model, cfg, self.device)
+        self.amp = MixedPrecision(cfg.precision, self.device)
         self.average = WeightAverage(self.model, cfg.ema_decay) if cfg.ema_decay else None
         self.history = CheckpointHistory(self.out / "history", cfg.average_last) if cfg.average_last else None
         self.train_model = self.task.training_module(self.model)
@@ -132,6 +135,9 @@ class Trainer:
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.train_model = nn.parallel.DistributedDataParallel(self.train_model, device_ids=ids)
         if cfg.compile:
+            problem = compile_unavailable(self.device)
+            if problem:
+                raise ConfigError(f"compile=true: {problem}; set compile=false")
             self.train_model = torch.compile(self.train_model)  # type: ignore[assignment]
 
     def plan(self, state: dict[str, Any] | None) -> None:
@@ -183,8 +189,9 @@ class Trainer:
             self.progress.step(done, loss, lr)
             if done % cfg.log_every == 0 or done == self.schedule.total:
                 mean, tps = window.flush()
+                scale = {} if self.amp.loss_scale is None else {"loss_scale": self.amp.loss_scale}  # fp16
                 self.metrics.log(done, "train", loss=mean, lr=lr, grad_norm=grad_norm, tokens_per_s=tps,
-                                 time_s=self.elapsed())
+                                 time_s=self.elapsed(), **scale)
                 self.progress.log_line(done, mean, lr, tps)
             out_of_time = self.out_of_time()
             is_eval = done % cfg.eval_every == 0 or done == self.schedule.total or out_of_time
@@ -257,24 +264,23 @@ class Trainer:
         parts = info.world_size * cfg.grad_accum
         shards = split_rows(batch, parts)[info.rank * cfg.grad_accum:(info.rank + 1) * cfg.grad_accum]
         loss = accumulate_gradients(self.task, self.train_model, shards, count, cfg.label_smoothing, self.device,
-                                    info.world_size, self.autocast)
+                                    info.world_size, self.amp)
+        self.amp.unscale(self.optimizer)  # fp16: the gradients' true size, for clipping
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip or math.inf))
         if info.enabled:
             t = torch.tensor([loss], device=self.device)
             dist.all_reduce(t)
             loss = t.item()
         loss /= count
-        if not (math.isfinite(loss) and math.isfinite(grad_norm)):
+        # an overflowing fp16 gradient is expected now and then: the scaler skips that step (precision.py)
+        if not (math.isfinite(loss) and (math.isfinite(grad_norm) or self.amp.tolerates_overflow)):
             raise TrainingError(f"the loss became {loss} at step {step + 1}; stopped. The last good "
                                 f"checkpoint is in {self.out / 'last'} (try a lower lr or more warmup_steps)")
-        self.optimizer.step()
+        self.amp.step(self.optimizer)
         self.optimizer.zero_grad(set_to_none=True)
         if self.average is not None:
             self.average.update()
         return loss, grad_norm, lr, self.task.n_tokens(batch)
-
-    def autocast(self) -> contextlib.AbstractContextManager[Any]:
-        return torch.autocast(self.device.type, dtype=torch.bfloat16) if self.cfg.bf16 else contextlib.nullcontext()
 
     def evaluate_and_select(self, done: int) -> bool:
         """Evaluate on the validation split, keep best/; returns whether early stopping says stop."""
@@ -301,7 +307,8 @@ class Trainer:
         if not self.info.is_main:
             return
         state = {"optimizer": self.optimizer.state_dict(), "step": step, "best_score": self.best_score,
-                 "bad_evals": self.bad_evals, "schedule": self.schedule.to_dict(), "elapsed_s": self.elapsed()}
+                 "bad_evals": self.bad_evals, "schedule": self.schedule.to_dict(), "elapsed_s": self.elapsed(),
+                 **self.amp.state_dict()}
         extra = {**self.task.extra_meta, "data": self.run_info.data.to_dict()}
         with self.averaged() as trained:
             if self.average is not None:
@@ -311,6 +318,7 @@ class Trainer:
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
+        self.amp.load_state_dict(state)  # fp16: the loss scale where the run left it
         self.step, self.bad_evals = state["step"], state["bad_evals"]
         self.best_score = state.get("best_score", math.inf)
         self.spent_before = state.get("elapsed_s", 0.0)

@@ -35,6 +35,7 @@ from torch import nn
 
 from scratchformer.nn.config import ConfigError
 from scratchformer.train.config import TrainConfig
+from scratchformer.train.device import has_fused_adamw
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
@@ -50,9 +51,18 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
+def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device | None = None) -> torch.optim.Optimizer:
+    """AdamW (``optimizer=adamw``), fused where torch has a fused AdamW for ``device`` (``train/device.py``); or
+    Muon for the layers' weight matrices and AdamW for the rest (``muon``)."""
+    if cfg.optimizer == "muon":
+        from scratchformer.train.muon import MuonAdamW, muon_groups
+
+        groups = muon_groups(model, lr=cfg.lr, muon_lr=cfg.muon_lr, weight_decay=cfg.weight_decay,
+                             betas=(cfg.beta1, cfg.beta2), eps=cfg.adam_eps)
+        return MuonAdamW(groups, lr=cfg.lr)
+    fused = has_fused_adamw(device) if device is not None else False
     return torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(cfg.beta1, cfg.beta2),
-                             eps=cfg.adam_eps)
+                             eps=cfg.adam_eps, **({"fused": True} if fused else {}))
 
 
 @dataclass(frozen=True)
@@ -155,5 +165,6 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """Every group at ``lr``, times the group's ``lr_scale`` where it has one (Muon's groups: muon_lr / lr)."""
     for group in optimizer.param_groups:
-        group["lr"] = lr
+        group["lr"] = lr * group.get("lr_scale", 1.0)

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from scratchformer.checkpoint import CheckpointError, load_trainer_state, load_weights, read_meta
+from scratchformer.checkpoint import CheckpointError, checkpoint_tokenizer, load_trainer_state, load_weights, read_meta
 
 
 class RunDirError(ValueError):
@@ -49,9 +49,6 @@ def _check(ckpt: Path) -> None:
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
-    from scratchformer.data.errors import DataError
-    from scratchformer.tokenizers import load_tokenizer
-
     read_meta(ckpt)
     try:
         load_file(str(ckpt / "model.safetensors"))
@@ -59,10 +56,7 @@ def _check(ckpt: Path) -> None:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise CheckpointError(f"{ckpt / 'model.safetensors'} is unreadable ({first})") from None
     load_trainer_state(ckpt)
-    try:
-        load_tokenizer(ckpt)
-    except DataError as err:
-        raise CheckpointError(str(err)) from None
+    checkpoint_tokenizer(ckpt)  # raises CheckpointError for a missing or damaged tokenizer file
 
 
 def pick_checkpoint(out: Path, log: Callable[[str], None]) -> Path | None:

@@ -25,7 +25,8 @@ from scratchformer.train.optim import Schedule
 from scratchformer.train.settings import Resolved, task_defaults
 from scratchformer.train.tasks import Task
 
-FAMILY = {"seq2seq": "an encoder-decoder", "gpt": "a decoder-only GPT", "encoder": "an encoder"}
+FAMILY = {"seq2seq": "an encoder-decoder", "gpt": "a decoder-only GPT", "encoder": "an encoder",
+          "vit": "a Vision Transformer"}
 
 
 @dataclass
@@ -67,11 +68,9 @@ class RunInfo:
                 device: torch.device) -> list[str]:
         cfg = task.cfg
         n = sum(p.numel() for p in model.parameters())
-        tok = type(task.tokenizer).__name__.removesuffix("Tokenizer").lower() or "custom"
         lines = [f"task={cfg.task}: {FAMILY[model_cfg.arch]}, {n:,} parameters (d_model {model_cfg.d_model}, "
                  f"{plural(model_cfg.n_layers, 'layer')}, {plural(model_cfg.n_heads, 'head')}, d_ff {model_cfg.d_ff}, "
-                 f"max_len {model_cfg.max_len}), vocabulary {model_cfg.vocab_size:,} ({tok} tokens); "
-                 f"{plural(info.world_size, 'process', 'processes')} on {device}"]
+                 f"{_inputs(task, model_cfg)}; {plural(info.world_size, 'process', 'processes')} on {device}"]
         changed = self.changed()
         lines.append(f"settings beyond task={cfg.task}'s defaults:" + ("" if changed else " none"))
         lines += [f"  {source}: {' '.join(items)}" for source, items in changed.items()]
@@ -84,8 +83,10 @@ class RunInfo:
     def data_lines(self, task: Task) -> list[str]:
         """The data block: each split's origin and size; each prepared corpus (tokens, id type, reused or
         prepared now); what was skipped."""
-        if task.data is None:
-            return ["data:", *(f"  {split:<5} {origin}: {size}" for split, origin, size in self.splits(task))]
+        if task.data is None:  # a built-in task, or images (read into memory: nothing prepared)
+            notes = task.raw.notes if task.cfg.task == "image" else []
+            return ["data:", *(f"  {split:<5} {origin}: {size}" for split, origin, size in self.splits(task)),
+                    *(f"  note: {note}" for note in notes)]
         lines = [f"data (prepared corpora in {corpora_dir()}):"]
         lines += [f"  {split:<5} {origin}: {size}" for split, origin, size in self.splits(task)]
         for p in task.data.prepared:
@@ -95,7 +96,10 @@ class RunInfo:
 
     def splits(self, task: Task) -> list[tuple[str, str, str]]:
         """(split, where it came from, its size) for each split the task has."""
-        unit = "tokens" if task.cfg.task == "lm" else "examples"
+        unit = {"lm": "tokens", "image": "images"}.get(task.cfg.task, "examples")
+        if task.cfg.task == "image":  # images in memory (data.image_splits), not prepared corpora
+            return [(split, task.raw.origin.get(split, split), f"{task.split_size(split):,} {unit}")
+                    for split in ("train", "val", "test") if task.has_split(split)]
         if task.data is None:  # a built-in task
             n = task.cfg.n_test
             return [("train", "fresh random strings at every step (never a held-out one)", "unlimited"),
@@ -127,6 +131,16 @@ class RunInfo:
 
 
 _UNSET = object()
+
+
+def _inputs(task: Task, cfg: ModelConfig) -> str:
+    """What the model reads, for the first line of the summary: its tokens, or its images and their patches."""
+    if cfg.arch == "vit":
+        S, P = cfg.image_size, cfg.patch_size
+        return (f"{S} x {S} images with {plural(cfg.channels, 'channel')} in {cfg.n_patches} patches of {P} x {P} "
+                f"and a class token), {plural(cfg.n_classes, 'class', 'classes')}")
+    tok = type(task.tokenizer).__name__.removesuffix("Tokenizer").lower() or "custom"
+    return f"max_len {cfg.max_len}), vocabulary {cfg.vocab_size:,} ({tok} tokens)"
 
 
 def plural(n: int, one: str, many: str | None = None) -> str:

@@ -9,7 +9,9 @@ Every run's settings are resolved by ``resolve`` in one order, for every task; a
 4. ``--data``/``--val``/``--test``: a user's files replace the preset's named ``dataset``;
 5. ``key=value`` words on the command line.
 
-``warmup_steps`` and ``warmup_fraction`` are two spellings of one setting: the later level's wins. When
+``warmup_steps`` and ``warmup_fraction`` are two spellings of one setting: the later level's wins. So are
+``precision`` and its old spelling ``bf16`` (``bf16=true`` is ``precision=bf16``), read as ``precision`` at
+each level; given together at one level, they must agree. When
 ``max_time`` is given and ``max_steps`` is not given by the user (config file or command line), the run's
 length is the time budget: its number of steps is estimated from the first steps' speed.
 
@@ -28,7 +30,7 @@ from typing import Any
 
 from scratchformer.data.sources import DataFiles
 from scratchformer.nn.config import ConfigError
-from scratchformer.train.config import TrainConfig
+from scratchformer.train.config import TrainConfig, with_aliases_resolved
 from scratchformer.train.values import parse_overrides, split_settings
 
 __all__ = ["RESUMABLE", "TASK_DEFAULTS", "Resolved", "load_config_file", "load_preset", "parse_overrides",
@@ -62,6 +64,10 @@ TASK_DEFAULTS: dict[str, dict[str, Any]] = {
     "classify": dict(_ENCODER, max_len=256, dropout=0.3, max_steps=2000, lr=5e-4, warmup_fraction=0.15,
                      label_smoothing=0.1, eval_every=250),
     "mlm": dict(_ENCODER, max_len=128, dropout=0.1, max_steps=3000, lr=1e-3, warmup_fraction=0.1, eval_every=500),
+    # a small ViT for a folder of images: 32 x 32 RGB in 64 patches of 4 x 4, shifted by up to 2 pixels
+    "image": dict(image_size=32, patch_size=4, channels=3, d_model=128, n_heads=4, n_layers=4, d_ff=256, dropout=0.1,
+                  max_steps=2000, batch_size=64, lr=1e-3, min_lr=1e-5, schedule="cosine", warmup_fraction=0.1,
+                  weight_decay=0.05, label_smoothing=0.1, augment_shift=2, eval_every=200, log_every=50),
 }
 # Fine-tuning a pretrained encoder (init_from): its architecture and tokenizer come with it; a lower rate.
 FINE_TUNE_DEFAULTS: dict[str, Any] = dict(max_len=128, pooling="mean", max_steps=2000, batch_size=32, lr=1e-4,
@@ -160,9 +166,9 @@ def resolve(*, preset: str | None = None, config: str | None = None, data: DataF
             overrides: dict[str, Any] | None = None) -> Resolved:
     """Apply the levels in order (module docstring); refuse contradictions in one line."""
     data = data or DataFiles()
-    overrides = dict(overrides or {})
-    preset_settings = load_preset(preset) if preset else {}
-    file_settings = load_config_file(config) if config else {}
+    overrides = with_aliases_resolved(dict(overrides or {}))  # old spellings, level by level: bf16 -> precision
+    preset_settings = with_aliases_resolved(load_preset(preset)) if preset else {}
+    file_settings = with_aliases_resolved(load_config_file(config)) if config else {}
     task = overrides.get("task") or file_settings.get("task") or preset_settings.get("task") or DEFAULT_TASK
     if preset and preset_settings.get("task", DEFAULT_TASK) != task:
         raise ConfigError(f"preset {preset} is for task={preset_settings.get('task', DEFAULT_TASK)}, but task={task} "
@@ -203,7 +209,8 @@ def resume_settings(saved: dict[str, Any], given: Resolved | None, overrides: di
     """The settings of a resumed run: its own (``saved``, from its config.json), changed only in what
     ``RESUMABLE`` allows. ``given``: the settings of a full command repeated with --resume (preset, config,
     data), which must agree with the run's; ``overrides``: key=value words."""
-    settings = dict(saved["settings"])
+    settings = with_aliases_resolved(dict(saved["settings"]))  # a run saved before precision= had bf16=
+    overrides = with_aliases_resolved(overrides)
     source = dict.fromkeys(settings, "the run")
     data = DataFiles.from_dict(saved.get("data"))
     if given is not None:

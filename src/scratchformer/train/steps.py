@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
-from typing import Any
 
 import torch
 from torch import nn
 
 from scratchformer.generation.common import eval_mode
 from scratchformer.train.config import LOWER_IS_BETTER
+from scratchformer.train.device import to_device
+from scratchformer.train.precision import MixedPrecision
 from scratchformer.train.tasks import Batch, Task
 
 
@@ -21,26 +21,27 @@ def seed_step(seed: int, step: int, rank: int) -> None:
 
 
 def accumulate_gradients(task: Task, model: nn.Module, shards: list[Batch], count: int, label_smoothing: float,
-                         device: torch.device, world_size: int = 1,
-                         autocast: Callable[[], Any] = contextlib.nullcontext) -> float:
+                         device: torch.device, world_size: int = 1, amp: MixedPrecision | None = None) -> float:
     """Backward through this rank's micro-batches; returns their summed (not averaged) loss.
 
     Each micro-batch's summed loss is divided by ``count``, the number of loss terms in the *global*
     batch, so micro-batches of different sizes (or token counts) add up to exactly the full-batch
-    gradient. With DDP, gradients are only all-reduced on the last micro-batch (``no_sync``).
+    gradient. With DDP, gradients are only all-reduced on the last micro-batch (``no_sync``). ``amp``: the
+    run's precision (autocast, and fp16's loss scaling; ``precision.py``); None = fp32.
     """
+    amp = amp or MixedPrecision("fp32", device)
     total = 0.0
     for i, shard in enumerate(shards):
         if world_size == 1 and len(next(iter(shard.values()))) == 0:
             continue  # fewer rows than micro-batches: nothing to add
-        shard = {k: v.to(device, non_blocking=True) for k, v in shard.items()}
+        shard = to_device(shard, device)
         last = i == len(shards) - 1
         ctx = model.no_sync() if world_size > 1 and not last else contextlib.nullcontext()  # type: ignore[operator]
         with ctx:
-            with autocast():
+            with amp.autocast():
                 loss_sum = task.loss_sum(model, shard, label_smoothing)
             # DDP averages gradients over ranks, hence the factor world_size
-            (loss_sum * (world_size / count)).backward()
+            amp.backward(loss_sum * (world_size / count))
         total += loss_sum.item()
     return total
 

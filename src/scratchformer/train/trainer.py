@@ -16,6 +16,7 @@ import torch
 from scratchformer.data.sources import DataFiles
 from scratchformer.nn.config import ConfigError
 from scratchformer.train.config import TrainConfig
+from scratchformer.train.device import pick_device
 from scratchformer.train.distributed import cleanup, init_distributed
 from scratchformer.train.loop import Trainer, TrainingError, TrainResult
 from scratchformer.train.progress import Progress
@@ -23,14 +24,6 @@ from scratchformer.train.resume import RunDirError, check_out_dir
 from scratchformer.train.run_info import RunInfo
 
 __all__ = ["RunDirError", "TrainResult", "Trainer", "TrainingError", "check_out_dir", "pick_device", "train"]
-
-
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device=cuda was asked for, but no CUDA GPU is available")
-    return torch.device(name)
 
 
 def train(model_kw: dict[str, Any], cfg: TrainConfig, out_dir: str | Path,

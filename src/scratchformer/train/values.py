@@ -10,7 +10,7 @@ import typing
 from typing import Any, Literal
 
 from scratchformer.nn.config import ConfigError, ModelConfig
-from scratchformer.train.config import TrainConfig
+from scratchformer.train.config import TrainConfig, parse_bool, with_aliases_resolved
 
 
 def parse_overrides(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:
@@ -47,11 +47,7 @@ def coerce(name: str, value: Any, annotation: Any) -> Any:
             raise ConfigError(f"{name}={value!r} is not one of {', '.join(map(str, args))}")
         return value
     if annotation is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
-            return value.lower() in ("true", "1", "yes")
-        raise ConfigError(f"{name}={value!r} must be true or false")
+        return parse_bool(name, value)
     if annotation in (int, float):
         kind = "an integer" if annotation is int else "a number"
         numeric = (int,) if annotation is int else (int, float)
@@ -72,13 +68,14 @@ def coerce(name: str, value: Any, annotation: Any) -> Any:
 def split_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], TrainConfig]:
     """Flat ``key -> value`` settings (preset, config file, command line) -> (model fields, TrainConfig).
 
-    Every key must be a ``ModelConfig`` or ``TrainConfig`` field; values are type-checked (and strings
-    converted) against the field's type. ``arch`` follows from ``task`` and need not be given.
+    Every key must be a ``ModelConfig`` or ``TrainConfig`` field (or an old spelling of one: ``bf16``);
+    values are type-checked (and strings converted) against the field's type. ``arch`` follows from ``task``
+    and need not be given.
     """
     model_types, train_types = field_types(ModelConfig), field_types(TrainConfig)
     model_kw: dict[str, Any] = {}
     train_kw: dict[str, Any] = {}
-    for key, value in settings.items():
+    for key, value in with_aliases_resolved(settings).items():
         if key in train_types:
             train_kw[key] = coerce(key, value, train_types[key])
         elif key in model_types:

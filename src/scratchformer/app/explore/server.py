@@ -205,6 +205,9 @@ def make_server(ckpt_path: str, host: str = "127.0.0.1", port: int = 8000, *, li
     """Load the checkpoint and bind the server (not yet serving). ``CheckpointError`` for a bad checkpoint,
     ``ConfigError`` for an address that cannot be bound."""
     ckpt = load_checkpoint(ckpt_path)
+    if ckpt.model_config.arch == "vit":
+        raise ConfigError("the attention explorer reads text; draw an image classifier's (ViT) attention with "
+                          "scratchformer plot attention --ckpt RUN --image FILE --out attention.png")
     try:
         return ExploreServer(ckpt, (host, port), limits=limits, name=checkpoint_name(ckpt_path), quiet=quiet)
     except OSError as err:

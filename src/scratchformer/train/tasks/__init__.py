@@ -5,11 +5,13 @@
 - ``classify``: labelled text.
 - ``mlm``: masked-token prediction (BERT's pretraining objective), to pretrain an encoder that a
   classifier is then fine-tuned from (``init_from=RUN_DIR``).
+- ``image``: labelled images, for a Vision Transformer (no tokenizer: the model reads pixels).
 
 Where the examples come from (a user's files by role, or a named dataset, and how validation data is
 carved out) is the data layer's plan (``data.sources``); ``build_task`` asks for it, has every source
 prepared into a corpus on disk or reuses the one prepared before (``train/corpora.py``), and hands the
-task its tokenizer and a view of each split.
+task its tokenizer and a view of each split. Images are small and are not prepared: ``task=image`` gets
+its splits in memory (``data.image_splits``) and decodes them itself.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scratchformer.data.errors import DataError
+from scratchformer.data.image_splits import image_splits
 from scratchformer.data.sources import FORMATS, DataFiles, DataPlan, plan_files, plan_named
 from scratchformer.nn.config import ModelConfig
 from scratchformer.tokenizers import PAD_ID, Tokenizer
@@ -27,11 +30,12 @@ from scratchformer.train.corpora import load_task_data
 from scratchformer.train.distributed import DistInfo
 from scratchformer.train.tasks.base import Batch, EpochBatches, Task, split_rows, step_generator
 from scratchformer.train.tasks.classify import ClassifyTask, drop_tokens
+from scratchformer.train.tasks.image import ImageTask
 from scratchformer.train.tasks.lm import LMTask
 from scratchformer.train.tasks.mlm import MaskedLMTask, TokenPredictor, mask_tokens
 from scratchformer.train.tasks.seq2seq import Seq2SeqTask
 
-__all__ = ["Batch", "ClassifyTask", "EpochBatches", "LMTask", "MaskedLMTask", "Seq2SeqTask", "Task",
+__all__ = ["Batch", "ClassifyTask", "EpochBatches", "ImageTask", "LMTask", "MaskedLMTask", "Seq2SeqTask", "Task",
            "build_task", "drop_tokens", "mask_tokens", "resolve_model_config", "split_rows", "step_generator",
            "starting_tokenizer", "task_plan", "TokenPredictor"]
 
@@ -39,11 +43,14 @@ SYNTHETIC = ("copy", "reverse", "sort")
 
 
 def task_plan(cfg: TrainConfig, files: DataFiles, label_names: list[str] | None = None) -> DataPlan | None:
-    """Which files a task reads: a named dataset's, or the user's (None: a built-in task makes its own)."""
+    """Which files a task reads: a named dataset's, or the user's (None: a built-in task makes its own).
+    ``task=image`` has no plan (its images are read into memory, ``data.image_splits``)."""
+    if cfg.task == "image":
+        raise DataError("task=image reads its images into memory at the start of a run; nothing is prepared")
     if cfg.task in SYNTHETIC:
         if files:
             raise DataError(f"the built-in task {cfg.task!r} makes its own data; --data, --val and --test need "
-                            "task=lm, translate, classify or mlm")
+                            "task=lm, translate, classify, mlm or image")
         return None
     if cfg.dataset is not None:
         return plan_named(cfg.task, cfg.dataset, cfg.data_dir, files, val_fraction=cfg.val_fraction, seed=cfg.seed)
@@ -60,6 +67,10 @@ def build_task(cfg: TrainConfig, model_kw: dict[str, Any], data: DataFiles | lis
     """The task for ``cfg.task`` on ``data``; pass ``tokenizer`` (a checkpoint's) to reuse it instead of training
     one, and ``label_names`` (a classifier's) to keep its classes. ``info``: the distributed run this process
     is part of (rank 0 prepares the corpora, the others wait for it)."""
+    if cfg.task == "image":  # images are small: read into memory, never prepared into a corpus
+        return ImageTask(cfg, model_kw, image_splits(cfg.dataset, cfg.data_dir, DataFiles.of(data),
+                                                     val_fraction=cfg.val_fraction, seed=cfg.seed,
+                                                     label_names=label_names), log)
     plan = task_plan(cfg, DataFiles.of(data), label_names)
     if plan is None:
         return Seq2SeqTask(cfg, model_kw, None, log, tokenizer)
@@ -86,8 +97,10 @@ def starting_tokenizer(cfg: TrainConfig) -> Tokenizer | None:
 
 
 def resolve_model_config(task: Task, model_kw: dict[str, Any]) -> ModelConfig:
-    """Task defaults, then the user's fields; the vocabulary always comes from the tokenizer."""
+    """Task defaults, then the user's fields; the vocabulary always comes from the tokenizer (if there is one:
+    a ViT reads pixels)."""
     fields = {**task.model_fields(), **model_kw}
-    fields["vocab_size"] = task.tokenizer.vocab_size
-    fields["pad_id"] = PAD_ID
+    if task.tokenizer is not None:
+        fields["vocab_size"] = task.tokenizer.vocab_size
+        fields["pad_id"] = PAD_ID
     return ModelConfig(**fields)

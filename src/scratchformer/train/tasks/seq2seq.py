@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from scratchformer.data import SyntheticTask, pad_batch
+from scratchformer.data import SyntheticTask, pad_batch, sorted_batches
 from scratchformer.data.corpus.views import RowSet
 from scratchformer.generation import greedy_translate
 from scratchformer.metrics import bleu, exact_match, perplexity
@@ -25,6 +25,10 @@ from scratchformer.train.corpora import TaskData
 from scratchformer.train.tasks.base import Batch, EpochBatches, Task, clip
 
 Pairs = list[tuple[list[int], list[int]]]
+# Padded tokens per batch when held-out pairs are scored (EVAL_TOKENS) or greedily decoded (DECODE_TOKENS):
+# sorted by length, many short ones or few long ones a batch.
+EVAL_TOKENS = 4096  # the logits of a batch: EVAL_TOKENS x vocabulary floats (8,000 words: 131 MB)
+DECODE_TOKENS = 2048
 
 
 class _ListRows:
@@ -147,17 +151,25 @@ class Seq2SeqTask(Task):
                                label_smoothing=label_smoothing, reduction="sum")
 
     @torch.no_grad()
-    def evaluate(self, model: nn.Module, split: str) -> dict[str, float]:
-        size = len(self.rows[split])
+    def loss(self, model: nn.Module, split: str) -> dict[str, float]:
+        """The teacher-forced loss (mean over target tokens) and perplexity of ``split``, its pairs sorted by
+        length into batches of at most ``EVAL_TOKENS`` padded tokens, each batch read when it is run."""
+        rows = self.rows[split]
+        src = np.minimum(rows.lengths("source"), self.max_len)
+        tgt = np.minimum(rows.lengths("target"), self.max_len - 1) + 1  # + <bos> or <eos>
         device = next(model.parameters()).device
         total, count = 0.0, 0
-        bs = max(self.cfg.batch_size, 64)
-        for i in range(0, size, bs):
-            batch = {k: v.to(device) for k, v in self.collate(self.pairs(split, range(i, min(size, i + bs)))).items()}
+        for idx in sorted_batches(np.maximum(src, tgt), EVAL_TOKENS):
+            batch = {k: v.to(device) for k, v in self.collate(self.pairs(split, idx)).items()}
             total += self.loss_sum(model, batch, 0.0).item()
             count += self.count(batch)
         loss = total / max(count, 1)
-        out = {"loss": loss, "perplexity": perplexity(loss)}
+        return {"loss": loss, "perplexity": perplexity(loss)}
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, split: str) -> dict[str, float]:
+        size = len(self.rows[split])
+        out = self.loss(model, split)
         n = size if split == "test" else min(self.cfg.eval_decode, size)
         if n:
             pairs = self.pairs(split, range(n))
@@ -169,17 +181,18 @@ class Seq2SeqTask(Task):
         return out
 
     def translate_ids(self, sources: list[list[int]], model: nn.Module) -> list[list[int]]:
+        """Greedy decoding of many sources, sorted by length into batches of at most ``DECODE_TOKENS``
+        padded source tokens; results in input order."""
         device = next(model.parameters()).device
-        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))  # similar lengths together
-        results: dict[int, list[int]] = {}
-        for i in range(0, len(order), 128):
-            idx = order[i:i + 128]
-            src, mask = pad_batch([sources[j] for j in idx], PAD_ID)
+        results: list[list[int]] = [[] for _ in sources]
+        for idx in sorted_batches([len(s) for s in sources], DECODE_TOKENS):
+            src, mask = pad_batch([sources[j] for j in idx], PAD_ID)  # (B, S), (B, S) True = real token
             max_new = min(self.max_len, src.size(1) + 50)
             hyps = greedy_translate(model, src.to(device), mask.to(device), bos_id=BOS_ID, eos_id=EOS_ID,
                                     max_new_tokens=max_new)
-            results.update(zip(idx, hyps))
-        return [results[i] for i in range(len(sources))]
+            for i, h in zip(idx, hyps):
+                results[i] = h
+        return results
 
     def samples(self, model: nn.Module) -> list[str]:
         split = self.sample_split()

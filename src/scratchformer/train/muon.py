@@ -1,0 +1,147 @@
+"""Muon (Jordan et al. 2024; the NanoGPT speedrun's optimizer): momentum, orthogonalised.
+
+For a weight matrix W with gradient G, Muon keeps SGD's momentum M and steps along the *orthogonal* matrix
+closest to it, the polar factor of M = U S V^T:
+
+    M  <- mu M + G                         (momentum, mu = 0.95; Nesterov: use G + mu M)
+    O   = U V^T  ~  NewtonSchulz(M)        (every singular value of the step set to about 1)
+    W  <- W - lr * sqrt(max(1, rows / cols)) * O     (and decoupled weight decay, as AdamW's)
+
+Why: the gradient of a matrix is dominated by a few directions (its largest singular values); Adam's
+per-entry scaling keeps that shape, so a step mostly moves W along the directions it already moves along.
+Setting every singular value to 1 gives the rare directions as large a step as the common ones. Computing
+U V^T by an SVD is slow on accelerators; an odd polynomial p(X) = aX + b(XX^T)X + c(XX^T)^2 X applied a few
+times to X = M / ||M|| pushes every singular value towards 1 with matrix products only (the Newton-Schulz
+iteration). The classical cubic (1.5, -0.5, 0) converges to exactly U V^T, slowly for small singular values;
+Muon's quintic (3.4445, -4.7750, 2.0315) is tuned to lift small ones fast and settle, after 5 steps, in a
+band around 1 (about 0.7 to 1.1) rather than at 1: close enough for a step direction.
+
+Muon is for the 2-D weight matrices inside the layers. Embeddings (a lookup, where each row sees its own
+token's gradient only), the output head (whose rows are tokens too), norms' gains and biases (vectors, with
+no singular values) keep AdamW, as Muon's authors do: ``MuonAdamW`` runs both in one optimizer, so the
+trainer, its checkpoints and ``--resume`` see a single ``torch.optim.Optimizer``. The stacked attention
+projection ``in_proj`` = [W^Q; W^K; W^V] is orthogonalised as its three matrices, not as one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import torch
+from torch import Tensor, nn
+
+QUINTIC = (3.4445, -4.7750, 2.0315)  # Muon's coefficients: fast, ends in a band around 1
+CUBIC = (1.5, -0.5, 0.0)  # the classical Newton-Schulz iteration: converges to U V^T
+
+
+def newton_schulz(g: Tensor, steps: int = 5, coefficients: tuple[float, float, float] = QUINTIC,
+                  eps: float = 1e-7) -> Tensor:
+    """``g (..., rows, cols)`` -> a matrix with the same singular vectors and singular values near 1:
+    ``steps`` applications of X <- aX + b(XX^T)X + c(XX^T)^2 X to X = g / ||g||_F (which puts every singular
+    value in (0, 1], where the iteration converges). Works on the wide orientation (X X^T is the smaller
+    product) and on a batch of matrices alike."""
+    a, b, c = coefficients
+    x = g.to(torch.promote_types(g.dtype, torch.float32))  # at least float32 (bf16 gradients included)
+    x = x / (x.norm(dim=(-2, -1), keepdim=True) + eps)
+    tall = x.size(-2) > x.size(-1)
+    if tall:
+        x = x.mT
+    for _ in range(steps):
+        xxt = x @ x.mT
+        x = a * x + (b * xxt + c * xxt @ xxt) @ x
+    return (x.mT if tall else x).to(g.dtype)
+
+
+class MuonAdamW(torch.optim.Optimizer):
+    """Muon for the groups marked ``muon=True``, AdamW for the others, in one optimizer.
+
+    Muon groups: ``lr``, ``momentum``, ``nesterov``, ``ns_steps``, ``weight_decay``, ``split`` (orthogonalise
+    a parameter as ``split`` equal row blocks). AdamW groups: ``lr``, ``betas``, ``eps``, ``weight_decay``,
+    the update written out as ``torch.optim.AdamW`` computes it (the tests compare the two).
+    """
+
+    def __init__(self, groups: list[dict], lr: float) -> None:
+        defaults = dict(lr=lr, muon=False, momentum=0.95, nesterov=True, ns_steps=5, split=1,
+                        betas=(0.9, 0.98), eps=1e-9, weight_decay=0.0)
+        super().__init__(groups, defaults)
+
+    @torch.no_grad()
+    def step(self, closure=None):  # noqa: ANN001, ANN201 - torch's signature
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if group["muon"]:
+                    self._muon(p, group)
+                else:
+                    self._adamw(p, group)
+        return loss
+
+    def _muon(self, p: Tensor, group: dict) -> None:
+        state = self.state[p]
+        if "momentum_buffer" not in state:
+            state["momentum_buffer"] = torch.zeros_like(p)
+        buf = state["momentum_buffer"]
+        buf.mul_(group["momentum"]).add_(p.grad)
+        g = p.grad.add(buf, alpha=group["momentum"]) if group["nesterov"] else buf
+        blocks = g.reshape(group["split"], g.size(0) // group["split"], -1)  # W^Q, W^K, W^V apart
+        update = newton_schulz(blocks, group["ns_steps"]).reshape_as(p)
+        rows, cols = blocks.shape[-2:]
+        p.mul_(1 - group["lr"] * group["weight_decay"])
+        p.add_(update, alpha=-group["lr"] * math.sqrt(max(1.0, rows / cols)))
+
+    def _adamw(self, p: Tensor, group: dict) -> None:
+        state = self.state[p]
+        if "step" not in state:
+            state["step"] = torch.tensor(0.0)
+            state["exp_avg"] = torch.zeros_like(p)
+            state["exp_avg_sq"] = torch.zeros_like(p)
+        (beta1, beta2), lr = group["betas"], group["lr"]
+        state["step"] += 1
+        t = state["step"].item()
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        m.lerp_(p.grad, 1 - beta1)  # m = beta1 m + (1 - beta1) g
+        v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)  # v = beta2 v + (1 - beta2) g^2
+        p.mul_(1 - lr * group["weight_decay"])
+        denom = (v.sqrt() / math.sqrt(1 - beta2 ** t)).add_(group["eps"])
+        p.addcdiv_(m, denom, value=-lr / (1 - beta1 ** t))
+
+
+def muon_groups(model: nn.Module, *, lr: float, muon_lr: float, weight_decay: float, betas: tuple[float, float],
+                eps: float, momentum: float = 0.95) -> list[dict]:
+    """Muon for the weight matrices of the Linear layers inside the encoder and decoder stacks; AdamW for
+    everything else (embeddings, output and classification heads, the pooler, norms, biases), decayed as
+    ``param_groups`` decays them. Each Muon group's ``lr_scale`` is ``muon_lr / lr``: the schedule sets
+    ``lr * lr_scale`` (``set_lr``), so both optimizers follow one warm-up and decay."""
+    muon: dict[int, list[Tensor]] = {1: [], 3: []}
+    decay, no_decay = [], []
+    seen: set[int] = set()
+    for name, module in model.named_modules():
+        for pname, p in module.named_parameters(recurse=False):
+            if not p.requires_grad or id(p) in seen:
+                continue
+            seen.add(id(p))
+            matrix = isinstance(module, nn.Linear) and pname == "weight"
+            if matrix and _inside_a_stack(name):
+                muon[3 if name.endswith("in_proj") else 1].append(p)
+            else:
+                (decay if matrix else no_decay).append(p)
+    adam = dict(betas=betas, eps=eps)
+    groups = [dict(params=ps, muon=True, split=split, lr=muon_lr, lr_scale=muon_lr / lr, momentum=momentum,
+                   weight_decay=weight_decay) for split, ps in muon.items() if ps]
+    groups += [dict(params=decay, weight_decay=weight_decay, **adam), dict(params=no_decay, weight_decay=0.0, **adam)]
+    return [g for g in groups if g["params"]]
+
+
+def _inside_a_stack(name: str) -> bool:
+    return ".layers." in f".{name}"
+
+
+def muon_parameters(optimizer: torch.optim.Optimizer) -> Iterable[Tensor]:
+    """The parameters a ``MuonAdamW`` orthogonalises."""
+    return (p for g in optimizer.param_groups if g.get("muon") for p in g["params"])
