@@ -16,8 +16,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from scratchformer.data.sources import DataFiles, load_splits
+from scratchformer.data.sources import DataFiles
 from scratchformer.extras import MissingExtra, require
+from scratchformer.train.config import TrainConfig
+from scratchformer.train.tasks import build_task
 
 GRID = (0.3, 1.0, 3.0, 10.0, 30.0)
 
@@ -36,6 +38,15 @@ def accuracy(model, rows: list[tuple[str, int]]) -> float:  # noqa: ANN001
     return float(sum(int(p == y) for p, (_, y) in zip(predicted, rows)) / max(1, len(rows)))
 
 
+def read_splits(files: DataFiles, val_fraction: float, seed: int) -> list[list[tuple[str, int]]]:
+    """(text, label id) rows of train, val and test, chosen by the code ``train`` uses (a character tokenizer
+    makes the prepared corpus; only its stored texts and labels are read back)."""
+    cfg = TrainConfig(task="classify", tokenizer="char", val_fraction=val_fraction, seed=seed)
+    task = build_task(cfg, {}, files, log=lambda line: None)
+    return [list(zip(task.rows[split].texts("text", range(task.split_size(split))), task.truth(split)))
+            for split in ("train", "val", "test")]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", nargs="+", required=True, help="training file (.tsv/.csv of text, label)")
@@ -49,9 +60,7 @@ def main() -> int:
     except MissingExtra as err:
         print(f"bow_baseline: {err}", file=sys.stderr)
         return 2
-    splits = load_splits("classify", DataFiles.of(args.data, args.val, args.test), val_fraction=args.val_fraction,
-                         seed=args.seed)
-    train, val, test = splits.rows["train"], splits.rows["val"], splits.rows["test"]
+    train, val, test = read_splits(DataFiles.of(args.data, args.val, args.test), args.val_fraction, args.seed)
     scores = {c: accuracy(fit([t for t, _ in train], [y for _, y in train], c), val) for c in GRID}
     best = max(GRID, key=lambda c: (scores[c], -c))
     model = fit([t for t, _ in train], [y for _, y in train], best)

@@ -97,7 +97,7 @@ tok = task.tokenizer
 print(tok, "| vocabulary:", [tok.id_to_token(i) for i in range(tok.vocab_size)])
 print(model_cfg)
 
-test_pairs = task.texts["test"]  # (source, target) strings never seen in training
+test_pairs = task.texts("test")  # (source, target) strings never seen in training
 print(f"{len(test_pairs)} held-out test pairs, e.g.", test_pairs[:3])
 
 # %% [markdown]

@@ -106,7 +106,7 @@ print(f"\ntrained {result.step} steps in {result.seconds:.1f} s, "
 print("validation:", {k: round(v, 3) for k, v in result.val.items()})
 
 # %%
-val_pairs = result.task.texts["val"]  # (German, English) strings
+val_pairs = result.task.texts("val")  # (German, English) strings
 german, english = val_pairs[0]
 pieces = [tok.id_to_token(i) for i in tok.encode(german)]
 print(german)

@@ -37,3 +37,16 @@ def tiny(arch: str, **overrides) -> ModelConfig:
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _prepared_corpora_in_a_temporary_folder(tmp_path_factory: pytest.TempPathFactory):
+    """Prepared corpora go to a folder of this test session, never the user's cache (tests that count
+    preparations point SCRATCHFORMER_CORPORA at a folder of their own)."""
+    before = os.environ.get("SCRATCHFORMER_CORPORA")
+    os.environ["SCRATCHFORMER_CORPORA"] = str(tmp_path_factory.mktemp("corpora"))
+    yield
+    if before is None:
+        os.environ.pop("SCRATCHFORMER_CORPORA", None)
+    else:
+        os.environ["SCRATCHFORMER_CORPORA"] = before

@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -21,12 +22,10 @@ from scratchformer.data import (
     SST2_LABELS,
     TASKS,
     DataError,
-    LMDataset,
     SyntheticTask,
     atomic_write_text,
     bucket_batches,
     find_dataset,
-    lm_splits,
     load_multi30k,
     load_sst2,
     load_tinyshakespeare,
@@ -37,6 +36,8 @@ from scratchformer.data import (
     read_parallel,
     read_text,
 )
+from scratchformer.data.corpus import CorpusWriter, TokenStream
+from scratchformer.data.splits import carve_documents, carve_tokens
 from scratchformer.tokenizers import CharTokenizer
 
 DATA = SHARED_DATA
@@ -168,19 +169,27 @@ def test_synthetic_errors() -> None:
 # ---------------------------------------------------------------- language-model text
 
 
-def test_lm_splits() -> None:
-    text = "".join(chr(ord("a") + i % 26) for i in range(1000))
-    train, val = lm_splits(text)
-    assert (len(train), len(val)) == (900, 100) and train + val == text
-    assert lm_splits(text, val_text="other") == (text, "other")
-    assert lm_splits(text, val_fraction=0.25)[1] == text[750:]
-    with pytest.raises(DataError, match="val_fraction"):
-        lm_splits(text, val_fraction=1.0)
+def token_stream(ids, directory: Path, vocab_size: int = 256, name: str = "toy") -> TokenStream:
+    """A one-document prepared corpus holding ``ids``, as a language-modelling view."""
+    with CorpusWriter(directory / "corpus", vocab_size) as writer:
+        writer.extend("text", [list(map(int, ids))])
+        writer.end_row("text")
+        corpus = writer.commit({"kind": "text"})
+    return TokenStream(corpus, name=name)
 
 
-def test_lm_dataset_batches_are_shifted_windows() -> None:
-    ids = torch.arange(100, 200)
-    data = LMDataset(ids, name="toy")
+def test_the_held_out_block_of_a_text_is_its_end_and_documents_stay_whole() -> None:
+    assert carve_tokens(1000, 0.1) == 900 and carve_tokens(1000, 0.25) == 750
+    docs = np.array([0, 400, 700, 850, 1000])  # four documents: 400, 300, 150, 150 tokens
+    assert carve_documents(docs, 0.1) == 850  # the last document holds 15 %: at least 10 %, at most 20 %
+    assert carve_documents(docs, 0.2) == 700  # the last two: 30 %
+    assert carve_documents(docs, 0.05) is None  # the last document is more than twice 5 %: cut by tokens instead
+    assert carve_documents(np.array([0, 100, 1000]), 0.1) is None  # the last one is 90 %: cut by tokens instead
+    assert carve_documents(np.array([0, 1000]), 0.1) is None  # one document: never all of it
+
+
+def test_token_stream_batches_are_shifted_windows(tmp_path: Path) -> None:
+    data = token_stream(range(100, 200), tmp_path)
     x, y = data.get_batch(8, 16, generator=torch.Generator().manual_seed(0))
     assert x.shape == y.shape == (8, 16) and x.dtype == y.dtype == torch.long
     assert torch.equal(y[:, :-1], x[:, 1:]) and torch.equal(y[:, -1], x[:, -1] + 1)
@@ -190,14 +199,18 @@ def test_lm_dataset_batches_are_shifted_windows() -> None:
     x3, _ = data.get_batch(8, 16, generator=torch.Generator().manual_seed(1))
     assert torch.equal(x, x2) and not torch.equal(x, x3)
     # block_size + 1 tokens is just enough: the only window starts at 0.
-    x, y = LMDataset([5, 6, 7]).get_batch(2, 2, generator=torch.Generator().manual_seed(0))
+    x, y = token_stream([5, 6, 7], tmp_path / "short").get_batch(2, 2, generator=torch.Generator().manual_seed(0))
     assert x.tolist() == [[5, 6], [5, 6]] and y.tolist() == [[6, 7], [6, 7]]
+    # a view of part of the stream draws only from that part
+    part = TokenStream(data.corpus, 50, 60)
+    x, _ = part.get_batch(16, 4, generator=torch.Generator().manual_seed(2))
+    assert int(x.min()) >= 150 and int(x.max()) <= 159 and part.read().tolist() == list(range(150, 160))
 
 
-def test_lm_dataset_from_text_and_too_short() -> None:
+def test_token_stream_too_short(tmp_path: Path) -> None:
     tok = CharTokenizer.train(["hello world"])
-    data = LMDataset.from_text("hello world", tok, name="greeting")
-    assert len(data) == 11 and tok.decode(data.ids.tolist()) == "hello world"
+    data = token_stream(tok.encode("hello world"), tmp_path, tok.vocab_size, name="greeting")
+    assert len(data) == 11 and tok.decode(data.read().tolist()) == "hello world"
     with pytest.raises(DataError) as err:
         data.get_batch(1, 11, generator=torch.Generator())
     assert one_line(err).startswith("greeting has 11 tokens, fewer than block_size + 1 = 12")

@@ -449,7 +449,7 @@ def test_word_dropout_removes_ordinary_tokens_only_and_is_the_same_for_a_step(tm
                       [str(labelled)], lambda s: None)
     a, b = task.global_batch(3), task.global_batch(3)
     assert torch.equal(a["ids"], b["ids"])  # reproducible, so resuming gives the same batches
-    clean = ClassifyTask.collate([task.splits["train"][i] for i in task.batches(3)])
+    clean = ClassifyTask.collate(task.examples("train", task.batches(3)))
     assert 0.5 < task.n_tokens(a) / task.n_tokens(clean) < 0.9
 
 

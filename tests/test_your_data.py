@@ -260,20 +260,26 @@ def lm_run(tmp_path_factory) -> Path:
 
 
 def test_a_validation_split_is_a_seeded_stratified_sample_never_the_first_lines(tmp_path):
-    from scratchformer.data.sources import DataFiles, load_splits
+    from scratchformer.train.config import TrainConfig
+    from scratchformer.train.tasks import build_task
 
     f = tmp_path / "sorted.tsv"  # sorted by label and by length: the first 10 % are all "a", all short
     f.write_text("".join(f"{'w ' * (i // 2 + 1)}{i}\ta\n" for i in range(100))
                  + "".join(f"{'w ' * (i // 2 + 1)}{i}\tb\n" for i in range(100)))
-    one = load_splits("classify", DataFiles.of([str(f)]), val_fraction=0.1, seed=3)
-    again = load_splits("classify", DataFiles.of([str(f)]), val_fraction=0.1, seed=3)
-    other = load_splits("classify", DataFiles.of([str(f)]), val_fraction=0.1, seed=4)
-    val = one.rows["val"]
-    assert len(val) == 20 and len(one.rows["train"]) == 180
+
+    def split(seed: int) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+        task = build_task(TrainConfig(task="classify", tokenizer="char", seed=seed), {"max_len": 128}, [str(f)],
+                          lambda s: None)
+        rows = {name: list(zip(task.rows[name].texts("text", range(task.split_size(name))), task.truth(name)))
+                for name in ("train", "val")}
+        return rows["train"], rows["val"]
+
+    train, val = split(3)
+    assert len(val) == 20 and len(train) == 180
     assert sorted(y for _, y in val) == [0] * 10 + [1] * 10  # stratified by label
     assert len({len(t) for t, _ in val}) > 5  # many lengths, not the shortest ones only
-    assert val == again.rows["val"] and val != other.rows["val"]  # seeded
-    assert not set(val) & set(one.rows["train"])
+    assert val == split(3)[1] and val != split(4)[1]  # seeded
+    assert not set(val) & set(train)
 
 
 def test_test_file_is_scored_once_at_the_end_and_never_chooses_the_checkpoint(tmp_path, capsys):

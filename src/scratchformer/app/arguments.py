@@ -68,7 +68,7 @@ def take_settings(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]
     sub = argv[0] if argv and not argv[0].startswith("-") else None
     action = next((a for a in parser._subparsers._group_actions if sub in getattr(a, "choices", {})), None) \
         if parser._subparsers and sub else None
-    if action is None or sub not in ("train", "explain", "demo", "plot"):
+    if action is None or sub not in ("train", "prepare", "explain", "demo", "plot"):
         return argv
     single = {opt for a in action.choices[sub]._actions if a.nargs is None and a.option_strings
               for opt in a.option_strings}

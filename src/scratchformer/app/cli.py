@@ -2,6 +2,7 @@
 
     scratchformer train [--preset NAME] [--config FILE] [--data PATH ...] [--val PATH ...] [--test PATH ...]
                         [key=value ...] --out DIR [--resume] [--quiet]
+    scratchformer prepare [--preset NAME] [--config FILE] [--data PATH ...] [--val ...] [--test ...] [key=value ...]
     scratchformer info CKPT
     scratchformer generate --ckpt DIR --prompt TEXT [--max-new-tokens N --temperature T --top-k K --top-p P --seed S]
     scratchformer translate --ckpt DIR [TEXT ... | --input FILE] [--beam N --length-penalty A]
@@ -68,6 +69,25 @@ def _train_parser(sub: Any) -> None:
                    "final results")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="settings, anywhere on the line, e.g. "
                    "max_steps=500 d_model=64")
+
+
+def _prepare_parser(sub: Any) -> None:
+    p = sub.add_parser("prepare", help="tokenize your data once into corpora on disk that every run reads",
+                       description="Read the files a `train` with the same settings would read, train its tokenizer "
+                                   "(unless it was trained before), and write each file's token ids into a prepared "
+                                   "corpus in $SCRATCHFORMER_CORPORA (default: the user cache), in one streaming "
+                                   "pass with bounded memory; then say what was written and how big. A later "
+                                   "`train`, `--resume`, `evaluate` or another model on the same files reuses it. "
+                                   "(train prepares what is missing by itself: this only does it ahead of time.)")
+    p.add_argument("--preset", help=f"one of: {', '.join(preset_names())}")
+    p.add_argument("--config", help="a TOML file of key = value settings")
+    p.add_argument("--data", nargs="+", metavar="PATH", help=f"training data: {data_formats()}")
+    p.add_argument("--val", nargs="+", metavar="PATH", help="a validation file, the same form as --data")
+    p.add_argument("--test", nargs="+", metavar="PATH", help="a test file, the same form as --data")
+    p.add_argument("--data-dir", help="where the named datasets are looked for first")
+    p.add_argument("--quiet", action="store_true", help="no progress, only the result lines")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="settings (task, tokenizer, bpe_vocab_size, "
+                   "lowercase, tokenizer_sample, ...)")
 
 
 def _inference_parsers(sub: Any) -> None:
@@ -180,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="scratchformer", description="Train and inspect Transformers written from scratch.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _train_parser(sub)
+    _prepare_parser(sub)
     _inference_parsers(sub)
     _model_parsers(sub)
     return parser

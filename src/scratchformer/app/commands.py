@@ -65,6 +65,38 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_prepare(args: argparse.Namespace) -> int:
+    """Prepare the corpora a ``train`` with the same settings and files would read (and say where, how big)."""
+    from scratchformer.data.corpus.cache import corpora_dir
+    from scratchformer.train.corpora import describe, prepare_sources, size_text
+    from scratchformer.train.tasks import starting_tokenizer, task_plan
+
+    files = DataFiles.of(args.data, args.val or (), args.test or ())
+    overrides = parse_overrides(args.overrides)
+    if args.data_dir:
+        overrides["data_dir"] = args.data_dir
+    _, cfg = resolve(preset=args.preset, config=args.config, data=files, overrides=overrides).split()
+    plan = task_plan(cfg, files)
+    if plan is None:
+        raise ConfigError(f"task={cfg.task} makes its own data: there is nothing to prepare (give task=lm, translate, "
+                          "classify or mlm)")
+    tokenizer, prepared = prepare_sources(cfg, plan, starting_tokenizer(cfg), quiet=args.quiet)
+    print(f"prepared corpora in {corpora_dir()} (set by ${_corpora_env()}); tokenizer: {tokenizer.kind}, "
+          f"{tokenizer.vocab_size:,} tokens")
+    for p in prepared:
+        how = "reused (prepared before)" if p.reused else f"wrote it in {p.corpus.manifest['seconds']:.1f} s"
+        print(f"  {p.source}: {describe(p.corpus)}; {size_text(p.corpus.n_bytes())} in {p.corpus.path}; {how}")
+    total = sum(p.corpus.n_bytes() for p in prepared)
+    print(f"{size_text(total)} on disk; `scratchformer train` with the same files and settings reads them")
+    return 0
+
+
+def _corpora_env() -> str:
+    from scratchformer.data.corpus.cache import ENV_VAR
+
+    return ENV_VAR
+
+
 def _saved_run(out: Path) -> dict[str, Any]:
     """A run directory's config.json; runs written before settings were saved get theirs rebuilt."""
     try:

@@ -204,9 +204,8 @@ def evaluate_checkpoint(ckpt: Checkpoint, *, split: str = "test", data: list[str
     if data:
         result["data"] = [str(p) for p in data]
     if cfg.task == "translate":
-        pairs = task.splits[split]  # type: ignore[attr-defined]
-        refs = [t for _, t in task.texts[split]]  # type: ignore[attr-defined]
-        sources = [s for s, _ in pairs]
+        sources = task.source_ids(split)  # type: ignore[attr-defined]
+        refs = task.references(split)  # type: ignore[attr-defined]
         result["examples"] = len(sources)
         result.update(task.loss(model, split))  # type: ignore[attr-defined]
         for name, k in (("beam", beam), ("greedy", 1)):
@@ -244,10 +243,10 @@ def evaluate_ensemble(ckpts: list[tuple[str, Checkpoint]], *, split: str = "test
         require(ckpt, "encoder", "an ensemble evaluation")
     tasks = [_held_out(ckpt, split, data, f"the data of {path}") for path, ckpt in ckpts]
     first, split = tasks[0]
-    truth = [y for _, y in first.splits[split]]
+    truth = first.truth(split)
     members, probs = [], []
     for (path, ckpt), (task, _) in zip(ckpts, tasks):
-        if task.labels != first.labels or [y for _, y in task.splits[split]] != truth:
+        if task.labels != first.labels or task.truth(split) != truth:
             raise DataError(f"{path} has other labels or examples than {ckpts[0][0]}; an ensemble "
                             "needs the same data")
         probs.append(task.probabilities(ckpt.model, split))

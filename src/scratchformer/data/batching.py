@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-__all__ = ["bucket_batches", "pad_batch", "sorted_batches"]
+__all__ = ["BucketedEpoch", "bucket_batches", "pad_batch", "sorted_batches"]
 
 
 def pad_batch(seqs: Sequence[Sequence[int]], pad_id: int = 0, *,
@@ -55,28 +55,9 @@ def bucket_batches(lengths: Sequence[int], batch_size: int | None = None, *, max
     ``shuffle=False`` the indices are taken in order and the batches are not reordered (for evaluation;
     batches are still sorted by length within each chunk). Deterministic given ``(seed, epoch)``.
     """
-    if batch_size is None and max_tokens is None:
-        raise ValueError("bucket_batches needs batch_size, max_tokens, or both")
-    if (batch_size is not None and batch_size < 1) or (max_tokens is not None and max_tokens < 1):
-        raise ValueError(f"batch_size={batch_size} and max_tokens={max_tokens} must be positive")
-    lengths_arr = np.asarray(lengths, dtype=np.int64)
-    n = len(lengths_arr)
-    if n == 0:
-        return []
-    # Sequences per batch used to size the chunks: given, or what max_tokens holds at the mean length.
-    nominal = batch_size or max(1, max_tokens // max(1, round(float(lengths_arr.mean()))))
-    chunk = nominal * bucket_size_multiplier
-    rng = np.random.default_rng([seed, epoch])  # mixes (seed, epoch) into one well-spread stream
-
-    order = rng.permutation(n) if shuffle else np.arange(n)
-    batches: list[list[int]] = []
-    for start in range(0, n, chunk):
-        part = order[start:start + chunk]
-        part = part[np.argsort(lengths_arr[part], kind="stable")]
-        batches.extend(_cut(part, lengths_arr, batch_size, max_tokens))
-    if shuffle:
-        batches = [batches[i] for i in rng.permutation(len(batches))]
-    return batches
+    batches = BucketedEpoch.make(lengths, batch_size, max_tokens=max_tokens, seed=seed, epoch=epoch, shuffle=shuffle,
+                                 bucket_size_multiplier=bucket_size_multiplier)
+    return [batches[k].tolist() for k in range(len(batches))]
 
 
 def sorted_batches(lengths: Sequence[int], max_tokens: int, max_rows: int | None = None) -> list[list[int]]:
@@ -86,23 +67,68 @@ def sorted_batches(lengths: Sequence[int], max_tokens: int, max_rows: int | None
     if max_tokens < 1 or (max_rows is not None and max_rows < 1):
         raise ValueError(f"max_tokens={max_tokens} and max_rows={max_rows} must be positive")
     lengths_arr = np.asarray(lengths, dtype=np.int64)
-    return _cut(np.argsort(lengths_arr, kind="stable"), lengths_arr, max_rows, max_tokens)
+    order = np.argsort(lengths_arr, kind="stable")
+    starts = _cut(lengths_arr[order], max_rows, max_tokens)
+    stops = np.append(starts[1:], len(order))
+    return [order[a:b].tolist() for a, b in zip(starts, stops)]
 
 
-def _cut(sorted_idx: np.ndarray, lengths: np.ndarray, batch_size: int | None,
-         max_tokens: int | None) -> list[list[int]]:
-    """Cut indices sorted by ascending length into consecutive batches within the limits."""
-    batches, current, longest = [], [], 0
-    for i in sorted_idx.tolist():
-        length = int(lengths[i])
-        full = batch_size is not None and len(current) == batch_size
-        # Lengths ascend, so the new sequence is the longest: the batch would become (len + 1) x length.
-        too_big = max_tokens is not None and (len(current) + 1) * max(longest, length) > max_tokens
-        if current and (full or too_big):
-            batches.append(current)
-            current, longest = [], 0
-        current.append(i)
-        longest = max(longest, length)
-    if current:
-        batches.append(current)
-    return batches
+class BucketedEpoch:
+    """``bucket_batches``'s batches of one epoch held as arrays (a few bytes a row, not Python lists): batch
+    ``k`` is ``order[starts[k]:stops[k]]``. What training on millions of rows keeps in memory."""
+
+    def __init__(self, order: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> None:
+        self.order, self.starts, self.stops = order, starts, stops
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, k: int) -> np.ndarray:
+        return self.order[self.starts[k]:self.stops[k]]
+
+    @classmethod
+    def make(cls, lengths: Sequence[int] | np.ndarray, batch_size: int | None = None, *, max_tokens: int | None = None,
+             seed: int, epoch: int, shuffle: bool = True, bucket_size_multiplier: int = 100) -> BucketedEpoch:
+        """The batches of ``bucket_batches`` (same arguments, same batches)."""
+        if batch_size is None and max_tokens is None:
+            raise ValueError("bucket_batches needs batch_size, max_tokens, or both")
+        if (batch_size is not None and batch_size < 1) or (max_tokens is not None and max_tokens < 1):
+            raise ValueError(f"batch_size={batch_size} and max_tokens={max_tokens} must be positive")
+        lengths_arr = np.asarray(lengths, dtype=np.int64)
+        n = len(lengths_arr)
+        if n == 0:
+            return cls(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+        # Sequences per batch used to size the chunks: given, or what max_tokens holds at the mean length.
+        nominal = batch_size or max(1, max_tokens // max(1, round(float(lengths_arr.mean()))))
+        chunk = nominal * bucket_size_multiplier
+        rng = np.random.default_rng([seed, epoch])  # mixes (seed, epoch) into one well-spread stream
+
+        order = rng.permutation(n) if shuffle else np.arange(n)
+        starts: list[np.ndarray] = []
+        for start in range(0, n, chunk):
+            part = order[start:start + chunk]
+            order[start:start + chunk] = part = part[np.argsort(lengths_arr[part], kind="stable")]
+            starts.append(start + _cut(lengths_arr[part], batch_size, max_tokens))
+        first = np.concatenate(starts)
+        last = np.append(first[1:], n)
+        if shuffle:
+            perm = rng.permutation(len(first))
+            first, last = first[perm], last[perm]
+        return cls(order, first, last)
+
+
+def _cut(lengths: np.ndarray, batch_size: int | None, max_tokens: int | None) -> np.ndarray:
+    """Where each batch starts in a run of ascending lengths: a batch takes the next sequences while it holds
+    at most ``batch_size`` of them and ``count * longest <= max_tokens`` (the longest is the last, lengths
+    ascend), and always at least one."""
+    m = len(lengths)
+    if max_tokens is None:
+        return np.arange(0, m, batch_size, dtype=np.int64)
+    starts, i = [], 0
+    while i < m:
+        starts.append(i)
+        # count * lengths[i + count - 1] never decreases as count grows: the first count too big by binary search
+        most = min(m - i, batch_size or m, max_tokens // max(int(lengths[i]), 1) + 1)
+        padded = np.arange(1, most + 1) * lengths[i:i + most]
+        i += max(1, int(np.searchsorted(padded, max_tokens, side="right")))
+    return np.asarray(starts, dtype=np.int64)

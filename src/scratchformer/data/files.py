@@ -11,49 +11,22 @@ so a crash never leaves a half-written file under the final name.
 
 from __future__ import annotations
 
-import gzip
 import os
 import uuid
-import zlib
 from pathlib import Path
 
-from scratchformer.data.errors import DataError
+from scratchformer.data.streams import text_chunks
 
 __all__ = ["atomic_write_text", "read_lines", "read_text"]
-
-
-def _read_bytes(path: Path) -> bytes:
-    if not path.is_file():
-        raise DataError(f"no such file: {path}")
-    try:
-        if path.suffix == ".gz":
-            with gzip.open(path, "rb") as f:
-                return f.read()
-        return path.read_bytes()
-    except (gzip.BadGzipFile, EOFError, zlib.error) as err:
-        raise DataError(f"{path} is not a valid gzip file ({err})") from None
-    except OSError as err:
-        raise DataError(f"cannot read {path}: {err.strerror or err}") from None
 
 
 def read_text(path: str | Path) -> str:
     """The whole file as a string: UTF-8 (strict), ``.gz`` decompressed.
 
-    Raises ``DataError`` if the file is missing, empty (or only whitespace), or not valid UTF-8.
+    Raises ``DataError`` if the file is missing, empty (or only whitespace), or not valid UTF-8. (The same
+    reading as ``streams.text_chunks``, which gives a file of any size in bounded pieces.)
     """
-    path = Path(path)
-    data = _read_bytes(path)
-    if not data:
-        raise DataError(f"{path} is empty")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        # For .gz files the offset counts bytes of the decompressed text.
-        raise DataError(f"{path} is not valid UTF-8 (byte offset {err.start})") from None
-    text = text.removeprefix("\ufeff")
-    if not text.strip():
-        raise DataError(f"{path} is empty (only whitespace)")
-    return text
+    return "".join(text_chunks(path))
 
 
 def read_lines(path: str | Path) -> list[str]:

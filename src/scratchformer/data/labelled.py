@@ -16,15 +16,14 @@ model whose labels are named ``negative``/``positive``).
 from __future__ import annotations
 
 import csv
-import io
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from scratchformer.data.errors import DataError
-from scratchformer.data.files import read_text
 from scratchformer.data.headers import is_header
+from scratchformer.data.streams import Progress, iter_lines
 
-__all__ = ["read_labelled"]
+__all__ = ["iter_labelled", "map_labels", "read_labelled"]
 
 FORMAT = "text<TAB>label rows (.tsv) or text,label rows (.csv)"
 
@@ -37,6 +36,17 @@ def read_labelled(path: str | Path, label_names: Sequence[str] | None = None,
     a row without exactly two columns, an unknown label (with ``label_names``) or a file without rows.
     ``notes``: a list that receives a line for what was skipped (a header row).
     """
+    rows = list(iter_labelled(path, notes))
+    first_line: dict[str, int] = {}
+    for line, _, label in rows:
+        first_line.setdefault(label, line)
+    names, ids = map_labels(first_line, label_names, path)
+    return [text for _, text, _ in rows], [ids[label] for _, _, label in rows], names
+
+
+def iter_labelled(path: str | Path, notes: list[str] | None = None,
+                  progress: Progress | None = None) -> Iterator[tuple[int, str, str]]:
+    """The rows of a labelled file as a stream: (line number, text, label as written), header skipped."""
     path = Path(path)
     suffix = Path(path.name.removesuffix(".gz")).suffix.lower()
     if suffix == ".tsv":
@@ -45,9 +55,8 @@ def read_labelled(path: str | Path, label_names: Sequence[str] | None = None,
         dialect = dict(delimiter=",")
     else:
         raise DataError(f"{path}: cannot tell the format; expected a .tsv or .csv file (optionally .gz) of {FORMAT}")
-    reader = csv.reader(io.StringIO(read_text(path), newline=""), **dialect)
-
-    rows: list[tuple[int, str, str]] = []  # (line number, text, label)
+    reader = csv.reader(iter_lines(path, progress, keepends=True), **dialect)
+    first, found = True, False
     try:
         for row in reader:
             if not row or (len(row) == 1 and not row[0].strip()):
@@ -55,29 +64,32 @@ def read_labelled(path: str | Path, label_names: Sequence[str] | None = None,
             if len(row) != 2:
                 raise DataError(f"{path}, line {reader.line_num}: expected 2 columns (text, label), "
                                 f"found {len(row)}; the format is {FORMAT}")
-            rows.append((reader.line_num, row[0].strip(), row[1].strip()))
+            text, label = row[0].strip(), row[1].strip()
+            if first and is_header((text, label), ("text", "label")):
+                if notes is not None:
+                    notes.append(f"{path}: skipped the header row {text!r}, {label!r}")
+            else:
+                found = True
+                yield reader.line_num, text, label
+            first = False
     except csv.Error as err:
         raise DataError(f"{path}, line {reader.line_num}: {err}") from None
-    if rows and is_header(rows[0][1:], ("text", "label")):
-        if notes is not None:
-            notes.append(f"{path}: skipped the header row {rows[0][1]!r}, {rows[0][2]!r}")
-        rows = rows[1:]
-    if not rows:
+    if not found:
         raise DataError(f"{path} has no data rows")
 
-    if label_names is None:
-        label_names = _sorted_labels({label for _, _, label in rows})
-    label_names = list(label_names)
-    label_ids = {name: i for i, name in enumerate(label_names)}
-    if not any(_is_int(n) for n in label_names) and all(label in label_ids or _is_int(label) for _, _, label in rows):
-        label_ids |= {str(i): i for i in range(len(label_names))}  # ids standing for the names
-    texts, ids = [], []
-    for line, text, label in rows:
-        if label not in label_ids:
-            raise DataError(f"{path}, line {line}: unknown label {label!r}; expected one of {label_names}")
-        texts.append(text)
-        ids.append(label_ids[label])
-    return texts, ids, label_names
+
+def map_labels(first_line: dict[str, int], label_names: Sequence[str] | None,
+               path: str | Path) -> tuple[list[str], dict[str, int]]:
+    """(label names, the id of each label as written) for the labels found in a file (each with the line it
+    first appears on); ``DataError`` naming that line for a label outside ``label_names``."""
+    names = list(label_names) if label_names is not None else _sorted_labels(set(first_line))
+    ids = {name: i for i, name in enumerate(names)}
+    if not any(_is_int(n) for n in names) and all(label in ids or _is_int(label) for label in first_line):
+        ids |= {str(i): i for i in range(len(names))}  # ids standing for the names
+    for label, line in sorted(first_line.items(), key=lambda item: item[1]):
+        if label not in ids:
+            raise DataError(f"{path}, line {line}: unknown label {label!r}; expected one of {names}")
+    return names, ids
 
 
 def _is_int(text: str) -> bool:

@@ -38,7 +38,6 @@ from scratchformer.data.errors import DataError
 from scratchformer.data.files import read_text
 from scratchformer.data.labelled import read_labelled
 from scratchformer.data.parallel import read_parallel
-from scratchformer.data.text import lm_splits
 
 __all__ = [
     "DATASETS", "SST2_LABELS", "cache_dir", "find_dataset", "load_multi30k", "load_sst2", "load_tinyshakespeare",
@@ -153,7 +152,8 @@ def _download(file: DataFile, dest: Path) -> None:
 
 def load_tinyshakespeare(data_dir: str | Path | None = None) -> tuple[str, str]:
     """Tiny Shakespeare as (train, validation) text, split 90 / 10 by position as nanoGPT does."""
-    return lm_splits(read_text(find_dataset("tinyshakespeare", data_dir)))
+    text = read_text(find_dataset("tinyshakespeare", data_dir))
+    return text[:int(len(text) * 0.9)], text[int(len(text) * 0.9):]
 
 
 def load_multi30k(data_dir: str | Path | None = None) -> dict[str, list[tuple[str, str]]]:

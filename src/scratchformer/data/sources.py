@@ -1,9 +1,10 @@
 """Where a run's examples come from: a user's files by role, or a named dataset, split into train/val/test.
 
 A user names files by role (the CLI's ``--data``, ``--val``, ``--test``); ``DataFiles`` holds them.
-``load_splits`` reads them for a task family and returns ``Splits``: the raw examples of each split (no
-tokenizer yet), where each split came from, and notes on what was skipped. The rules, the same for every
-task:
+``plan_files`` (or ``plan_named`` for a named dataset) turns them into a ``DataPlan``: for each split, the
+``Source`` it reads and which part of it, and where it came from in words. Nothing is read here: each source
+is prepared once into a corpus on disk (``data.corpus``), and the splits are chosen from its index. The
+rules, the same for every task:
 
 - ``--data`` is the training data. For ``lm``, ``classify`` and ``mlm`` a second ``--data`` path is the
   validation file (the long-standing two-file form); for ``translate`` two paths are one line-aligned pair of
@@ -12,33 +13,35 @@ task:
 - ``--val`` and ``--test`` take the same forms as ``--data``. A test file is scored once at the end of a
   run and never used to choose a checkpoint or to stop early.
 - Without a validation file one is carved out of the training data: for language modelling the last
-  ``val_fraction`` of the text, one contiguous block (nanoGPT's convention: no validation sentence is a
-  neighbour of a training one); for rows (pairs, labelled texts, lines) a seeded random ``val_fraction`` of
-  them, stratified by label for classification (text or images), so a file sorted by label or by length still
-  validates on every class and every length.
+  ``val_fraction`` of the tokens, one contiguous block (nanoGPT's convention: no validation sentence is a
+  neighbour of a training one), or for a folder of documents its last whole documents; for rows (pairs,
+  labelled texts, lines, images) a seeded random ``val_fraction`` of them, stratified by label for classification
+  (text or images), so a file sorted by label or by length still validates on every class and every length
+  (``data.splits``).
 - A named dataset (``dataset=multi30k``, ...) brings its own splits; ``--val``/``--test`` replace them.
+
+Images are the exception to "nothing is read here": they are small (the digits, a folder of PNG/JPEG files),
+so ``task=image`` lists its files into in-memory ``Splits`` (``load_splits``, ``data.image_splits``) by the
+same rules, and is never prepared into a corpus on disk.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from scratchformer.data.errors import DataError
-from scratchformer.data.files import read_text
-from scratchformer.data.images import DIGITS_SPLIT, load_digits, read_image_folder
 from scratchformer.data.images import FORMAT as IMAGE_FORMAT
 from scratchformer.data.labelled import FORMAT as LABELLED_FORMAT
-from scratchformer.data.labelled import read_labelled
 from scratchformer.data.parallel import FORMAT as PARALLEL_FORMAT
-from scratchformer.data.parallel import read_parallel
-from scratchformer.data.splits import carve_rows, carve_text
 
-__all__ = ["DataFiles", "Splits", "carve_rows", "carve_text", "data_formats", "load_named", "load_splits",
-           "read_corpus"]
+if TYPE_CHECKING:
+    from scratchformer.data.image_splits import Splits
+
+__all__ = ["KIND", "DataFiles", "DataPlan", "Source", "SplitSpec", "carving", "data_formats", "load_splits",
+           "plan_files", "plan_named"]
 
 # What --data takes for each task family (used in every "expected format" message and in --help).
 FORMATS = {
@@ -85,44 +88,62 @@ class DataFiles:
         return cls(tuple(data.get("train", ())), tuple(data.get("val", ())), tuple(data.get("test", ())))
 
 
-@dataclass
-class Splits:
-    """Raw examples by split, before tokenization.
+KIND = {"lm": "text", "translate": "pairs", "classify": "labelled", "mlm": "lines"}
 
-    ``rows[split]``: a list of examples (for ``lm`` a one-element list holding the split's text; for
-    ``translate`` (source, target) pairs; for ``classify`` (text, label id) pairs; for ``mlm`` texts; for
-    ``image`` (image file or pixels, label id) pairs).
-    ``origin[split]``: where the split came from, in words. ``labels``: class names (classification).
+
+@dataclass(frozen=True)
+class Source:
+    """One source of examples, read as one prepared corpus: a ``text`` (a file, or a folder of documents), a
+    TSV of ``pairs`` or two line-aligned files, a ``labelled`` TSV/CSV, a file of ``lines`` (one example each)."""
+
+    kind: str
+    paths: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return _describe(self.paths)
+
+
+@dataclass(frozen=True)
+class SplitSpec:
+    """Where one split comes from: a source, and which part of it: ``all`` of it, or, when validation data is
+    carved out of the training source, the ``rest`` (training) or the ``held_out`` part (validation)."""
+
+    source: Source
+    part: str = "all"
+    origin: str = ""
+
+
+@dataclass
+class DataPlan:
+    """Which source each split (``train``, ``val``, ``test``) reads, before anything is read.
+
+    ``labels``: the class names when they are fixed (a named dataset's, a trained classifier's); otherwise
+    the training file's own labels decide them. ``val_fraction`` and ``seed`` say how a held-out part is carved.
     """
 
-    rows: dict[str, list[Any]]
-    origin: dict[str, str]
+    task: str
+    splits: dict[str, SplitSpec]
     labels: list[str] | None = None
-    notes: list[str] = field(default_factory=list)
+    val_fraction: float = 0.1
+    seed: int = 0
 
     def has(self, split: str) -> bool:
-        return split in self.rows
+        return split in self.splits
 
-    def size(self, split: str) -> str:
-        rows = self.rows[split]
-        if rows and isinstance(rows[0], str) and len(rows) == 1:
-            return f"{len(rows[0]):,} characters"
-        return f"{len(rows):,} examples"
+    def sources(self) -> list[Source]:
+        """Each distinct source once, training first (its tokenizer is trained on it)."""
+        seen: list[Source] = []
+        for split in ("train", "val", "test"):
+            if split in self.splits and self.splits[split].source not in seen:
+                seen.append(self.splits[split].source)
+        return seen
 
 
-# ------------------------------------------------------------------------------------------ reading
+# ------------------------------------------------------------------------------------------ planning
 
 
-def read_corpus(path: str | Path) -> str:
-    """A language-modelling text: one file, or a folder of ``.txt``/``.txt.gz`` files (sorted by name, each
-    document ending with a newline so none runs into the next)."""
-    path = Path(path)
-    if not path.is_dir():
-        return read_text(path)
-    files = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith((".txt", ".txt.gz")))
-    if not files:
-        raise DataError(f"{path} is a folder without .txt or .txt.gz files")
-    return "".join(doc if doc.endswith("\n") else doc + "\n" for doc in map(read_text, files))
+def _describe(paths: Sequence[str]) -> str:
+    return " + ".join(str(p) for p in paths)
 
 
 def _refuse_dirs(task: str, paths: Sequence[str]) -> None:
@@ -134,169 +155,108 @@ def _refuse_dirs(task: str, paths: Sequence[str]) -> None:
             raise DataError(f"{p} is a file; task=image takes {FORMATS[task]}")
 
 
-def _describe(paths: Sequence[str]) -> str:
-    return " + ".join(str(p) for p in paths)
-
-
-def load_named(task: str, dataset: str, data_dir: str | Path | None, files: DataFiles, *, val_fraction: float,
-               seed: int) -> Splits:
+def plan_named(task: str, dataset: str, data_dir: str | Path | None, files: DataFiles, *, val_fraction: float,
+               seed: int) -> DataPlan:
     """A named dataset's own splits for a task family; a user's ``--val``/``--test`` files replace them."""
-    from scratchformer.data.named import SST2_LABELS, find_dataset, load_multi30k, load_sst2
+    from scratchformer.data.named import SST2_LABELS, find_dataset
 
-    fits = {"lm": ("tinyshakespeare",), "translate": ("multi30k",), "classify": ("sst2",), "mlm": ("sst2",),
-            "image": ("digits",)}
+    fits = {"lm": ("tinyshakespeare",), "translate": ("multi30k",), "classify": ("sst2",), "mlm": ("sst2",)}
     if dataset not in fits.get(task, ()):
         raise DataError(f"dataset {dataset!r} cannot be used for task={task}"
                         + (f" (try {' or '.join(fits[task])}, or --data FILE)" if task in fits else ""))
-    where = f"dataset {dataset}"
-    labels = None
-    if dataset == "tinyshakespeare":
-        train, val = carve_text(read_text(find_dataset(dataset, data_dir)), 0.1)
-        rows = {"train": [train], "val": [val]}
-        origin = {"train": f"{where} (the first 90 %)", "val": f"{where} (the last 10 %, nanoGPT's split)"}
-    elif dataset == "digits":
-        rows = dict(load_digits())
-        labels = [str(d) for d in range(10)]
-        origin = {"train": f"{where} train (scikit-learn's 8 x 8 digits; {DIGITS_SPLIT})", "val": f"{where} validation",
-                  "test": f"{where} test"}
-    elif dataset == "multi30k":
-        rows = dict(load_multi30k(data_dir))
-        origin = {"train": f"{where} train", "val": f"{where} val", "test": f"{where} test_2016_flickr"}
-    else:
-        raw = load_sst2(data_dir)
-        if task == "mlm":  # texts only, no labels
-            rows = {"train": raw["train"][0], "val": raw["dev"][0]}
-        else:
-            rows = {split: list(zip(*raw[name])) for split, name in (("train", "train"), ("val", "dev"),
-                                                                       ("test", "test"))}
-            labels = list(SST2_LABELS)
-        origin = {"train": f"{where} train", "val": f"{where} dev", "test": f"{where} test (GLUE validation)"}
-        origin = {k: v for k, v in origin.items() if k in rows}
-    splits = Splits(rows, origin, labels)
     if files.train:
         raise DataError(f"two data sources: dataset={dataset} and --data {_describe(files.train)}; give one of them")
+    where, kind = f"dataset {dataset}", KIND[task]
+    folder = find_dataset(dataset, data_dir)
+    labels = None
+    if dataset == "tinyshakespeare":
+        text = Source(kind, (str(folder),))
+        splits = {"train": SplitSpec(text, "rest", f"{where} (the first 90 %)"),
+                  "val": SplitSpec(text, "held_out", f"{where} (the last 10 %, nanoGPT's split)")}
+        val_fraction = 0.1  # nanoGPT's split, whatever val_fraction says
+    elif dataset == "multi30k":
+        stems = {"train": "train", "val": "val", "test": "test_2016_flickr"}
+        splits = {split: SplitSpec(Source(kind, (str(folder / f"{stem}.de.gz"), str(folder / f"{stem}.en.gz"))),
+                                   origin=f"{where} {stem}")
+                  for split, stem in stems.items()}
+    else:
+        names = {"train": ("train", "train"), "val": ("dev", "dev"), "test": ("test", "test (GLUE validation)")}
+        if task == "mlm":  # texts only, no labels
+            names.pop("test")
+        else:
+            labels = list(SST2_LABELS)
+        splits = {split: SplitSpec(Source(kind, (str(folder / f"{name}.tsv"),)), origin=f"{where} {said}")
+                  for split, (name, said) in names.items()}
+    plan = DataPlan(task, splits, labels, val_fraction, seed)
     if files.val or files.test:  # the user's own validation or test file replaces the dataset's
-        own = load_splits(task, files, val_fraction=val_fraction, seed=seed, label_names=labels)
-        splits.rows.update(own.rows)
-        splits.origin.update(own.origin)
-        splits.notes.extend(own.notes)
-    return splits
+        plan.splits.update(plan_files(task, files, val_fraction=val_fraction, seed=seed).splits)
+    return plan
 
 
-def load_splits(task: str, files: DataFiles, *, val_fraction: float, seed: int,
-                label_names: Sequence[str] | None = None) -> Splits:
-    """The examples of ``files`` for a task family (``lm``, ``translate``, ``classify``, ``mlm``), split
-    into ``train``/``val`` (when there is training data) and ``test`` (when a test file is given).
+def plan_files(task: str, files: DataFiles, *, val_fraction: float, seed: int,
+               label_names: Sequence[str] | None = None) -> DataPlan:
+    """The splits of a user's ``files`` for a task family (``lm``, ``translate``, ``classify``, ``mlm``):
+    ``train``/``val`` (when there is training data) and ``test`` (when a test file is given).
 
     ``label_names``: fix the classes (a trained classifier's), so that a label outside them is an error."""
     if task not in FORMATS:
         raise DataError(f"task={task} makes its own data; --data, --val and --test need task=lm, translate, "
                         "classify, mlm or image")
+    if task == "image":
+        raise DataError("task=image reads its images into memory, not into a prepared corpus (load_splits)")
     _refuse_dirs(task, [*files.train, *files.val, *files.test])
-    reader = {"lm": _LMReader, "translate": _PairReader, "classify": _LabelledReader, "mlm": _LineReader,
-              "image": _ImageReader}[task]
-    return reader(task, files, val_fraction, seed, label_names).splits()
+    train, val, test = _groups(task, files)
+    kind = KIND[task]
+    splits: dict[str, SplitSpec] = {}
+    if train:
+        source = Source(kind, tuple(train))
+        if val:
+            splits["train"] = SplitSpec(source, origin=_describe(train))
+            splits["val"] = SplitSpec(Source(kind, tuple(val)), origin=_describe(val))
+        else:
+            splits["train"] = SplitSpec(source, "rest", f"{_describe(train)} (the rest)")
+            splits["val"] = SplitSpec(source, "held_out", f"{_describe(train)} ({carving(task, val_fraction, seed)})")
+    elif val:
+        splits["val"] = SplitSpec(Source(kind, tuple(val)), origin=_describe(val))
+    if test:
+        splits["test"] = SplitSpec(Source(kind, tuple(test)), origin=f"{_describe(test)} (all of it)")
+    return DataPlan(task, splits, list(label_names) if label_names is not None else None, val_fraction, seed)
 
 
-class _Reader(ABC):
-    """Shared logic of the four families: roles -> files -> rows -> splits."""
-
-    def __init__(self, task: str, files: DataFiles, val_fraction: float, seed: int,
-                 label_names: Sequence[str] | None) -> None:
-        self.task, self.files, self.val_fraction, self.seed = task, files, val_fraction, seed
-        self.labels: list[str] | None = list(label_names) if label_names is not None else None
-        self.notes: list[str] = []
-
-    def groups(self) -> tuple[list[str], list[str], list[str]]:
-        """(train paths, val paths, test paths): one example source each."""
-        train, val = list(self.files.train), list(self.files.val)
-        if len(train) == 2:  # the two-file form: training + validation
-            if val:
-                raise DataError(f"two validation sources: the second --data path {train[1]} and --val "
-                                f"{_describe(val)}; give one of them")
-            train, val = [train[0]], [train[1]]
-        for role, paths in (("--data", train), ("--val", val), ("--test", list(self.files.test))):
-            if len(paths) > 1:
-                raise DataError(f"{role} takes one path for task={self.task} ({FORMATS[self.task]}), got {len(paths)}")
-        return train, val, list(self.files.test)
-
-    @abstractmethod
-    def read(self, paths: list[str]) -> list[Any]:
-        """The examples of one source (one file, or a line-aligned pair of files)."""
-
-    def carve(self, rows: list[Any]) -> tuple[list[Any], list[Any], str]:
-        train_idx, val_idx = carve_rows(len(rows), self.val_fraction, self.seed, self.stratify(rows))
-        how = ", stratified by label" if self.stratify(rows) is not None else ""
-        return ([rows[i] for i in train_idx], [rows[i] for i in val_idx],
-                f"a random {self.val_fraction:.0%} of its rows{how}, seed {self.seed}")
-
-    def stratify(self, rows: list[Any]) -> list[int] | None:
-        return None
-
-    def splits(self) -> Splits:
-        train, val, test = self.groups()
-        rows: dict[str, list[Any]] = {}
-        origin: dict[str, str] = {}
-        if train:
-            found = self.read(train)
-            if val:
-                rows["train"], origin["train"] = found, _describe(train)
-                rows["val"], origin["val"] = self.read(val), _describe(val)
-            else:
-                rows["train"], rows["val"], how = self.carve(found)
-                origin["train"] = f"{_describe(train)} (the rest)"
-                origin["val"] = f"{_describe(train)} ({how})"
-        elif val:
-            rows["val"], origin["val"] = self.read(val), _describe(val)
-        if test:
-            rows["test"], origin["test"] = self.read(test), f"{_describe(test)} (all of it)"
-        return Splits(rows, origin, self.labels, self.notes)
+def carving(task: str, val_fraction: float, seed: int, documents: bool = False) -> str:
+    """How validation data is carved out of training data, in words."""
+    if task == "lm":
+        return (f"its last documents, about {val_fraction:.0%} of its tokens" if documents
+                else f"its last {val_fraction:.0%}, one contiguous block")
+    how = ", stratified by label" if task in ("classify", "image") else ""
+    return f"a random {val_fraction:.0%} of its rows{how}, seed {seed}"
 
 
-class _LMReader(_Reader):
-    def read(self, paths: list[str]) -> list[Any]:
-        return [read_corpus(paths[0])]
-
-    def carve(self, rows: list[Any]) -> tuple[list[Any], list[Any], str]:
-        train, val = carve_text(rows[0], self.val_fraction)
-        return [train], [val], f"its last {self.val_fraction:.0%}, one contiguous block"
-
-
-class _PairReader(_Reader):
-    def groups(self) -> tuple[list[str], list[str], list[str]]:
-        for role, paths in (("--data", self.files.train), ("--val", self.files.val), ("--test", self.files.test)):
-            if len(paths) > 2:
-                raise DataError(f"{role} takes {PARALLEL_FORMAT}; got {len(paths)} paths")
-        return list(self.files.train), list(self.files.val), list(self.files.test)
-
-    def read(self, paths: list[str]) -> list[Any]:
-        return read_parallel(paths, self.notes)
+def _groups(task: str, files: DataFiles) -> tuple[list[str], list[str], list[str]]:
+    """(train paths, val paths, test paths): one example source each."""
+    train, val, test = list(files.train), list(files.val), list(files.test)
+    limit = 2 if task == "translate" else 1
+    if task != "translate" and len(train) == 2:  # the two-file form: training + validation
+        if val:
+            raise DataError(f"two validation sources: the second --data path {train[1]} and --val "
+                            f"{_describe(val)}; give one of them")
+        train, val = [train[0]], [train[1]]
+    for role, paths in (("--data", train), ("--val", val), ("--test", test)):
+        if len(paths) > limit and task == "translate":
+            raise DataError(f"{role} takes {PARALLEL_FORMAT}; got {len(paths)} paths")
+        if len(paths) > limit:
+            raise DataError(f"{role} takes one path for task={task} ({FORMATS[task]}), got {len(paths)}")
+    return train, val, test
 
 
-class _LabelledReader(_Reader):
-    def read(self, paths: list[str]) -> list[Any]:
-        texts, ids, names = read_labelled(paths[0], self.labels, self.notes)
-        self.labels = names  # the first file (training) fixes the classes; later files must use them
-        return list(zip(texts, ids))
+def load_splits(task: str, files: DataFiles, *, val_fraction: float, seed: int,
+                label_names: Sequence[str] | None = None) -> Splits:
+    """The images of ``files`` for ``task=image``, read into memory by the rules above (``data.image_splits``).
+    Text tasks are planned (``plan_files``) and prepared on disk instead."""
+    if task != "image":
+        raise DataError(f"task={task} reads prepared corpora (plan_files); load_splits is for task=image")
+    _refuse_dirs(task, [*files.train, *files.val, *files.test])
+    train, val, test = _groups(task, files)
+    from scratchformer.data.image_splits import folder_splits  # here, not above: it imports this module
 
-    def stratify(self, rows: list[Any]) -> list[int] | None:
-        return [y for _, y in rows]
-
-
-class _ImageReader(_LabelledReader):
-    def read(self, paths: list[str]) -> list[Any]:
-        # the training folder fixes the classes; later folders must use them
-        rows, self.labels = read_image_folder(paths[0], self.labels, self.notes)
-        return rows
-
-
-class _LineReader(_Reader):
-    def read(self, paths: list[str]) -> list[Any]:
-        path = paths[0]
-        suffix = Path(Path(path).name.removesuffix(".gz")).suffix.lower()
-        if suffix in (".tsv", ".csv"):
-            return read_labelled(path, notes=self.notes)[0]
-        lines = [line.strip() for line in read_text(path).splitlines() if line.strip()]
-        if not lines:
-            raise DataError(f"{path} has no text; task=mlm takes {FORMATS['mlm']}")
-        return lines
+    return folder_splits(train, val, test, val_fraction=val_fraction, seed=seed, label_names=label_names)

@@ -75,10 +75,13 @@ class Tokenizer(ABC):
         """``encode`` for each text."""
         return [self.encode(t, add_bos=add_bos, add_eos=add_eos) for t in texts]
 
+    def state(self) -> dict[str, Any]:
+        """What ``save`` writes: everything that decides the ids (a prepared corpus is keyed by its digest)."""
+        return {"kind": self.kind, **self._to_json()}
+
     def save(self, directory: str | Path) -> Path:
         """Write ``directory/tokenizer.json`` atomically (creating ``directory``); returns its path."""
-        state = {"kind": self.kind, **self._to_json()}
-        return atomic_write_text(Path(directory) / TOKENIZER_FILE, json.dumps(state, ensure_ascii=False))
+        return atomic_write_text(Path(directory) / TOKENIZER_FILE, json.dumps(self.state(), ensure_ascii=False))
 
     @staticmethod
     def _wrap(ids: list[int], add_bos: bool, add_eos: bool) -> list[int]:

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
+
 from scratchformer.data.errors import DataError
-from scratchformer.tokenizers.base import SPECIAL_TOKENS, UNK_ID, Tokenizer, special_tokens
+from scratchformer.tokenizers.base import BOS_ID, EOS_ID, SPECIAL_TOKENS, UNK_ID, Tokenizer, special_tokens
 
 
 class CharTokenizer(Tokenizer):
@@ -24,6 +26,7 @@ class CharTokenizer(Tokenizer):
         self.chars, self.specials = chars, list(specials)
         self._itos = self.specials + chars
         self._stoi = {c: i for i, c in enumerate(chars, start=len(self.specials))}
+        self._table: np.ndarray | None = None  # code point -> id, made on first use by encode_arrays
 
     @classmethod
     def train(cls, texts: Iterable[str], *, with_mask: bool = False) -> CharTokenizer:
@@ -42,6 +45,22 @@ class CharTokenizer(Tokenizer):
     def _encode(self, text: str) -> list[int]:
         stoi = self._stoi
         return [stoi.get(c, UNK_ID) for c in text]
+
+    def encode_arrays(self, texts: list[str], *, add_bos: bool = False, add_eos: bool = False) -> list[np.ndarray]:
+        """``encode_batch`` as NumPy arrays, looked up all at once: what preparing a large corpus uses (a
+        Python loop over the characters of a gigabyte takes minutes)."""
+        if self._table is None:  # one entry per code point up to the largest known (at most 1.1M: 4.5 MB)
+            points = [ord(c) for c in self.chars]
+            self._table = np.full(max(points, default=0) + 2, UNK_ID, dtype=np.int32)
+            self._table[points] = np.arange(len(self.specials), len(self._itos), dtype=np.int32)
+        points = np.frombuffer("".join(texts).encode("utf-32-le", "surrogatepass"), dtype="<u4").astype(np.intp)
+        np.minimum(points, len(self._table) - 1, out=points)  # beyond the table: the last entry, <unk>
+        ids = self._table.take(points)
+        parts = np.split(ids, np.cumsum([len(t) for t in texts])[:-1]) if texts else []
+        if add_bos or add_eos:
+            parts = [np.concatenate([[BOS_ID]] * add_bos + [p] + [[EOS_ID]] * add_eos).astype(np.int64)
+                     for p in parts]
+        return parts
 
     def decode(self, ids: Sequence[int], *, skip_special: bool = True) -> str:
         n_special = len(self.specials)

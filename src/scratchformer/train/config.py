@@ -48,6 +48,9 @@ class TrainConfig:
     tokenizer: TokenizerKind = "char"
     bpe_vocab_size: int = 8000
     lowercase: bool = False
+    # train the tokenizer on about this many characters of the training data, taken evenly across it
+    # (sentencepiece's input_sentence_size; bounds the tokenizer trainer's memory on a huge corpus); 0 = all
+    tokenizer_sample: int = 0
     # fine-tuning (task=classify): start from a pretrained BERT encoder, e.g. "all-MiniLM-L6-v2", or a
     # folder with config.json + model.safetensors + tokenizer.json, or a scratchformer run or checkpoint
     # directory (a task=mlm run, say); its architecture and tokenizer are used
@@ -59,7 +62,7 @@ class TrainConfig:
     min_seq_len: int = 4
     max_seq_len: int = 16
     n_test: int = 1000
-    train_limit: int = 0  # use only the first N training examples (characters of text for lm); 0 = all
+    train_limit: int = 0  # use only the first N training examples (tokens of text for lm); 0 = all
     eval_limit: int = 0  # evaluate on only the first N examples of each held-out split; 0 = all
     # sequences longer than the model's max_len: "warn" = truncate and say how many, "error" = refuse
     truncate: Truncate = "warn"
@@ -133,7 +136,7 @@ class TrainConfig:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")
         for name in ("max_steps", "max_tokens", "warmup_steps", "save_every", "patience", "eval_decode", "num_threads",
-                     "eval_batches", "train_limit", "eval_limit", "augment_shift"):
+                     "eval_batches", "train_limit", "eval_limit", "tokenizer_sample", "augment_shift"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 0")
         if self.max_time is not None:

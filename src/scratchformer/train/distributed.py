@@ -44,7 +44,7 @@ def init_distributed(device: torch.device) -> DistInfo:
 
 
 def broadcast_object(value: Any, info: DistInfo) -> Any:
-    """Rank 0's ``value`` (a bool or a number), on every rank."""
+    """Rank 0's ``value`` (anything picklable: a flag, a number, the paths of prepared corpora), on every rank."""
     if not info.enabled:
         return value
     box = [value]

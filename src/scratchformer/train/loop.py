@@ -122,7 +122,8 @@ class Trainer:
         """The task (data and tokenizer), the model, the optimizer and the weight average. ``tokenizer``: a
         resumed run's own."""
         cfg = self.cfg
-        self.task, self.model = task_and_model(cfg, self.model_kw, self.run_info.data, tokenizer, self.log)
+        self.task, self.model = task_and_model(cfg, self.model_kw, self.run_info.data, tokenizer, self.log, self.info,
+                                               quiet=self.progress.quiet)
         self.model_cfg: ModelConfig = self.model.config  # type: ignore[assignment]
         self.model = self.model.to(self.device)
         self.optimizer = make_optimizer(self.model, cfg, self.device)

@@ -2,7 +2,8 @@
 
 The block names the model, the settings that differ from the task's defaults (with where each came from:
 a preset, a config file, the command line), the data actually used (each split's file, how it was split,
-how many examples or tokens it has, and what was skipped), and the schedule.
+how many examples or tokens it has; each prepared corpus with its tokens, id type and whether this run
+prepared it or reused it; what was skipped or truncated, and why), and the schedule.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from scratchformer.data.corpus.cache import corpora_dir
 from scratchformer.data.sources import DataFiles
 from scratchformer.nn.config import ModelConfig
 from scratchformer.train.config import TrainConfig
+from scratchformer.train.corpora import describe
 from scratchformer.train.distributed import DistInfo
 from scratchformer.train.optim import Schedule
 from scratchformer.train.settings import Resolved, task_defaults
@@ -71,24 +74,50 @@ class RunInfo:
         changed = self.changed()
         lines.append(f"settings beyond task={cfg.task}'s defaults:" + ("" if changed else " none"))
         lines += [f"  {source}: {' '.join(items)}" for source, items in changed.items()]
-        lines.append("data:")
-        lines += [f"  {split:<5} {origin}: {size}" for split, origin, size in self.splits(task)]
-        lines += [f"  note: {note}" for note in (task.raw.notes if task.raw is not None else [])]
+        lines += self.data_lines(task)
         rates = f"from {schedule.lr:g} to {schedule.min_lr:g}" if schedule.kind == "cosine" else f"lr {schedule.lr:g}"
         lines.append(f"schedule: {schedule.total:,} steps, warm-up {schedule.warmup:,}, {schedule.kind} {rates}"
                      + (f", at most {cfg.max_time}" if cfg.max_time else ""))
         return lines
 
+    def data_lines(self, task: Task) -> list[str]:
+        """The data block: each split's origin and size; each prepared corpus (tokens, id type, reused or
+        prepared now); what was skipped."""
+        if task.data is None:  # a built-in task, or images (read into memory: nothing prepared)
+            notes = task.raw.notes if task.cfg.task == "image" else []
+            return ["data:", *(f"  {split:<5} {origin}: {size}" for split, origin, size in self.splits(task)),
+                    *(f"  note: {note}" for note in notes)]
+        lines = [f"data (prepared corpora in {corpora_dir()}):"]
+        lines += [f"  {split:<5} {origin}: {size}" for split, origin, size in self.splits(task)]
+        for p in task.data.prepared:
+            lines.append(f"  corpus {p.source}: {describe(p.corpus)}; "
+                         + ("reused" if p.reused else "prepared by this run"))
+        return lines + [f"  note: {note}" for note in task.data.notes]
+
     def splits(self, task: Task) -> list[tuple[str, str, str]]:
         """(split, where it came from, its size) for each split the task has."""
         unit = {"lm": "tokens", "image": "images"}.get(task.cfg.task, "examples")
-        if task.raw is None:  # a built-in task
+        if task.cfg.task == "image":  # images in memory (data.image_splits), not prepared corpora
+            return [(split, task.raw.origin.get(split, split), f"{task.split_size(split):,} {unit}")
+                    for split in ("train", "val", "test") if task.has_split(split)]
+        if task.data is None:  # a built-in task
             n = task.cfg.n_test
             return [("train", "fresh random strings at every step (never a held-out one)", "unlimited"),
                     ("val", f"{n:,} held-out strings", f"{n:,} examples"),
                     ("test", f"{n:,} other held-out strings", f"{n:,} examples")]
-        return [(split, task.raw.origin.get(split, split), f"{task.split_size(split):,} {unit}")
+        return [(split, task.data.origin.get(split, split), f"{task.split_size(split):,} {unit}")
                 for split in ("train", "val", "test") if task.has_split(split)]
+
+    @staticmethod
+    def corpora(task: Task) -> list[dict[str, Any]]:
+        """Each prepared corpus the run reads, for ``config.json``."""
+        if task.data is None:
+            return []
+        return [{"source": str(p.source), "path": str(p.corpus.path), "reused": p.reused,
+                 "id_type": p.corpus.id_type, "vocab_size": p.corpus.vocab_size,
+                 "tokens": {name: f.n_items for name, f in p.corpus.fields.items() if not name.endswith(".text")},
+                 "rows": next(iter(p.corpus.fields.values())).n_rows, "notes": p.corpus.notes}
+                for p in task.data.prepared]
 
     def to_json(self, model_cfg: ModelConfig, cfg: TrainConfig, task: Task, model: nn.Module,
                 summary: list[str]) -> str:
@@ -96,6 +125,7 @@ class RunInfo:
             "model": model_cfg.to_dict(), "train": cfg.__dict__,
             "settings": self.settings, "sources": self.source, "data": self.data.to_dict(),
             "splits": {split: {"from": origin, "size": size} for split, origin, size in self.splits(task)},
+            "corpora": self.corpora(task),
             "parameters": sum(p.numel() for p in model.parameters()), "summary": summary,
         }, indent=2)
 

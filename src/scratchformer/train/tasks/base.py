@@ -1,7 +1,9 @@
 """What every task shares: the ``Task`` interface the training loop calls, and step-indexed batching.
 
 Every step's batch is a pure function of ``(seed, step)``: nothing about the data order has to be saved
-in a checkpoint, and resuming a run replays exactly the same batches.
+in a checkpoint, and resuming a run replays exactly the same batches. A task reads its splits from prepared
+corpora on disk (``train/corpora.py``: ``TaskData``), a batch at a time; only the built-in synthetic tasks
+hold their (small, generated) data in memory.
 """
 
 from __future__ import annotations
@@ -10,14 +12,15 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
-from scratchformer.data import bucket_batches
+from scratchformer.data.batching import BucketedEpoch
 from scratchformer.data.errors import DataError
-from scratchformer.data.sources import Splits
 from scratchformer.tokenizers import PAD_ID, BPETokenizer, CharTokenizer, Tokenizer
 from scratchformer.train.config import TrainConfig
+from scratchformer.train.corpora import TaskData
 
 Batch = dict[str, Tensor]
 
@@ -38,19 +41,20 @@ class EpochBatches:
     """Length-bucketed batches of a fixed training set, epoch after epoch: step -> row indices.
 
     Epoch ``e`` is shuffled with ``(seed, e)``; the batches of one epoch are counted to find where the
-    next begins, so any step maps to its batch without replaying the run.
+    next begins, so any step maps to its batch without replaying the run. An epoch is held as arrays
+    (``BucketedEpoch``: 8 bytes a row), so millions of rows cost megabytes, not Python lists.
     """
 
-    def __init__(self, lengths: list[int], cfg: TrainConfig) -> None:
-        self.lengths, self.cfg = lengths, cfg
-        self._epoch: tuple[int, int, list[list[int]]] | None = None  # (epoch, its first step, batches)
+    def __init__(self, lengths: np.ndarray | list[int], cfg: TrainConfig) -> None:
+        self.lengths, self.cfg = np.asarray(lengths, dtype=np.int64), cfg
+        self._epoch: tuple[int, int, BucketedEpoch] | None = None  # (epoch, its first step, batches)
 
-    def _make(self, epoch: int) -> list[list[int]]:
+    def _make(self, epoch: int) -> BucketedEpoch:
         if self.cfg.max_tokens:
-            return bucket_batches(self.lengths, max_tokens=self.cfg.max_tokens, seed=self.cfg.seed, epoch=epoch)
-        return bucket_batches(self.lengths, self.cfg.batch_size, seed=self.cfg.seed, epoch=epoch)
+            return BucketedEpoch.make(self.lengths, max_tokens=self.cfg.max_tokens, seed=self.cfg.seed, epoch=epoch)
+        return BucketedEpoch.make(self.lengths, self.cfg.batch_size, seed=self.cfg.seed, epoch=epoch)
 
-    def __call__(self, step: int) -> list[int]:
+    def __call__(self, step: int) -> np.ndarray:
         if self._epoch is None or step < self._epoch[1]:
             self._epoch = (0, 0, self._make(0))
         epoch, first, batches = self._epoch
@@ -64,37 +68,40 @@ class EpochBatches:
 class Task(ABC):
     """What the training loop needs from a task.
 
-    A task is built from ``Splits`` (the raw examples of each split, see ``data.sources``): it trains or
-    takes a tokenizer, encodes the examples, says which model fields follow from the data (vocabulary
-    size, number of classes), builds the *global* batch of any step, computes the summed loss of a batch,
-    and evaluates.
+    A task is built from ``TaskData`` (its tokenizer and a view of a prepared corpus for each split, see
+    ``train/corpora.py``), or, for the built-in synthetic tasks, from nothing (``data`` None). It says which
+    model fields follow from the data (vocabulary size, number of classes), builds the *global* batch of any
+    step, computes the summed loss of a batch, and evaluates.
     """
 
     tokenizer: Tokenizer
     extra_meta: dict[str, Any]
 
-    def __init__(self, cfg: TrainConfig, model_kw: dict[str, Any], splits: Splits | None,
+    def __init__(self, cfg: TrainConfig, model_kw: dict[str, Any], data: TaskData | None,
                  log: Callable[[str], None], tokenizer: Tokenizer | None = None) -> None:
         self.cfg, self.model_kw, self.log = cfg, model_kw, log
-        self.raw = splits
+        self.data = data
         self.extra_meta = {}
         self.given_tokenizer = tokenizer  # from a checkpoint: use it, never retrain
+        if data is not None:
+            self.tokenizer = data.tokenizer
 
-    def _tokenizer_for(self, texts: list[str], *, with_mask: bool = False) -> Tokenizer:
-        """The given tokenizer, or a new one trained on the training texts (with ``<mask>``, if asked)."""
+    def _tokenizer_for(self, texts: list[str]) -> Tokenizer:
+        """Synthetic tasks: the given tokenizer, or a new one trained on ``texts``."""
         if self.given_tokenizer is not None:
             return self.given_tokenizer
-        if not texts:
-            raise DataError("no training data: give --data FILE (a validation or test file alone cannot train)")
         if self.cfg.tokenizer == "bpe":
-            return BPETokenizer.train(texts, self.cfg.bpe_vocab_size, lowercase=self.cfg.lowercase,
-                                      with_mask=with_mask)
-        return CharTokenizer.train(texts, with_mask=with_mask)
+            return BPETokenizer.train(texts, self.cfg.bpe_vocab_size, lowercase=self.cfg.lowercase)
+        return CharTokenizer.train(texts)
 
-    def _limited(self, split: str, rows: list[Any]) -> list[Any]:
-        """``train_limit`` / ``eval_limit`` applied to a split's rows (a quick run on a slice of the data)."""
-        limit = self.cfg.train_limit if split == "train" else self.cfg.eval_limit
-        return rows[:limit] if limit else rows
+    def _views(self, eval_limit: bool = True) -> dict[str, Any]:
+        """Each split's view, with ``train_limit`` / ``eval_limit`` applied (a quick run on a slice)."""
+        assert self.data is not None
+        out = {}
+        for split, view in self.data.views.items():
+            limit = self.cfg.train_limit if split == "train" else (self.cfg.eval_limit if eval_limit else 0)
+            out[split] = view.head(limit) if limit else view
+        return out
 
     def training_module(self, model: nn.Module) -> nn.Module:
         """The module whose forward ``loss_sum`` calls while training (what DDP wraps): the model itself, or
@@ -141,17 +148,19 @@ class Task(ABC):
         return "test" if self.has_split("test") else "val"
 
     # ---- shared helpers
-    def _check_lengths(self, seqs: list[list[int]], limit: int, what: str) -> list[list[int]]:
-        """Apply the stated policy to sequences longer than the model allows."""
-        too_long = sum(len(s) > limit for s in seqs)
+    def _check_lengths(self, lengths: np.ndarray, limit: int, what: str) -> None:
+        """Apply the stated policy to sequences longer than the model allows (they are cut when batched); say
+        how many are empty (no tokens)."""
+        empty = int((np.asarray(lengths) == 0).sum())
+        if empty:
+            self.log(f"warning: {empty:,} of {len(lengths):,} {what} sequences are empty (no tokens)")
+        too_long = int((np.asarray(lengths) > limit).sum())
         if too_long:
             if self.cfg.truncate == "error":
                 raise DataError(f"{too_long} {what} sequence(s) are longer than {limit} tokens (the model's max_len); "
                                 "raise max_len or set truncate=warn")
-            self.log(f"warning: truncated {too_long} of {len(seqs)} {what} sequences to {limit} tokens "
+            self.log(f"warning: truncated {too_long:,} of {len(lengths):,} {what} sequences to {limit} tokens "
                      "(the model's max_len; truncate=error refuses instead)")
-            seqs = [s[:limit] for s in seqs]
-        return seqs
 
 
 def clip(text: str, limit: int = 60) -> str:

@@ -7,18 +7,20 @@ of similar length (``class_probabilities``), which the ``classify`` command uses
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from scratchformer.data import pad_batch, sorted_batches
-from scratchformer.data.sources import Splits
+from scratchformer.data.corpus.views import RowSet
 from scratchformer.metrics import accuracy, macro_f1
 from scratchformer.tokenizers import PAD_ID, Tokenizer
 from scratchformer.train.config import TrainConfig
+from scratchformer.train.corpora import TaskData
 from scratchformer.train.tasks.base import Batch, EpochBatches, Task, clip, step_generator
 
 
@@ -43,6 +45,9 @@ def class_scores(probs: Tensor, labels: list[int], n_classes: int) -> dict[str, 
 # 6 layers, 1 thread) on 1,000 SST-2 sentences: 2,048 took 18.0 s, 4,096 21.2 s, 8,192 26.3 s (larger batches
 # fall out of the CPU's caches; RESULTS.md, "Inference over a file").
 CLASSIFY_TOKENS = 2048
+# Rows of a split read from its corpus at a time when evaluating (each chunk sorted and batched as above):
+# memory stays bounded whatever the split's size.
+EVAL_CHUNK = 8192
 
 
 @torch.no_grad()
@@ -67,36 +72,39 @@ def class_probabilities(model: nn.Module, rows: list[list[int]], n_classes: int,
 class ClassifyTask(Task):
     """Labelled text -> class."""
 
-    def __init__(self, cfg: TrainConfig, model_kw: dict[str, Any], splits: Splits | None,
+    def __init__(self, cfg: TrainConfig, model_kw: dict[str, Any], data: TaskData,
                  log: Callable[[str], None], tokenizer: Tokenizer | None = None) -> None:
-        super().__init__(cfg, model_kw, splits, log, tokenizer)
-        assert splits is not None and splits.labels is not None
-        self.labels = list(splits.labels)
-        self.texts = {split: self._limited(split, rows) for split, rows in splits.rows.items()}
-        if cfg.init_from and self.given_tokenizer is None:  # fine-tuning: the pretrained model's own tokenizer
-            from scratchformer.interop.pretrained import find_pretrained
-            from scratchformer.tokenizers import PretrainedTokenizer
-
-            self.given_tokenizer = PretrainedTokenizer.from_file(find_pretrained(cfg.init_from, cfg.data_dir)
-                                                                 / "tokenizer.json")
-        self.tokenizer = self._tokenizer_for([t for t, _ in self.texts.get("train", [])])
+        super().__init__(cfg, model_kw, data, log, tokenizer)
+        assert data.labels is not None
+        self.labels = list(data.labels)
         self.max_len = int(model_kw.get("max_len", 128))
-        self.splits: dict[str, list[tuple[list[int], int]]] = {}
-        for split, rows in self.texts.items():
-            ids = self._check_lengths(self.tokenizer.encode_batch([t for t, _ in rows]), self.max_len, split)
-            self.splits[split] = [(i or [PAD_ID], label) for i, (_, label) in zip(ids, rows)]
+        self.rows: dict[str, RowSet] = self._views()
+        self.label_ids = {split: data.label_ids[split][:len(rows)] for split, rows in self.rows.items()}
+        for split, rows in self.rows.items():
+            self._check_lengths(rows.lengths("text"), self.max_len, split)
         self.extra_meta = {"labels": self.labels}
-        if "train" in self.splits:
-            self.batches = EpochBatches([len(ids) for ids, _ in self.splits["train"]], cfg)
+        if "train" in self.rows:
+            self.batches = EpochBatches(np.clip(self.rows["train"].lengths("text"), 1, self.max_len), cfg)
 
     def model_fields(self) -> dict[str, Any]:
         return {**super().model_fields(), "n_classes": len(self.labels), "max_len": 128}
 
     def has_split(self, split: str) -> bool:
-        return split in self.splits
+        return split in self.rows
 
     def split_size(self, split: str) -> int:
-        return len(self.splits[split])
+        return len(self.rows[split])
+
+    def examples(self, split: str, positions: Sequence[int] | np.ndarray) -> list[tuple[list[int], int]]:
+        """(token ids cut to max_len, label id) of the rows at ``positions`` of a split; an empty text is one
+        ``<pad>`` (a row of nothing cannot be pooled)."""
+        ids = self.rows[split].ids("text", positions)
+        labels = self.label_ids[split][np.asarray(positions, dtype=np.int64)].tolist()
+        return [(row[:self.max_len] or [PAD_ID], y) for row, y in zip(ids, labels)]
+
+    def truth(self, split: str) -> list[int]:
+        """The label id of every example of a split, in order."""
+        return self.label_ids[split].tolist()
 
     @staticmethod
     def collate(rows: list[tuple[list[int], int]]) -> Batch:
@@ -104,7 +112,7 @@ class ClassifyTask(Task):
         return {"ids": ids, "mask": mask, "labels": torch.tensor([y for _, y in rows])}
 
     def global_batch(self, step: int) -> Batch:
-        rows = [self.splits["train"][i] for i in self.batches(step)]
+        rows = self.examples("train", self.batches(step))
         if self.cfg.word_dropout:
             gen = step_generator(self.cfg.seed, step, salt=23)
             keep = self.tokenizer.special_ids
@@ -122,22 +130,30 @@ class ClassifyTask(Task):
         return F.cross_entropy(logits.float(), batch["labels"], label_smoothing=label_smoothing, reduction="sum")
 
     def probabilities(self, model: nn.Module, split: str) -> Tensor:
-        """The model's class probabilities ``(N, n_classes)`` for the examples of ``split``, in order."""
-        return class_probabilities(model, [ids for ids, _ in self.splits[split]], len(self.labels))
+        """The model's class probabilities ``(N, n_classes)`` for the examples of ``split``, in order: read
+        ``EVAL_CHUNK`` rows at a time, each chunk in sorted token-budget batches (``class_probabilities``)."""
+        n, step = len(self.rows[split]), EVAL_CHUNK
+        out = [class_probabilities(model, [ids for ids, _ in self.examples(split, np.arange(i, min(n, i + step)))],
+                                   len(self.labels)) for i in range(0, n, step)]
+        return torch.cat(out) if out else torch.zeros(0, len(self.labels))
 
     def score(self, probs: Tensor, split: str) -> dict[str, float]:
         """Loss (mean negative log-probability of the true class), accuracy and macro-F1 of ``probs``."""
-        return class_scores(probs, [y for _, y in self.splits[split]], len(self.labels))
+        return class_scores(probs, self.truth(split), len(self.labels))
 
     def evaluate(self, model: nn.Module, split: str) -> dict[str, float]:
         return self.score(self.probabilities(model, split), split)
 
+    @torch.no_grad()
     def samples(self, model: nn.Module) -> list[str]:
         split = self.sample_split()
-        rows, texts = self.splits[split][:8], self.texts[split][:8]
-        probs = self.probabilities(model, split)[:8] if rows else []
+        first = np.arange(min(8, len(self.rows[split])))
+        texts, truths = self.rows[split].texts("text", first), self.truth(split)[:8]
+        device = next(model.parameters()).device
+        batch = self.collate(self.examples(split, first)) if len(first) else None
+        probs = model(batch["ids"].to(device), batch["mask"].to(device)).float().softmax(-1).cpu() if batch else []
         lines = [f"{split} examples: predicted label, its probability, the true label"]
-        for p, (text, truth) in zip(probs, texts):
+        for p, text, truth in zip(probs, texts, truths):
             guess = int(p.argmax())
             mark = "ok " if guess == truth else "   "
             lines.append(f"{mark} {self.labels[guess]:>10} {p.max().item():.2f}  (true: {self.labels[truth]})  "

@@ -1,6 +1,7 @@
 """Image classification with a Vision Transformer: labelled images -> class.
 
-The data layer lists the images (a folder of class sub-folders, or the digits) and decodes them; this task
+The data layer lists the images (a folder of class sub-folders, or the digits) into in-memory ``Splits``
+(``data.image_splits``: images are small, and are never prepared into a corpus on disk as text is); this task
 decodes every split once at the model's ``image_size`` and ``channels``, keeps the pixels as bytes, and
 batches them: ``{"images": (B, ch, S, S) uint8, "labels": (B,)}``, scaled to [0, 1] only when the model reads
 them. There is no tokenizer (``self.tokenizer is None``): a ViT's input is its pixels.
@@ -21,8 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from scratchformer.data.image_splits import Splits
 from scratchformer.data.images import as_input, to_pixels
-from scratchformer.data.sources import Splits
 from scratchformer.nn.config import ModelConfig
 from scratchformer.tokenizers import Tokenizer
 from scratchformer.train.config import TrainConfig
@@ -54,8 +55,9 @@ class ImageTask(Task):
 
     def __init__(self, cfg: TrainConfig, model_kw: dict[str, Any], splits: Splits | None,
                  log: Callable[[str], None], tokenizer: Tokenizer | None = None) -> None:
-        super().__init__(cfg, model_kw, splits, log, tokenizer)
+        super().__init__(cfg, model_kw, None, log, tokenizer)  # no prepared corpora (``self.data`` None)
         assert splits is not None and splits.labels is not None
+        self.raw = splits
         self.labels = list(splits.labels)
         self.tokenizer = None  # type: ignore[assignment]
         self.channels, self.image_size, patch = image_shape(model_kw)
@@ -71,6 +73,11 @@ class ImageTask(Task):
         if "train" in self.splits:
             # every image is as long as every other: max_tokens, if set, counts its patches and class token
             self.batches = EpochBatches([self.tokens_per_image] * self.split_size("train"), cfg)
+
+    def _limited(self, split: str, rows: list[Any]) -> list[Any]:
+        """``train_limit`` / ``eval_limit`` applied to a split's rows (a quick run on a slice of the data)."""
+        limit = self.cfg.train_limit if split == "train" else self.cfg.eval_limit
+        return rows[:limit] if limit else rows
 
     def model_fields(self) -> dict[str, Any]:
         return {"n_classes": len(self.labels)}

@@ -1,5 +1,7 @@
 """Language modelling: next-token prediction on a text, random windows of ``max_len`` tokens (nanoGPT's get_batch).
 
+The text is a prepared corpus's token stream on disk; each batch reads only its windows.
+
 Validation during training draws ``eval_batches`` batches of random windows with a fixed seed (the same
 windows at every evaluation, comparable with nanoGPT's figures). A test text is scored whole: every
 token predicted once, in consecutive windows.
@@ -7,54 +9,48 @@ token predicted once, in consecutive windows.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from scratchformer.data import LMDataset
+from scratchformer.data.corpus.views import TokenStream
 from scratchformer.data.errors import DataError
-from scratchformer.data.sources import Splits
 from scratchformer.generation import generate
 from scratchformer.metrics import perplexity
 from scratchformer.tokenizers import Tokenizer
 from scratchformer.train.config import TrainConfig
+from scratchformer.train.corpora import TaskData
 from scratchformer.train.tasks.base import Batch, Task, step_generator
 
 
 class LMTask(Task):
     """Random windows of a token stream; the target is the window shifted by one."""
 
-    def __init__(self, cfg: TrainConfig, model_kw: dict[str, Any], splits: Splits | None,
+    def __init__(self, cfg: TrainConfig, model_kw: dict[str, Any], data: TaskData,
                  log: Callable[[str], None], tokenizer: Tokenizer | None = None) -> None:
-        super().__init__(cfg, model_kw, splits, log, tokenizer)
-        assert splits is not None
-        texts = {split: rows[0] for split, rows in splits.rows.items()}
-        if cfg.train_limit and "train" in texts:
-            texts["train"] = texts["train"][:cfg.train_limit]
-        self.tokenizer = self._tokenizer_for([texts["train"]] if "train" in texts else [])
+        super().__init__(cfg, model_kw, data, log, tokenizer)
         self.block = int(model_kw.get("max_len", 256))
-        self.texts = texts
-        self.data = {split: LMDataset(torch.tensor(self.tokenizer.encode(text), dtype=torch.long), name=split)
-                     for split, text in texts.items()}
-        for split, ds in self.data.items():
-            if len(ds.ids) < self.block + 1 and split != "test":
-                raise DataError(f"the {split} text has {len(ds.ids)} tokens, fewer than max_len + 1 = "
+        # eval_limit counts examples; a language model's held-out text is scored in windows, whole
+        self.streams: dict[str, TokenStream] = self._views(eval_limit=False)
+        for split, stream in self.streams.items():
+            if len(stream) < self.block + 1 and split != "test":
+                raise DataError(f"the {split} text has {len(stream)} tokens, fewer than max_len + 1 = "
                                 f"{self.block + 1}; give more text or a smaller max_len")
 
     def model_fields(self) -> dict[str, Any]:
         return {**super().model_fields(), "max_len": 256}
 
     def has_split(self, split: str) -> bool:
-        return split in self.data
+        return split in self.streams
 
     def split_size(self, split: str) -> int:
-        return len(self.data[split])
+        return len(self.streams[split])
 
     def global_batch(self, step: int) -> Batch:
-        x, y = self.data["train"].get_batch(self.cfg.batch_size, self.block, step_generator(self.cfg.seed, step))
+        x, y = self.streams["train"].get_batch(self.cfg.batch_size, self.block, step_generator(self.cfg.seed, step))
         return {"x": x, "y": y}
 
     def count(self, batch: Batch) -> int:
@@ -78,27 +74,32 @@ class LMTask(Task):
 
     def _random_windows(self, split: str) -> list[tuple[Tensor, Tensor]]:
         gen = torch.Generator().manual_seed(1234)  # the same windows at every evaluation
-        return [self.data[split].get_batch(self.cfg.batch_size, self.block, gen)
+        return [self.streams[split].get_batch(self.cfg.batch_size, self.block, gen)
                 for _ in range(max(1, self.cfg.eval_batches))]
 
-    def _sweep(self, split: str) -> list[tuple[Tensor, Tensor]]:
-        """Consecutive windows that predict every token of the split (but the first) exactly once."""
-        ids = self.data[split].ids
-        if len(ids) < 2:
-            raise DataError(f"the {split} text has {len(ids)} token(s); at least 2 are needed to score it")
-        starts = range(0, len(ids) - 1, self.block)
-        windows = [(ids[s:s + self.block], ids[s + 1:s + self.block + 1]) for s in starts]
-        full = [w for w in windows if len(w[1]) == self.block]
-        batches = [(torch.stack([x for x, _ in full[i:i + 32]]), torch.stack([y for _, y in full[i:i + 32]]))
-                   for i in range(0, len(full), 32)]
-        rest = [w for w in windows if len(w[1]) != self.block]
-        return batches + [(x[:len(y)][None], y[None]) for x, y in rest]
+    def _sweep(self, split: str, per_batch: int = 32) -> Iterator[tuple[Tensor, Tensor]]:
+        """Consecutive windows that predict every token of the split (but the first) exactly once, read
+        ``per_batch`` windows at a time."""
+        stream = self.streams[split]
+        n = len(stream)
+        if n < 2:
+            raise DataError(f"the {split} text has {n} token(s); at least 2 are needed to score it")
+        span = per_batch * self.block
+        for first in range(0, n - 1, span):
+            ids = stream.read(first, first + span + 1)
+            windows = [(ids[s:s + self.block], ids[s + 1:s + self.block + 1]) for s in range(0, len(ids) - 1,
+                                                                                             self.block)]
+            full = [w for w in windows if len(w[1]) == self.block]
+            if full:
+                yield torch.stack([x for x, _ in full]), torch.stack([y for _, y in full])
+            for x, y in (w for w in windows if len(w[1]) != self.block):
+                yield x[:len(y)][None], y[None]
 
     @torch.no_grad()
     def samples(self, model: nn.Module) -> list[str]:
         """A held-out prompt, the model's continuation (sampled, temperature 0.8) and the real text after it."""
         split = self.sample_split()
-        ids = self.data[split].ids.tolist()
+        ids = self.streams[split].read(0, 100_000).tolist()  # the prompt and the truth come from its beginning
         n_prompt, n_new = min(64, self.block // 2), min(200, max(1, self.block))
         if len(ids) < n_prompt + 1:
             return []

@@ -6,18 +6,20 @@ from its run (``task=classify init_from=RUN_DIR``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from scratchformer.data import pad_batch
-from scratchformer.data.sources import Splits
+from scratchformer.data.corpus.views import RowSet
 from scratchformer.metrics import perplexity
 from scratchformer.tokenizers import BOS_ID, MASK_ID, PAD_ID, Tokenizer
 from scratchformer.train.config import TrainConfig
+from scratchformer.train.corpora import TaskData
 from scratchformer.train.tasks.base import Batch, EpochBatches, Task, step_generator
 
 
@@ -60,20 +62,21 @@ class MaskedLMTask(Task):
     drawn once with a fixed seed, so the validation loss of every evaluation is comparable.
     """
 
-    def __init__(self, cfg: TrainConfig, model_kw: dict[str, Any], splits: Splits | None,
+    def __init__(self, cfg: TrainConfig, model_kw: dict[str, Any], data: TaskData,
                  log: Callable[[str], None], tokenizer: Tokenizer | None = None) -> None:
-        super().__init__(cfg, model_kw, splits, log, tokenizer)
-        assert splits is not None
-        self.texts = {split: self._limited(split, rows) for split, rows in splits.rows.items()}
-        self.tokenizer = self._tokenizer_for(self.texts.get("train", []), with_mask=True)
+        super().__init__(cfg, model_kw, data, log, tokenizer)
         # A tokenizer saved before <mask> existed (an older run, resumed): <bos> stood for it, as it did then.
         self.mask_id = self.tokenizer.mask_id if self.tokenizer.mask_id is not None else BOS_ID
         self.max_len = int(model_kw.get("max_len", 128))
-        self.splits = {split: [ids or [PAD_ID] for ids in  # token ids of each text
-                               self._check_lengths(self.tokenizer.encode_batch(t), self.max_len, split)]
-                       for split, t in self.texts.items()}
-        if "train" in self.splits:
-            self.batches = EpochBatches([len(ids) for ids in self.splits["train"]], cfg)
+        self.rows: dict[str, RowSet] = self._views()
+        for split, rows in self.rows.items():
+            self._check_lengths(rows.lengths("text"), self.max_len, split)
+        if "train" in self.rows:
+            self.batches = EpochBatches(np.clip(self.rows["train"].lengths("text"), 1, self.max_len), cfg)
+
+    def examples(self, split: str, positions: np.ndarray | list[int]) -> list[list[int]]:
+        """Token ids of the texts at ``positions`` of a split, cut to max_len (an empty text: one ``<pad>``)."""
+        return [ids[:self.max_len] or [PAD_ID] for ids in self.rows[split].ids("text", positions)]
 
     def model_fields(self) -> dict[str, Any]:
         return {**super().model_fields(), "n_classes": 2, "max_len": 128}
@@ -82,10 +85,10 @@ class MaskedLMTask(Task):
         return TokenPredictor(model)
 
     def has_split(self, split: str) -> bool:
-        return split in self.splits
+        return split in self.rows
 
     def split_size(self, split: str) -> int:
-        return len(self.splits[split])
+        return len(self.rows[split])
 
     def _masked(self, rows: list[list[int]], gen: torch.Generator) -> Batch:
         ids, real = pad_batch(rows, PAD_ID)
@@ -94,7 +97,7 @@ class MaskedLMTask(Task):
         return {"ids": inputs, "mask": real, "targets": ids, "chosen": chosen}
 
     def global_batch(self, step: int) -> Batch:
-        rows = [self.splits["train"][i] for i in self.batches(step)]
+        rows = self.examples("train", self.batches(step))
         return self._masked(rows, step_generator(self.cfg.seed, step, salt=17))
 
     def count(self, batch: Batch) -> int:
@@ -108,10 +111,11 @@ class MaskedLMTask(Task):
         return F.cross_entropy(logits.float(), batch["targets"][batch["chosen"]], label_smoothing=label_smoothing,
                                reduction="sum")
 
-    def _val_batches(self, split: str) -> list[Batch]:
+    def _val_batches(self, split: str) -> Iterator[Batch]:
         gen = torch.Generator().manual_seed(1234)  # the same masks at every evaluation
-        rows = self.splits[split]
-        return [self._masked(rows[i:i + 256], gen) for i in range(0, len(rows), 256)]
+        n = len(self.rows[split])
+        for i in range(0, n, 256):
+            yield self._masked(self.examples(split, np.arange(i, min(n, i + 256))), gen)
 
     @torch.no_grad()
     def evaluate(self, model: nn.Module, split: str) -> dict[str, float]:
@@ -132,7 +136,8 @@ class MaskedLMTask(Task):
         """A few held-out texts with their masked tokens, each as ``[true -> predicted]``."""
         split = self.sample_split()
         device = next(model.parameters()).device
-        batch = self._masked(self.splits[split][:5], torch.Generator().manual_seed(99))
+        batch = self._masked(self.examples(split, np.arange(min(5, len(self.rows[split])))),
+                             torch.Generator().manual_seed(99))
         predicted = model.predict_tokens(batch["ids"].to(device), batch["mask"].to(device),
                                          batch["chosen"].to(device)).argmax(-1).tolist()
         lines, k = [f"{split} texts, each masked token as [true -> predicted]:"], 0

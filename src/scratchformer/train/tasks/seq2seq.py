@@ -10,16 +10,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from scratchformer.data import SyntheticTask, pad_batch, sorted_batches
-from scratchformer.data.sources import Splits
+from scratchformer.data.corpus.views import RowSet
 from scratchformer.generation import greedy_translate
 from scratchformer.metrics import bleu, exact_match, perplexity
 from scratchformer.tokenizers import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from scratchformer.train.config import TrainConfig
+from scratchformer.train.corpora import TaskData
 from scratchformer.train.tasks.base import Batch, EpochBatches, Task, clip
 
 Pairs = list[tuple[list[int], list[int]]]
@@ -29,50 +31,100 @@ EVAL_TOKENS = 4096  # the logits of a batch: EVAL_TOKENS x vocabulary floats (8,
 DECODE_TOKENS = 2048
 
 
+class _ListRows:
+    """The built-in tasks' held-out pairs, generated and held in memory, read like a ``RowSet``."""
+
+    def __init__(self, fields: dict[str, list[Any]]) -> None:
+        self.fields = fields
+
+    def __len__(self) -> int:
+        return len(self.fields["source"])
+
+    def head(self, n: int) -> _ListRows:
+        return _ListRows({name: values[:n] for name, values in self.fields.items()})
+
+    def lengths(self, field: str) -> np.ndarray:
+        return np.array([len(ids) for ids in self.fields[field]], dtype=np.int64)
+
+    def ids(self, field: str, positions: Any) -> list[list[int]]:
+        return [self.fields[field][i] for i in positions]
+
+    def texts(self, field: str, positions: Any) -> list[str]:
+        return [self.fields[f"{field}.text"][i] for i in positions]
+
+
 class Seq2SeqTask(Task):
     """Source ids -> ``<bos>`` target ids ``<eos>``."""
 
-    def __init__(self, cfg: TrainConfig, model_kw: dict[str, Any], splits: Splits | None,
+    def __init__(self, cfg: TrainConfig, model_kw: dict[str, Any], data: TaskData | None,
                  log: Callable[[str], None], tokenizer: Tokenizer | None = None) -> None:
-        super().__init__(cfg, model_kw, splits, log, tokenizer)
+        super().__init__(cfg, model_kw, data, log, tokenizer)
         self.synthetic: SyntheticTask | None = None
-        self.splits: dict[str, Pairs] = {}
-        self.texts: dict[str, list[tuple[str, str]]] = {}
-        if splits is None:  # copy, reverse, sort
+        self.rows: dict[str, RowSet | _ListRows]
+        if data is None:  # copy, reverse, sort
             self.synthetic = SyntheticTask(cfg.task, n_symbols=cfg.n_symbols, min_len=cfg.min_seq_len,
                                            max_len=cfg.max_seq_len, seed=cfg.seed, n_test=cfg.n_test)
             alphabet = sorted({c for s, t in self.synthetic.test_pairs()[:200] for c in s + t}
                               | set("abcdefghijklmnopqrstuvwxyz0123456789"[:cfg.n_symbols]))
             self.tokenizer = self._tokenizer_for(["".join(alphabet)])
-            self.texts = {"val": self.synthetic.val_pairs(), "test": self.synthetic.test_pairs()}
             self.default_max_len = cfg.max_seq_len + 2
-        else:
-            self.texts = dict(splits.rows)
-            train = self._limited("train", self.texts.get("train", []))
-            self.tokenizer = self._tokenizer_for([s for s, _ in train] + [t for _, t in train])
-            self.default_max_len = 128
+            self.max_len = int(model_kw.get("max_len", self.default_max_len))
+            held_out = {"val": self.synthetic.val_pairs(), "test": self.synthetic.test_pairs()}
+            limit = cfg.eval_limit or None
+            self.rows = {split: self._in_memory(pairs[:limit], split) for split, pairs in held_out.items()}
+            return
+        self.default_max_len = 128
         self.max_len = int(model_kw.get("max_len", self.default_max_len))
-        self.texts = {split: self._limited(split, rows) for split, rows in self.texts.items()}
-        for split, pairs in self.texts.items():
-            self.splits[split] = self._encode(pairs, split)
-        if "train" in self.splits:
-            self.batches = EpochBatches([max(len(s), len(t) + 1) for s, t in self.splits["train"]], cfg)
+        self.rows = self._views()
+        for split, rows in self.rows.items():
+            self._check_lengths(rows.lengths("source"), self.max_len, f"{split} source")
+            self._check_lengths(rows.lengths("target"), self.max_len - 1, f"{split} target")  # + <bos> or <eos>
+        if "train" in self.rows:
+            train = self.rows["train"]
+            src = np.minimum(train.lengths("source"), self.max_len)
+            tgt = np.minimum(train.lengths("target"), self.max_len - 1) + 1
+            self.batches = EpochBatches(np.maximum(src, tgt), cfg)
 
     def _encode(self, pairs: list[tuple[str, str]], split: str) -> Pairs:
         src = self.tokenizer.encode_batch([s for s, _ in pairs], add_eos=True)
         tgt = self.tokenizer.encode_batch([t for _, t in pairs])
-        src = self._check_lengths(src, self.max_len, f"{split} source")
-        tgt = self._check_lengths(tgt, self.max_len - 1, f"{split} target")  # + <bos> or <eos>
-        return list(zip(src, tgt))
+        self._check_lengths(np.array([len(s) for s in src]), self.max_len, f"{split} source")
+        self._check_lengths(np.array([len(t) for t in tgt]), self.max_len - 1, f"{split} target")
+        return [(s[:self.max_len], t[:self.max_len - 1]) for s, t in zip(src, tgt)]
+
+    def _in_memory(self, pairs: list[tuple[str, str]], split: str) -> _ListRows:
+        encoded = self._encode(pairs, split)
+        return _ListRows({"source": [s for s, _ in encoded], "target": [t for _, t in encoded],
+                          "source.text": [s for s, _ in pairs], "target.text": [t for _, t in pairs]})
+
+    def pairs(self, split: str, positions: Any) -> Pairs:
+        """(source ids, target ids) of the pairs at ``positions`` of a split, cut to what the model takes."""
+        rows = self.rows[split]
+        return [(s[:self.max_len], t[:self.max_len - 1])
+                for s, t in zip(rows.ids("source", positions), rows.ids("target", positions))]
+
+    def source_ids(self, split: str) -> list[list[int]]:
+        """The source ids of every pair of a split (what evaluation translates)."""
+        return [s for s, _ in self.pairs(split, range(len(self.rows[split])))]
+
+    def texts(self, split: str, n: int | None = None) -> list[tuple[str, str]]:
+        """The (source, target) texts of the first ``n`` pairs of a split (all by default), as in the file."""
+        positions = range(len(self.rows[split]) if n is None else min(n, len(self.rows[split])))
+        rows = self.rows[split]
+        return list(zip(rows.texts("source", positions), rows.texts("target", positions)))
+
+    def references(self, split: str, n: int | None = None) -> list[str]:
+        """The target texts of the first ``n`` pairs of a split (all by default), as in the file."""
+        return self.rows[split].texts("target", range(len(self.rows[split]) if n is None else n))
 
     def model_fields(self) -> dict[str, Any]:
         return {**super().model_fields(), "max_len": self.default_max_len}
 
     def has_split(self, split: str) -> bool:
-        return split in self.splits or (split == "train" and self.synthetic is not None)
+        return split in self.rows or (split == "train" and self.synthetic is not None)
 
     def split_size(self, split: str) -> int:
-        return len(self.splits[split])
+        return len(self.rows[split])
 
     @staticmethod
     def collate(pairs: Pairs) -> Batch:
@@ -85,7 +137,7 @@ class Seq2SeqTask(Task):
         if self.synthetic is not None:  # fresh sequences every step, never from the held-out sets
             pairs = self.synthetic.train_pairs(self.cfg.batch_size, seed=self.cfg.seed * 1_000_003 + step)
             return self.collate(self._encode(pairs, "train"))
-        return self.collate([self.splits["train"][i] for i in self.batches(step)])
+        return self.collate(self.pairs("train", self.batches(step)))
 
     def count(self, batch: Batch) -> int:
         return int((batch["tgt_out"] != PAD_ID).sum())
@@ -101,12 +153,14 @@ class Seq2SeqTask(Task):
     @torch.no_grad()
     def loss(self, model: nn.Module, split: str) -> dict[str, float]:
         """The teacher-forced loss (mean over target tokens) and perplexity of ``split``, its pairs sorted by
-        length into batches of at most ``EVAL_TOKENS`` padded tokens."""
-        pairs = self.splits[split]
+        length into batches of at most ``EVAL_TOKENS`` padded tokens, each batch read when it is run."""
+        rows = self.rows[split]
+        src = np.minimum(rows.lengths("source"), self.max_len)
+        tgt = np.minimum(rows.lengths("target"), self.max_len - 1) + 1  # + <bos> or <eos>
         device = next(model.parameters()).device
         total, count = 0.0, 0
-        for idx in sorted_batches([max(len(s), len(t) + 1) for s, t in pairs], EVAL_TOKENS):
-            batch = {k: v.to(device) for k, v in self.collate([pairs[i] for i in idx]).items()}
+        for idx in sorted_batches(np.maximum(src, tgt), EVAL_TOKENS):
+            batch = {k: v.to(device) for k, v in self.collate(self.pairs(split, idx)).items()}
             total += self.loss_sum(model, batch, 0.0).item()
             count += self.count(batch)
         loss = total / max(count, 1)
@@ -114,16 +168,16 @@ class Seq2SeqTask(Task):
 
     @torch.no_grad()
     def evaluate(self, model: nn.Module, split: str) -> dict[str, float]:
-        pairs = self.splits[split]
+        size = len(self.rows[split])
         out = self.loss(model, split)
-        n = len(pairs) if split == "test" else min(self.cfg.eval_decode, len(pairs))
+        n = size if split == "test" else min(self.cfg.eval_decode, size)
         if n:
-            hyps = self.translate_ids([s for s, _ in pairs[:n]], model)
+            pairs = self.pairs(split, range(n))
+            hyps = self.translate_ids([s for s, _ in pairs], model)
             if self.synthetic is not None:
-                out["exact_match"] = exact_match(hyps, [t for _, t in pairs[:n]])
+                out["exact_match"] = exact_match(hyps, [t for _, t in pairs])
             else:
-                refs = [t for _, t in self.texts[split][:n]]
-                out["bleu"], _ = bleu([self.tokenizer.decode(h) for h in hyps], refs)
+                out["bleu"], _ = bleu([self.tokenizer.decode(h) for h in hyps], self.references(split, n))
         return out
 
     def translate_ids(self, sources: list[list[int]], model: nn.Module) -> list[list[int]]:
@@ -142,10 +196,11 @@ class Seq2SeqTask(Task):
 
     def samples(self, model: nn.Module) -> list[str]:
         split = self.sample_split()
-        pairs, texts = self.splits[split][:5], self.texts[split][:5]
+        first = range(min(5, len(self.rows[split])))
+        pairs, rows = self.pairs(split, first), self.rows[split]
         hyps = self.translate_ids([s for s, _ in pairs], model)
         lines = [f"{split} examples, greedy decoding (ok = the reference exactly):"]
-        for (src_text, tgt_text), h in zip(texts, hyps):
+        for src_text, tgt_text, h in zip(rows.texts("source", first), rows.texts("target", first), hyps):
             out = self.tokenizer.decode(h)
             same = out == tgt_text
             lines.append(f"{'ok ' if same else '   '} {clip(src_text, 40):>24} -> {clip(out)}"

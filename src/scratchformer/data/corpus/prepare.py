@@ -1,0 +1,233 @@
+"""Preparing a source: one streaming pass from the user's files to a corpus of token ids on disk.
+
+The files are read in chunks of about a megabyte (``streams``), cut into texts (rows, or for language
+modelling pieces of the text), encoded a megabyte at a time by the tokenizer's batch encoder (Hugging Face
+``tokenizers`` runs it on every core) and appended to the corpus files (``writer``); memory holds one batch,
+whatever the size of the files. The same streams feed tokenizer training (``training_texts``), optionally
+only a sample of them, evenly spread over the files (sentencepiece's ``input_sentence_size``).
+
+The data layer needs nothing of a tokenizer but ``Encoder``: ``vocab_size`` and ``encode_batch``. Training
+one, and choosing which, is the training layer's job (``train/corpora.py``), which hands it in.
+
+A language-modelling text is cut only before a newline that is followed by a word character. There the
+byte-level BPE pre-tokenizer (GPT-2's pattern) always splits, whatever surrounds it, so encoding the pieces
+one by one gives exactly the ids of encoding the whole text at once. A stretch of 8 MB without such a
+newline (no line starts with a letter or digit) is cut anyway, at its last newline.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from scratchformer.data.corpus.cache import documents
+from scratchformer.data.corpus.store import PreparedCorpus
+from scratchformer.data.corpus.writer import CorpusWriter
+from scratchformer.data.errors import DataError
+from scratchformer.data.labelled import iter_labelled
+from scratchformer.data.parallel import iter_pairs
+from scratchformer.data.sources import FORMATS, Source
+from scratchformer.data.streams import Progress, iter_lines, text_chunks
+
+__all__ = ["Encoder", "segments", "source_bytes", "training_texts", "write_corpus"]
+
+BATCH_CHARS = 1 << 20  # characters per call of the batch encoder
+BATCH_ROWS = 1 << 15
+LONGEST_PIECE = 8 << 20
+_CUT = re.compile(r"(?=\n\w)")  # before a newline followed by a word character
+_WORD = re.compile(r"\w")
+T = TypeVar("T")
+
+
+class Encoder(Protocol):
+    """What preparation needs of a tokenizer (every ``scratchformer.tokenizers.Tokenizer`` is one). One that
+    also has ``encode_arrays`` (the same, giving NumPy arrays; the character tokenizer) is called through it."""
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    def encode_batch(self, texts: list[str], *, add_bos: bool = False, add_eos: bool = False) -> list[list[int]]: ...
+
+
+def _encode(encoder: Encoder, texts: list[str], add_eos: bool = False) -> Sequence[Sequence[int]]:
+    fast = getattr(encoder, "encode_arrays", None)
+    return fast(texts, add_eos=add_eos) if fast is not None else encoder.encode_batch(texts, add_eos=add_eos)
+
+
+def source_bytes(source: Source) -> int:
+    """Bytes on disk of every file of a source (what a progress bar counts)."""
+    return sum(path.stat().st_size for _, path in documents(source))
+
+
+def write_corpus(source: Source, encoder: Encoder, directory: Path, meta: dict[str, Any],
+                 progress: Progress | None = None) -> PreparedCorpus:
+    """Encode ``source`` into a new corpus at ``directory`` (written under a temporary name, renamed when
+    complete); ``meta`` goes into its manifest. Problems in the files raise ``DataError`` and leave nothing."""
+    started = time.perf_counter()
+    notes: list[str] = []
+    with CorpusWriter(directory, encoder.vocab_size) as writer:
+        extra = _WRITERS[source.kind](source, encoder, writer, notes, progress)
+        return writer.commit({**meta, **extra, "kind": source.kind, "source": [str(p) for p in source.paths],
+                              "notes": notes, "input_bytes": source_bytes(source),
+                              "seconds": round(time.perf_counter() - started, 3)})
+
+
+def training_texts(source: Source, sample_chars: int = 0, progress: Progress | None = None) -> Iterator[str]:
+    """The texts a tokenizer learns from: every text of the source, or about ``sample_chars`` characters of
+    them, taken evenly over the files (from every megabyte read, its share)."""
+    read = [0]
+
+    def count(n: int) -> None:
+        read[0] += n
+        if progress is not None:
+            progress(n)
+
+    texts = _texts(source, count)
+    if not sample_chars:
+        yield from texts
+        return
+    total, kept = max(1, source_bytes(source)), 0
+    for text in texts:
+        if kept <= sample_chars * read[0] / total:
+            kept += len(text)
+            yield text
+
+
+# ------------------------------------------------------------------------------------------ reading by kind
+
+
+def segments(chunks: Iterable[str]) -> Iterator[str]:
+    """A text, given in chunks, as pieces cut only where the BPE pre-tokenizer splits (module docstring)."""
+    rest = ""
+    for chunk in chunks:
+        text = rest + chunk
+        cut = _last_cut(text)
+        if cut <= 0:
+            if len(text) < LONGEST_PIECE:
+                rest = text
+                continue
+            cut = text.rfind("\n") if text.rfind("\n") > 0 else len(text)
+        yield from (piece for piece in _CUT.split(text[:cut]) if piece)
+        rest = text[cut:]
+    yield from (piece for piece in _CUT.split(rest) if piece)
+
+
+def _last_cut(text: str) -> int:
+    i = text.rfind("\n")
+    while i >= 0 and not _WORD.match(text, i + 1):
+        i = text.rfind("\n", 0, i)
+    return i
+
+
+def _documents_text(source: Source, progress: Progress | None) -> Iterator[tuple[str, Iterator[str]]]:
+    """(name, pieces) of each document; in a folder every document ends with a newline, so none runs into
+    the next."""
+    folder = Path(source.paths[0]).is_dir()
+    for name, path in documents(source):
+        chunks = text_chunks(path, progress)
+        yield name, segments(_newline_ended(chunks) if folder else chunks)
+
+
+def _newline_ended(chunks: Iterator[str]) -> Iterator[str]:
+    last = ""
+    for chunk in chunks:
+        last = chunk
+        yield chunk
+    if not last.endswith("\n"):
+        yield "\n"
+
+
+def _lines(source: Source, notes: list[str], progress: Progress | None) -> Iterator[str]:
+    """Masked-token pretraining: the text column of a TSV/CSV, or the non-blank lines of a text file."""
+    path = source.paths[0]
+    if Path(Path(path).name.removesuffix(".gz")).suffix.lower() in (".tsv", ".csv"):
+        yield from (text for _, text, _ in iter_labelled(path, notes, progress))
+        return
+    found = False
+    for line in iter_lines(path, progress):
+        if line := line.strip():
+            found = True
+            yield line
+    if not found:
+        raise DataError(f"{path} has no text; task=mlm takes {FORMATS['mlm']}")
+
+
+def _texts(source: Source, progress: Progress | None) -> Iterator[str]:
+    if source.kind == "text":
+        for _, pieces in _documents_text(source, progress):
+            yield from pieces
+    elif source.kind == "pairs":
+        for s, t in iter_pairs(source.paths, [], progress):
+            yield s
+            yield t
+    elif source.kind == "labelled":
+        yield from (text for _, text, _ in iter_labelled(source.paths[0], [], progress))
+    else:
+        yield from _lines(source, [], progress)
+
+
+def _batched(items: Iterable[T], size: Callable[[T], int]) -> Iterator[list[T]]:
+    batch: list[T] = []
+    chars = 0
+    for item in items:
+        batch.append(item)
+        chars += size(item)
+        if chars >= BATCH_CHARS or len(batch) >= BATCH_ROWS:
+            yield batch
+            batch, chars = [], 0
+    if batch:
+        yield batch
+
+
+# ------------------------------------------------------------------------------------------ writing by kind
+
+
+def _write_text(source: Source, encoder: Encoder, writer: CorpusWriter, notes: list[str],
+                progress: Progress | None) -> dict[str, Any]:
+    names = []
+    for name, pieces in _documents_text(source, progress):
+        for batch in _batched(pieces, len):
+            writer.extend("text", _encode(encoder, batch))
+        writer.end_row("text")
+        names.append(name)
+    return {"documents": names} if Path(source.paths[0]).is_dir() else {}
+
+
+def _write_pairs(source: Source, encoder: Encoder, writer: CorpusWriter, notes: list[str],
+                 progress: Progress | None) -> dict[str, Any]:
+    for batch in _batched(iter_pairs(source.paths, notes, progress), lambda p: len(p[0]) + len(p[1])):
+        sources, targets = [s for s, _ in batch], [t for _, t in batch]
+        writer.add_rows("source", _encode(encoder, sources, add_eos=True))
+        writer.add_rows("target", _encode(encoder, targets))
+        writer.add_texts("source", sources)
+        writer.add_texts("target", targets)
+    return {}
+
+
+def _write_labelled(source: Source, encoder: Encoder, writer: CorpusWriter, notes: list[str],
+                    progress: Progress | None) -> dict[str, Any]:
+    codes: dict[str, int] = {}  # label as written -> its code, in order of first appearance
+    first_line: dict[str, int] = {}
+    for batch in _batched(iter_labelled(source.paths[0], notes, progress), lambda row: len(row[1])):
+        texts = [text for _, text, _ in batch]
+        writer.add_rows("text", _encode(encoder, texts))
+        writer.add_texts("text", texts)
+        for line, _, label in batch:
+            if label not in codes:
+                codes[label], first_line[label] = len(codes), line
+        writer.add_labels([codes[label] for _, _, label in batch])
+    return {"labels": {"names": list(codes), "first_line": [first_line[name] for name in codes]}}
+
+
+def _write_lines(source: Source, encoder: Encoder, writer: CorpusWriter, notes: list[str],
+                 progress: Progress | None) -> dict[str, Any]:
+    for batch in _batched(_lines(source, notes, progress), len):
+        writer.add_rows("text", _encode(encoder, batch))
+        writer.add_texts("text", batch)
+    return {}
+
+
+_WRITERS = {"text": _write_text, "pairs": _write_pairs, "labelled": _write_labelled, "lines": _write_lines}
