@@ -12,7 +12,7 @@
         every eval_every steps: evaluate, keep best/, early stop  Trainer.evaluate_and_select
         save last/ at every evaluation (or every save_every)      Trainer.save
         stop cleanly on an interrupt (SIGINT/SIGTERM), the time budget, early stopping or a NaN loss
-    average_last = N: the mean of the last N saves, averaged/     Trainer.write_average (averaging.py)
+    average_last = N: the mean of the last N saves, averaged/     write_average (averaging.py)
     the kept checkpoint measured on the test split; samples       Trainer.finish
 
 Every step's batch, dropout masks and learning rate are pure functions of ``(seed, step)``, so a run
@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +39,7 @@ from scratchformer.checkpoint import checkpoint_tokenizer, load_weights, read_me
 from scratchformer.data.files import atomic_write_text
 from scratchformer.nn.config import ConfigError, ModelConfig
 from scratchformer.tokenizers import Tokenizer
-from scratchformer.train.averaging import CheckpointHistory, WeightAverage
+from scratchformer.train.averaging import CheckpointHistory, WeightAverage, write_average
 from scratchformer.train.budget import estimate_steps
 from scratchformer.train.config import TrainConfig
 from scratchformer.train.device import compile_unavailable
@@ -50,36 +49,14 @@ from scratchformer.train.logger import MetricsLogger, prune
 from scratchformer.train.optim import Schedule, make_optimizer, set_lr
 from scratchformer.train.precision import MixedPrecision
 from scratchformer.train.progress import Progress
+from scratchformer.train.result import TrainingError, TrainResult
 from scratchformer.train.resume import pick_checkpoint, restore_weights
 from scratchformer.train.run_info import RunInfo
 from scratchformer.train.setup import task_and_model
 from scratchformer.train.steps import Window, accumulate_gradients, evaluate, score, seed_step
-from scratchformer.train.tasks import Task, split_rows
+from scratchformer.train.tasks import split_rows
 
 __all__ = ["TrainResult", "Trainer", "TrainingError"]
-
-
-class TrainingError(RuntimeError):
-    """Training cannot go on (a NaN/inf loss, say); the last good checkpoint is kept."""
-
-
-@dataclass
-class TrainResult:
-    out_dir: Path
-    model: nn.Module
-    task: Task
-    model_config: ModelConfig
-    step: int
-    val: dict[str, float] = field(default_factory=dict)  # validation metrics of the kept checkpoint (best/, averaged/)
-    test: dict[str, float] = field(default_factory=dict)  # test metrics of that same checkpoint
-    last_val: dict[str, float] = field(default_factory=dict)  # the last evaluation's validation metrics
-    samples: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-    stopped_early: bool = False
-    stop_reason: str = ""  # "", "early stopping", "time budget"
-    is_main: bool = True  # False on the other ranks of a distributed run (they print nothing)
-    averaged_steps: list[int] = field(default_factory=list)  # average_last: the steps whose mean is averaged/
-    before_averaging: dict[str, float] = field(default_factory=dict)  # then: best/'s (else last/'s) validation metrics
 
 
 class Trainer:
@@ -229,7 +206,7 @@ class Trainer:
                 kept_step = read_meta(out / "best")["step"]
             if self.history is not None and self.history.steps():
                 result.before_averaging, result.val = result.val, {}
-                result.averaged_steps, result.val = self.write_average()
+                result.averaged_steps, result.val = write_average(self)
                 kept_step = result.step
             if self.cfg.test_at_end and self.task.has_split("test"):
                 result.test = evaluate(self.task, model, "test")
@@ -238,18 +215,6 @@ class Trainer:
             result.samples = self.task.samples(model)
         result.seconds = time.perf_counter() - self.started
         return result
-
-    def write_average(self) -> tuple[list[int], dict[str, float]]:
-        """The paper's checkpoint averaging: the mean of the last ``average_last`` saves into the model,
-        saved as ``averaged/``; returns the steps averaged and the average's validation metrics."""
-        steps = self.history.load_mean(self.model)  # type: ignore[union-attr]
-        val = evaluate(self.task, self.model, "val")
-        MetricsLogger(self.out, tensorboard=False).log(self.step, "val_averaged", **val, steps=steps)
-        save_checkpoint(self.out / "averaged", self.model, self.task.tokenizer, self.model_cfg,
-                        self.resolved_cfg.__dict__, self.step, None,
-                        {**self.task.extra_meta, "data": self.run_info.data.to_dict(), "averaged_steps": steps})
-        self.log(f"averaged/: the mean of the weights of steps {', '.join(f'{s:,}' for s in steps)}")
-        return steps, val
 
     # ------------------------------------------------------------------------------------ one step
 
