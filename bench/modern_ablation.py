@@ -9,8 +9,9 @@ one thread per run so that the runs' wall times compare. Each final model is sco
 validation text (the last 10 % of Tiny Shakespeare, every character predicted once, in consecutive windows
 of 64): more precise than the trainer's 20 random batches. ``--equal-time`` trains each variant for the
 wall time the baseline took instead of 2,000 steps (``max_time``; the schedule is fitted to the number of
-steps that time allows). Writes ``report.json`` (and, with matplotlib, ``loss_vs_time.png``: validation
-loss against seconds, from each run's ``metrics.jsonl``) in ``--out``.
+steps that time allows). Writes ``report.json`` and, with matplotlib, ``curves.png`` in ``--out``: the
+validation loss at each evaluation (from each run's ``metrics.jsonl``) against the step, or with
+``--equal-time`` against seconds. ``--replot`` redraws it from an existing ``--out`` without training.
 """
 
 from __future__ import annotations
@@ -54,13 +55,13 @@ def train_variant(out: Path, words: list[str]) -> float:
     return time.perf_counter() - start
 
 
-def curve(run: Path) -> list[tuple[float, float]]:
-    """(seconds, validation loss) at each evaluation of a run."""
+def curve(run: Path) -> list[tuple[int, float, float]]:
+    """(step, seconds, validation loss) at each evaluation of a run."""
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    return [(r["time_s"], r["loss"]) for r in rows if r.get("split") == "val" and "time_s" in r]
+    return [(r["step"], r["time_s"], r["loss"]) for r in rows if r.get("split") == "val" and "time_s" in r]
 
 
-def plot(report: list[dict], path: Path) -> None:
+def plot(report: list[dict], path: Path, by_time: bool) -> None:
     try:
         import matplotlib
 
@@ -71,12 +72,13 @@ def plot(report: list[dict], path: Path) -> None:
         return
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for row in report:
-        t, loss = zip(*row["curve"]) if row["curve"] else ((), ())
-        ax.plot(t, loss, marker="o", markersize=3, lw=2.5 if row["name"] in ("baseline", "all") else 1.2,
-                label=f"{row['name']} ({row['val_loss']:.3f})")
-    ax.set_xlabel("seconds of training (one thread)")
+        x = [c[1] if by_time else c[0] for c in row["curve"]]
+        ax.plot(x, [c[2] for c in row["curve"]], marker="o", markersize=3,
+                lw=2.5 if row["name"] in ("baseline", "all") else 1.2, label=f"{row['name']} ({row['val_loss']:.3f})")
+    ax.set_xlabel("seconds of training (one thread)" if by_time else "step")
     ax.set_ylabel("validation loss (nats per character)")
     ax.set_title("shakespeare-char: each change since 2017 alone, and all together")
+    ax.set_ylim(top=2.6)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -91,7 +93,15 @@ def main() -> None:
     parser.add_argument("--equal-time", action="store_true",
                         help="train each variant for the baseline's wall time instead of its steps")
     parser.add_argument("--max-steps", type=int, default=0, help="fewer steps than the preset's 2,000 (a smoke test)")
+    parser.add_argument("--replot", action="store_true", help="redraw curves.png from --out's report.json")
     args = parser.parse_args()
+    if args.replot:
+        saved = json.loads((args.out / "report.json").read_text())
+        for row in saved["runs"]:
+            row["curve"] = curve(args.out / row["name"])
+        (args.out / "report.json").write_text(json.dumps(saved, indent=1))
+        plot(saved["runs"], args.out / "curves.png", saved["equal_time"])
+        return
     names = args.only or list(VARIANTS)
     extra = [f"max_steps={args.max_steps}"] if args.max_steps else []
     seconds: dict[str, float] = {}
@@ -119,7 +129,7 @@ def main() -> None:
             print(f"{name:<10} val loss {metrics['loss']:.4f}  steps {ckpt.step:>5}  {seconds[name]:6.0f} s  "
                   f"{params:,} parameters")
     (args.out / "report.json").write_text(json.dumps({"equal_time": args.equal_time, "runs": report}, indent=1))
-    plot(report, args.out / "loss_vs_time.png")
+    plot(report, args.out / "curves.png", args.equal_time)
 
 
 if __name__ == "__main__":
