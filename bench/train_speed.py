@@ -64,6 +64,7 @@ CONFIGS = {
 }
 NANOGPT_DIR: Path | None = None  # set by --nanogpt
 COMPILE = False  # set by --compile
+PROFILE = False  # set by --profile
 
 
 # ------------------------------------------------------------------------------------ models
@@ -212,6 +213,15 @@ def time_training(c: BenchConfig, names: list[str], steps: int, rounds: int, war
         for i in range(warmup):
             step(i)
         runners[name] = step
+    if PROFILE:  # where one step's time goes, per contestant: torch.profiler's self CPU time by operator
+        from torch.profiler import ProfilerActivity, profile
+
+        for name, step in runners.items():
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                for i in range(steps):
+                    step(i)
+            print(f"\n--- profile: {name}, {steps} steps ---")
+            print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15, max_name_column_width=45))
     per_round: dict[str, list[float]] = {n: [] for n in names}
     for _ in range(rounds):
         if peaks is not None:
@@ -236,14 +246,15 @@ def main() -> None:
     parser.add_argument("--json", help="also write the results to this file")
     parser.add_argument("--compile", action="store_true", help="torch.compile every contestant (a C++ compiler "
                         "is needed on CPU); the warm-up then includes compiling")
+    parser.add_argument("--profile", action="store_true", help="print where each contestant's step time goes")
     parser.add_argument("--nanogpt", type=Path, help="a nanoGPT checkout (its model.py is imported); "
                         "without it the nanoGPT peer is left out")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     names = args.peers.split(",")
-    global NANOGPT_DIR, COMPILE
-    NANOGPT_DIR, COMPILE = args.nanogpt, args.compile
+    global NANOGPT_DIR, COMPILE, PROFILE
+    NANOGPT_DIR, COMPILE, PROFILE = args.nanogpt, args.compile, args.profile
     if "nanoGPT" in names and (args.nanogpt is None or not (args.nanogpt / "model.py").is_file()):
         print("no nanoGPT checkout given (--nanogpt DIR with its model.py): left out")
         names.remove("nanoGPT")

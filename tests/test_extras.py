@@ -76,3 +76,14 @@ def test_the_core_install_trains_the_copy_model_and_names_each_missing_extra(tmp
         assert err.startswith("scratchformer: error:") and f'pip install "scratchformer[{extra}]"' in err, err
     assert not (tmp_path / "c.png").exists() and not (tmp_path / "m.onnx").exists() and not (tmp_path / "hf").exists()
     assert not (tmp_path / "img").exists() and not (tmp_path / "digits").exists()
+
+
+def test_the_command_line_starts_without_importing_torch():
+    """`scratchformer --help` and a command's help answer at once: torch (about a second to import) is loaded by
+    the commands that run a model, not by reading the command line."""
+    code = ("import sys; from scratchformer.app.cli import main\n"
+            "for argv in (['--help'], ['train', '--help'], ['generate', '--help']):\n"
+            "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+            "print('IMPORTED', sorted(m for m in ('torch', 'transformers', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "IMPORTED []", out

@@ -27,13 +27,14 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from scratchformer.data.errors import DataError
 from scratchformer.data.splits import carve_rows
 from scratchformer.extras import require
+
+if TYPE_CHECKING:  # torch is imported where pixels are made: reading the formats (the CLI's help) stays light
+    from torch import Tensor
 
 __all__ = ["DIGITS_SPLIT", "FORMAT", "IMAGE_SUFFIXES", "as_input", "load_digits", "read_image", "read_image_folder",
            "to_pixels"]
@@ -42,7 +43,7 @@ FORMAT = "a folder with one sub-folder of PNG/JPEG images per class (the sub-fol
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 DIGITS_SPLIT = "stratified by digit, seed 0: 20 % test, then 10 % of the rest validation"
 
-ImageItem = str | Tensor  # a file to read, or pixels already in memory (uint8, (ch, H, W))
+ImageItem = "str | Tensor"  # a file to read, or pixels already in memory (uint8, (ch, H, W))
 
 
 def read_image_folder(path: str | Path, label_names: Sequence[str] | None = None,
@@ -83,6 +84,8 @@ def _sorted_names(folders: dict[str, Path]) -> list[str]:
 def read_image(path: str | os.PathLike, size: int, channels: int) -> Tensor:
     """The pixels of one image file as bytes ``(channels, size, size)``; ``DataError`` naming the file if it cannot
     be decoded."""
+    import torch
+
     require("PIL", "images")
     import numpy as np
     from PIL import Image
@@ -106,6 +109,8 @@ def read_image(path: str | os.PathLike, size: int, channels: int) -> Tensor:
 
 def to_pixels(item: ImageItem, size: int, channels: int) -> Tensor:
     """A file's or an in-memory image's pixels as bytes ``(channels, size, size)``."""
+    import torch
+
     if isinstance(item, (str, os.PathLike)):
         return read_image(item, size, channels)
     x = item
@@ -124,6 +129,8 @@ def as_input(pixels: Tensor) -> Tensor:
 
 def load_digits() -> dict[str, list[tuple[Tensor, int]]]:
     """scikit-learn's 8 x 8 digits as ``{split: [(pixels (1, 8, 8) uint8, digit), ...]}``, ``DIGITS_SPLIT``."""
+    import torch
+
     require("sklearn", "images")
     from sklearn.datasets import load_digits as sklearn_digits
 
