@@ -275,6 +275,7 @@ def test_a_folder_is_one_corpus_that_keeps_its_document_boundaries(tmp_path, cor
 
 KILLER = """
 import os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in a terminal, even in a background job
 from scratchformer.data.corpus import writer
 from scratchformer.app.cli import main
 calls, real = [0], writer._write_bytes

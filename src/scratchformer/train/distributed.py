@@ -62,6 +62,11 @@ def reduce_flags(flags: list[bool], info: DistInfo) -> list[bool]:
     return [bool(v) for v in t.tolist()]
 
 
-def cleanup(info: DistInfo) -> None:
+def cleanup(info: DistInfo, finished: bool = False) -> None:
+    """Leave the process group. ``finished``: every rank got to the end, so wait for the others first (rank 0
+    measures the test split alone at the end; a rank that tore its connections down while another still held
+    them could abort the process); after an error, leave at once (a rank waiting for a failed one would hang)."""
     if info.enabled and dist.is_initialized():
+        if finished:
+            dist.barrier()
         dist.destroy_process_group()

@@ -49,6 +49,8 @@ def train(model_kw: dict[str, Any], cfg: TrainConfig, out_dir: str | Path,
     progress = Progress(say if info.is_main else None, quiet=quiet)
     run = run or RunInfo.from_config(model_kw, cfg, DataFiles.of(data))
     try:
-        return Trainer(model_kw, cfg, out, run, resume, device, info, progress).run()
+        result = Trainer(model_kw, cfg, out, run, resume, device, info, progress).run()
+        cleanup(info, finished=True)
+        return result
     finally:
         cleanup(info)
