@@ -2,6 +2,7 @@
 
     SCRATCHFORMER_DATA=../shared/data python bench/modern_ablation.py [--out runs/ablation] [--only NAME ...]
     SCRATCHFORMER_DATA=../shared/data python bench/modern_ablation.py --equal-time   # second table
+    SCRATCHFORMER_DATA=../shared/data python bench/modern_ablation.py --presets [--corpus TRAIN VAL]  # the goals
 
 Every run trains the ``shakespeare-char`` preset (nanoGPT's CPU configuration: 4 layers, d 128, context 64,
 batch 12) with the same batches, seeds and number of steps (2,000), one setting changed (``VARIANTS``), on
@@ -12,6 +13,11 @@ wall time the baseline took instead of 2,000 steps (``max_time``; the schedule i
 steps that time allows). Writes ``report.json`` and, with matplotlib, ``curves.png`` in ``--out``: the
 validation loss at each evaluation (from each run's ``metrics.jsonl``) against the step, or with
 ``--equal-time`` against seconds. ``--replot`` redraws it from an existing ``--out`` without training.
+
+``--presets`` measures the issue's goals for the two presets, one after the other in one process: the
+``shakespeare-char`` preset (its wall time T); ``shakespeare-char-modern`` as it is, in 1.1 T (``max_time``)
+and in half the steps (1,000); with ``--corpus TRAIN VAL`` (two text files of a corpus the recipe was not
+chosen on) both presets again on that text (``--data TRAIN --val VAL``), scored on all of VAL.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from pathlib import Path
 from scratchformer.app.inference import evaluate_checkpoint
 from scratchformer.checkpoint import load_checkpoint
 from scratchformer.data import load_tinyshakespeare
+from scratchformer.data.sources import DataFiles
 from scratchformer.train.run_info import RunInfo
 from scratchformer.train.settings import parse_overrides, resolve
 from scratchformer.train.trainer import train
@@ -44,11 +51,12 @@ VARIANTS: dict[str, list[str]] = {
 }
 
 
-def train_variant(out: Path, words: list[str]) -> float:
+def train_variant(out: Path, words: list[str], preset: str = "shakespeare-char",
+                  data: DataFiles | None = None) -> float:
     """Train one variant into ``out``; its wall time in seconds."""
     if out.exists():
         shutil.rmtree(out)
-    resolved = resolve(preset="shakespeare-char", overrides=parse_overrides(["num_threads=1", *words]))
+    resolved = resolve(preset=preset, data=data, overrides=parse_overrides(["num_threads=1", *words]))
     model_kw, cfg = resolved.split()
     start = time.perf_counter()
     train(model_kw, cfg, out, run=RunInfo.from_resolved(resolved), quiet=True)
@@ -86,6 +94,42 @@ def plot(report: list[dict], path: Path, by_time: bool) -> None:
     plt.close(fig)
 
 
+def whole_text_loss(run: Path, text_file: Path) -> tuple[float, int, int]:
+    """(loss on every character of ``text_file``, steps, parameters) of a run's last checkpoint."""
+    ckpt = load_checkpoint(run / "last")
+    return (evaluate_checkpoint(ckpt, data=[str(text_file)])["loss"], ckpt.step,
+            sum(p.numel() for p in ckpt.model.parameters()))
+
+
+def presets(out: Path, corpus: list[Path] | None) -> None:
+    """The goals of the modern preset, measured side by side (module docstring)."""
+    old, new = "shakespeare-char", "shakespeare-char-modern"
+    seconds = {old: train_variant(out / old, [], old)}
+    budget = 1.1 * seconds[old]
+    plan = [(new, [], None), (f"{new} in 1.1x the time", [f"max_time={budget:.0f}s", "max_steps=0"], None),
+            (f"{new} in 1,000 steps", ["max_steps=1000"], None)]
+    if corpus:
+        files = DataFiles.of([str(corpus[0])], val=[str(corpus[1])])
+        plan += [(f"{old} on {corpus[0].name}", [], files), (f"{new} on {corpus[0].name}", [], files)]
+    for name, words, files in plan:
+        preset = new if name.startswith(new) else old
+        seconds[name] = train_variant(out / name.replace(" ", "_"), words, preset, files)
+        print(f"trained {name} in {seconds[name]:.0f} s")
+    _, val_text = load_tinyshakespeare()
+    report = []
+    with tempfile.TemporaryDirectory() as tmp:
+        val_file = Path(tmp) / "val.txt"
+        val_file.write_text(val_text)
+        for name, secs in seconds.items():
+            scored_on = corpus[1] if corpus and name.endswith(f"on {corpus[0].name}") else val_file
+            loss, steps, params = whole_text_loss(out / name.replace(" ", "_"), scored_on)
+            report.append({"name": name, "val_loss": round(loss, 4), "steps": steps, "seconds": round(secs, 1),
+                           "time_ratio": round(secs / seconds[old], 3), "parameters": params})
+            print(f"{name:<50} val loss {loss:.4f}  steps {steps:>5}  {secs:6.0f} s ({secs / seconds[old]:.2f}x)  "
+                  f"{params:,} parameters")
+    (out / "presets.json").write_text(json.dumps(report, indent=1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("runs/ablation"))
@@ -94,7 +138,14 @@ def main() -> None:
                         help="train each variant for the baseline's wall time instead of its steps")
     parser.add_argument("--max-steps", type=int, default=0, help="fewer steps than the preset's 2,000 (a smoke test)")
     parser.add_argument("--replot", action="store_true", help="redraw curves.png from --out's report.json")
+    parser.add_argument("--presets", action="store_true",
+                        help="the goals: shakespeare-char against shakespeare-char-modern (module docstring)")
+    parser.add_argument("--corpus", nargs=2, type=Path, metavar=("TRAIN", "VAL"),
+                        help="with --presets: both presets on this text too (a corpus the recipe was not tuned on)")
     args = parser.parse_args()
+    if args.presets:
+        presets(args.out, args.corpus)
+        return
     if args.replot:
         saved = json.loads((args.out / "report.json").read_text())
         for row in saved["runs"]:

@@ -4,7 +4,8 @@
 #
 #   SCRATCHFORMER_DATA=../shared/data bash bench/reproduce_results.sh [NAME ...]
 #
-# NAME: copy reverse sort shakespeare-char shakespeare-char-large multi30k sst2 sst2-minilm digits-vit (default:
+# NAME: copy reverse sort shakespeare-char shakespeare-char-large shakespeare-char-modern multi30k multi30k-modern
+# sst2 sst2-minilm digits-vit (default:
 # all; digits-vit needs the images extra, and also runs its baseline, bench/digits_baseline.py).
 # Each run goes to runs/NAME (checkpoints, metrics.jsonl, TensorBoard) with its console log in
 # runs/NAME.log and `scratchformer evaluate` of its best checkpoint in runs/NAME.eval.json; then
@@ -13,15 +14,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export SCRATCHFORMER_DATA="${SCRATCHFORMER_DATA:-../shared/data}"
 names=("$@")
-[ ${#names[@]} -eq 0 ] && names=(copy reverse sort shakespeare-char shakespeare-char-large multi30k sst2 sst2-minilm
-                                 digits-vit)
+[ ${#names[@]} -eq 0 ] && names=(copy reverse sort shakespeare-char shakespeare-char-large shakespeare-char-modern
+                                 multi30k multi30k-modern sst2 sst2-minilm digits-vit)
 mkdir -p runs
 for name in "${names[@]}"; do
     if [ -e "runs/$name" ]; then echo "runs/$name exists: move it away to run $name again" >&2; exit 1; fi
     start=$(date +%s)
     scratchformer train --preset "$name" --out "runs/$name" 2>&1 | tee "runs/$name.log"
     echo "wall time: $(( $(date +%s) - start )) s" | tee -a "runs/$name.log"
-    if [ "$name" != "shakespeare-char" ] && [ "$name" != "shakespeare-char-large" ]; then
+    if [[ "$name" != shakespeare-char* ]]; then
         scratchformer evaluate --ckpt "runs/$name" > "runs/$name.eval.json"
     else
         scratchformer evaluate --ckpt "runs/$name" --split val > "runs/$name.eval.json"

@@ -188,3 +188,70 @@ def test_hugging_face_export_refuses_what_gpt2_and_bert_lack():
     with pytest.raises(HFExportError, match="activation='relu2'"):
         check_exportable(GPT(tiny("gpt", activation="relu2")))
     check_exportable(GPT(tiny("gpt", init="zero_out")))  # only how the weights started: it exports
+
+
+@pytest.mark.parametrize("setting,needle", [(dict(norm_type="rmsnorm"), "norm_type='rmsnorm'"),
+                                            (dict(qk_norm=True), "qk_norm=True"),
+                                            (dict(activation="relu2"), "activation='relu2'")])
+def test_the_torch_nn_conversions_refuse_what_torch_nn_lacks(setting, needle):
+    from scratchformer.interop.torch_nn import encoder_layer_to_torch, mha_to_torch
+    from scratchformer.nn import EncoderLayer
+
+    cfg = tiny("encoder", **setting)
+    with pytest.raises(ValueError, match=needle):
+        encoder_layer_to_torch(EncoderLayer(cfg), cfg)
+    if "qk_norm" in setting:
+        with pytest.raises(ValueError, match="qk_norm has no counterpart"):
+            mha_to_torch(EncoderLayer(cfg).self_attn)
+    assert encoder_layer_to_torch(EncoderLayer(tiny("encoder", init="zero_out")), tiny("encoder")) is not None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["gpt", "seq2seq", "encoder"])
+def test_onnx_export_of_a_modern_model_matches_pytorch(tmp_path, arch):
+    """RMSNorm, QK-norm and ReLU² are plain tensor arithmetic: the exported graph computes the same numbers."""
+    pytest.importorskip("onnxruntime", reason="ONNX checks need onnxruntime (pip install onnxruntime)")
+    pytest.importorskip("onnxscript", reason="torch's ONNX exporter needs onnxscript (pip install onnx onnxscript)")
+    from scratchformer.app.export import export_onnx, verify_onnx
+
+    model = build_model(tiny(arch, positional="rotary" if arch == "gpt" else "sinusoidal", **MODERN)).eval()
+    with torch.no_grad():
+        for p in model.parameters():  # norms' gains away from 1, so that a dropped norm would show
+            p.add_(torch.randn_like(p) * 0.1)
+    ids, mask = rand_ids(3, 7), torch.ones(3, 7, dtype=torch.bool)
+    mask[1, 5:] = False  # a padded row
+    inputs = {"gpt": dict(input_ids=ids), "encoder": dict(input_ids=ids, mask=mask),
+              "seq2seq": dict(src=ids, tgt=rand_ids(3, 5), src_padding_mask=mask)}[arch]
+    path = export_onnx(model, tmp_path / f"{arch}.onnx")
+    assert verify_onnx(model, path, **inputs) < 1e-4
+
+
+@pytest.mark.slow
+def test_a_modern_run_through_the_commands(tmp_path, capsys):
+    """Trained with every setting and Muon: ``generate`` and ``evaluate`` load it, its settings are in the
+    checkpoint, ONNX and TorchScript export it, and the Hugging Face export refuses it in one line."""
+    from scratchformer.app.cli import main
+
+    text = tmp_path / "text.txt"
+    text.write_text("to be or not to be, that is the question.\n" * 50, encoding="utf-8")
+    out = tmp_path / "run"
+    assert main(["train", "task=lm", "--data", str(text), "d_model=32", "n_heads=2", "n_layers=1", "d_ff=64",
+                 "max_len=32", "max_steps=30", "batch_size=8", "eval_every=30", "eval_batches=1",
+                 "norm_type=rmsnorm", "qk_norm=true", "activation=relu2", "init=zero_out", "tie_embeddings=false",
+                 "optimizer=muon", "--out", str(out), "--quiet"]) == 0
+    saved = load_checkpoint(out / "last").model_config
+    assert (saved.norm_type, saved.qk_norm, saved.activation, saved.init, saved.tie_embeddings) == \
+        ("rmsnorm", True, "relu2", "zero_out", False)
+    capsys.readouterr()
+    assert main(["generate", "--ckpt", str(out), "--prompt", "to be", "--max-new-tokens", "12", "--seed", "0"]) == 0
+    first = capsys.readouterr().out
+    assert main(["generate", "--ckpt", str(out), "--prompt", "to be", "--max-new-tokens", "12", "--seed", "0"]) == 0
+    assert capsys.readouterr().out == first and first.startswith("to be")
+    assert main(["evaluate", "--ckpt", str(out), "--data", str(text)]) == 0
+    assert "loss" in capsys.readouterr().out
+    assert main(["export", "--ckpt", str(out), "--format", "torchscript", "--out", str(tmp_path / "m.pt")]) == 0
+    capsys.readouterr()
+    assert main(["export", "--ckpt", str(out), "--format", "hf", "--out", str(tmp_path / "hf")]) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "rmsnorm" in err and "Traceback" not in err
+    assert not (tmp_path / "hf").exists()

@@ -49,7 +49,7 @@ def test_muon_orthogonalises_the_layers_matrices_and_adamw_takes_the_rest():
 def test_a_muon_step_is_the_orthogonalised_nesterov_momentum():
     w = torch.nn.Parameter(torch.randn(8, 32))
     start = w.detach().clone()
-    opt = MuonAdamW([dict(params=[w], muon=True, lr=0.1, weight_decay=0.0)], lr=0.1)
+    opt = MuonAdamW([dict(params=[w], muon=True, lr=0.1, weight_decay=0.0, ns_dtype="float32")], lr=0.1)
     grads = [torch.randn(8, 32) for _ in range(2)]
     buf = torch.zeros(8, 32)
     expected = start.clone()
@@ -59,6 +59,39 @@ def test_a_muon_step_is_the_orthogonalised_nesterov_momentum():
         buf = 0.95 * buf + g
         expected -= 0.1 * newton_schulz(g + 0.95 * buf)  # 8 rows <= 32 columns: scale 1
     torch.testing.assert_close(w.detach(), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_one_batched_step_equals_each_matrix_stepped_alone():
+    """The step orthogonalises every block of one (wide) shape in one batch: a tall matrix (transposed), a
+    wide one of the same shape and a stacked in_proj (three blocks) move exactly as each would alone."""
+    torch.manual_seed(0)
+    shapes_splits = [((32, 8), 1), ((8, 32), 1), ((24, 8), 3), ((8, 8), 1)]
+    together = [torch.nn.Parameter(torch.randn(*shape)) for shape, _ in shapes_splits]
+    alone = [torch.nn.Parameter(p.detach().clone()) for p in together]
+    groups = [dict(params=[p], muon=True, split=split, lr=0.05, weight_decay=0.1, ns_dtype="float32")
+              for p, (_, split) in zip(together, shapes_splits)]
+    opt = MuonAdamW(groups, lr=0.05)
+    singles = [MuonAdamW([dict(g, params=[p])], lr=0.05) for g, p in zip(groups, alone)]
+    for _ in range(3):
+        for p, q in zip(together, alone):
+            p.grad = torch.randn_like(p)
+            q.grad = p.grad.clone()
+        opt.step()
+        for single in singles:
+            single.step()
+    for p, q in zip(together, alone):
+        torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-6)
+
+
+def test_bfloat16_newton_schulz_stays_in_the_band():
+    """Muon's authors run the iteration in bfloat16 (used here where the hardware multiplies it natively):
+    the same band, and close to the float32 result."""
+    g = torch.randn(128, 512, generator=torch.Generator().manual_seed(0))
+    low = newton_schulz(g, dtype=torch.bfloat16)
+    assert low.dtype == g.dtype
+    s = torch.linalg.svdvals(low)
+    assert s.min() > 0.55 and s.max() < 1.25, (s.min(), s.max())
+    assert (low - newton_schulz(g)).norm() / newton_schulz(g).norm() < 0.05
 
 
 def test_the_adamw_half_equals_torchs_adamw():

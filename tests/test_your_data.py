@@ -72,8 +72,9 @@ def zebra_labels(path: Path) -> Path:
 
 
 NAMED_PRESETS = {  # preset -> (task, writer of a user file for it)
-    "shakespeare-char": zebra_text, "shakespeare-char-large": zebra_text, "multi30k": zebra_pairs,
-    "sst2": zebra_labels, "sst2-minilm": zebra_labels, "sst2-mlm": zebra_text,
+    "shakespeare-char": zebra_text, "shakespeare-char-large": zebra_text, "shakespeare-char-modern": zebra_text,
+    "multi30k": zebra_pairs, "multi30k-modern": zebra_pairs, "sst2": zebra_labels, "sst2-minilm": zebra_labels,
+    "sst2-mlm": zebra_text,
 }
 
 
@@ -88,7 +89,7 @@ def test_a_users_data_replaces_the_presets_dataset(preset, tmp_path, monkeypatch
         raise AssertionError("the preset's dataset was opened")
 
     monkeypatch.setattr("scratchformer.data.named.find_dataset", never)
-    tabular = preset in ("multi30k", "sst2", "sst2-minilm")
+    tabular = preset in ("multi30k", "multi30k-modern", "sst2", "sst2-minilm")
     data = NAMED_PRESETS[preset](tmp_path / ("data.tsv" if tabular else "data.txt"))
     out = tmp_path / "run"
     extra = [] if preset == "sst2-minilm" else TINY

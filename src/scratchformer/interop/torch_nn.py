@@ -76,6 +76,8 @@ def mha_to_torch(mha: MultiHeadAttention) -> nn.MultiheadAttention:
     """A ``batch_first`` ``nn.MultiheadAttention`` with the same weights."""
     if mha.kind != "softmax":
         raise ValueError(f"nn.MultiheadAttention computes softmax attention only, not {mha.kind!r}")
+    if mha.q_norm is not None:
+        raise ValueError("nn.MultiheadAttention does not normalise queries and keys: qk_norm has no counterpart there")
     t = nn.MultiheadAttention(mha.d_model, mha.n_heads, dropout=mha.dropout, bias=mha.in_proj.bias is not None,
                               batch_first=True)
     load_exact(t, _rename(mha.state_dict(), _MHA_NAMES))
