@@ -23,10 +23,12 @@ chosen on) both presets again on that text (``--data TRAIN --val VAL``), scored 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from scratchformer.app.inference import evaluate_checkpoint
@@ -94,6 +96,16 @@ def plot(report: list[dict], path: Path, by_time: bool) -> None:
     plt.close(fig)
 
 
+@contextlib.contextmanager
+def validation_file() -> Iterator[Path]:
+    """Tiny Shakespeare's validation text (the last 10 %) as a temporary file, for ``whole_text_loss``."""
+    _, val_text = load_tinyshakespeare()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "val.txt"
+        path.write_text(val_text)
+        yield path
+
+
 def whole_text_loss(run: Path, text_file: Path) -> tuple[float, int, int]:
     """(loss on every character of ``text_file``, steps, parameters) of a run's last checkpoint."""
     ckpt = load_checkpoint(run / "last")
@@ -115,11 +127,8 @@ def presets(out: Path, corpus: list[Path] | None) -> None:
         preset = new if name.startswith(new) else old
         seconds[name] = train_variant(out / name.replace(" ", "_"), words, preset, files)
         print(f"trained {name} in {seconds[name]:.0f} s")
-    _, val_text = load_tinyshakespeare()
     report = []
-    with tempfile.TemporaryDirectory() as tmp:
-        val_file = Path(tmp) / "val.txt"
-        val_file.write_text(val_text)
+    with validation_file() as val_file:
         for name, secs in seconds.items():
             scored_on = corpus[1] if corpus and name.endswith(f"on {corpus[0].name}") else val_file
             loss, steps, params = whole_text_loss(out / name.replace(" ", "_"), scored_on)
@@ -164,20 +173,13 @@ def main() -> None:
             seconds[name] = train_variant(args.out / name, [*VARIANTS[name], *extra])
             print(f"trained {name} in {seconds[name]:.0f} s")
 
-    _, val_text = load_tinyshakespeare()
     report = []
-    with tempfile.TemporaryDirectory() as tmp:
-        val_file = Path(tmp) / "val.txt"
-        val_file.write_text(val_text)
+    with validation_file() as val_file:
         for name in seconds:
-            run = args.out / name
-            ckpt = load_checkpoint(run / "last")
-            metrics = evaluate_checkpoint(ckpt, data=[str(val_file)])
-            params = sum(p.numel() for p in ckpt.model.parameters())
-            report.append({"name": name, "settings": VARIANTS[name], "val_loss": round(metrics["loss"], 4),
-                           "steps": ckpt.step, "seconds": round(seconds[name], 1), "parameters": params,
-                           "curve": curve(run)})
-            print(f"{name:<10} val loss {metrics['loss']:.4f}  steps {ckpt.step:>5}  {seconds[name]:6.0f} s  "
+            loss, steps, params = whole_text_loss(args.out / name, val_file)
+            report.append({"name": name, "settings": VARIANTS[name], "val_loss": round(loss, 4), "steps": steps,
+                           "seconds": round(seconds[name], 1), "parameters": params, "curve": curve(args.out / name)})
+            print(f"{name:<10} val loss {loss:.4f}  steps {steps:>5}  {seconds[name]:6.0f} s  "
                   f"{params:,} parameters")
     (args.out / "report.json").write_text(json.dumps({"equal_time": args.equal_time, "runs": report}, indent=1))
     plot(report, args.out / "curves.png", args.equal_time)
