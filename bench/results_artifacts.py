@@ -14,6 +14,7 @@ voting), it and the members' configurations go to ``results/NAME-ensemble/``. Ch
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -25,6 +26,16 @@ ALL = ["copy", "reverse", "sort", "shakespeare-char", "shakespeare-char-large", 
 # the runs whose training curves RESULTS.md shows
 CURVES = {"copy", "reverse", "sort", "shakespeare-char-large", "multi30k", "multi30k-modern", "digits-vit"}
 DIGIT = 1795  # the digit of page 14 and the README: scikit-learn's image 1795, a 9 of the test split
+
+
+def copy_portable(src: Path, dst: Path) -> None:
+    """Copy a run's text file with this machine's paths written as the reader's: the data folder as
+    ``$SCRATCHFORMER_DATA``, the home folder (the prepared-corpora cache) as ``~``."""
+    text = src.read_text(encoding="utf-8")
+    data = os.environ.get("SCRATCHFORMER_DATA")
+    if data:
+        text = text.replace(str(Path(data).resolve()), "$SCRATCHFORMER_DATA").replace(data, "$SCRATCHFORMER_DATA")
+    dst.write_text(text.replace(str(Path.home()), "~"), encoding="utf-8")
 
 
 def palette(png: Path) -> None:
@@ -100,7 +111,7 @@ def main(names: list[str]) -> int:
         out.mkdir(parents=True, exist_ok=True)
         for src, dst in [(run / "config.json", "config.json"), (RUNS / f"{name}.eval.json", "eval.json")]:
             if src.is_file():
-                shutil.copyfile(src, out / dst)
+                copy_portable(src, out / dst)
         if name in CURVES:
             palette(viz.plot_curves(run, out / "curves.png", metrics=("loss",)))
         text = samples(name, run)
@@ -117,10 +128,10 @@ def main(names: list[str]) -> int:
         if (RUNS / f"{name}-ensemble.eval.json").is_file():  # seeds voting (reproduce_results.sh)
             ensemble = RESULTS / f"{name}-ensemble"
             ensemble.mkdir(exist_ok=True)
-            shutil.copyfile(RUNS / f"{name}-ensemble.eval.json", ensemble / "eval.json")
+            copy_portable(RUNS / f"{name}-ensemble.eval.json", ensemble / "eval.json")
             for seed in (1, 2):
                 (ensemble / f"seed{seed}").mkdir(exist_ok=True)
-                shutil.copyfile(RUNS / f"{name}-seed{seed}" / "config.json", ensemble / f"seed{seed}" / "config.json")
+                copy_portable(RUNS / f"{name}-seed{seed}" / "config.json", ensemble / f"seed{seed}" / "config.json")
             print(f"results/{name}-ensemble: eval.json, seed1/, seed2/")
     return 0
 
