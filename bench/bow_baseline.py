@@ -16,10 +16,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from scratchformer.data.sources import DataFiles
+from scratchformer.data.roles import DataFiles
 from scratchformer.extras import MissingExtra, require
-from scratchformer.train.config import TrainConfig
-from scratchformer.train.tasks import build_task
+from scratchformer.settings.config import TrainConfig
+from scratchformer.tasks import build_task
 
 GRID = (0.3, 1.0, 3.0, 10.0, 30.0)
 

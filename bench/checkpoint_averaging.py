@@ -27,13 +27,13 @@ from pathlib import Path
 
 import torch
 
-from scratchformer.app.inference import evaluate_checkpoint
 from scratchformer.checkpoint import load_checkpoint, save_checkpoint
 from scratchformer.data import load_tinyshakespeare
+from scratchformer.inference import evaluate_checkpoint
+from scratchformer.settings.resolve import resolve
+from scratchformer.settings.values import parse_overrides
+from scratchformer.train import train
 from scratchformer.train.averaging import CheckpointHistory
-from scratchformer.train.run_info import RunInfo
-from scratchformer.train.settings import parse_overrides, resolve
-from scratchformer.train.trainer import train
 
 
 def run(out: Path, overrides: list[str]) -> None:
@@ -41,7 +41,7 @@ def run(out: Path, overrides: list[str]) -> None:
         shutil.rmtree(out)
     resolved = resolve(preset="shakespeare-char", overrides=parse_overrides(overrides))
     model_kw, cfg = resolved.split()
-    train(model_kw, cfg, out, run=RunInfo.from_resolved(resolved), quiet=True)
+    train(model_kw, cfg, out, run=resolved, quiet=True)
 
 
 def mean_of(run_dir: Path, steps: list[int], out: Path) -> Path:

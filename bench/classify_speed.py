@@ -46,14 +46,14 @@ from pathlib import Path
 
 import torch
 
-from scratchformer.app.inference import classify_texts
 from scratchformer.checkpoint import Checkpoint, load_checkpoint
 from scratchformer.data import find_dataset
 from scratchformer.data.batching import pad_batch
+from scratchformer.inference import classify_texts
 from scratchformer.interop import bert_from_pretrained, minilm_path
 from scratchformer.models import EncoderClassifier
+from scratchformer.tasks.classify import CLASSIFY_TOKENS
 from scratchformer.tokenizers import PAD_ID, PretrainedTokenizer
-from scratchformer.train.tasks.classify import CLASSIFY_TOKENS
 
 ROOT = Path(__file__).resolve().parents[1]
 Result = list[tuple[str, float]]

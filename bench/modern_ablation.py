@@ -31,13 +31,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from scratchformer.app.inference import evaluate_checkpoint
 from scratchformer.checkpoint import load_checkpoint
 from scratchformer.data import load_tinyshakespeare
-from scratchformer.data.sources import DataFiles
-from scratchformer.train.run_info import RunInfo
-from scratchformer.train.settings import parse_overrides, resolve
-from scratchformer.train.trainer import train
+from scratchformer.data.roles import DataFiles
+from scratchformer.inference import evaluate_checkpoint
+from scratchformer.settings.resolve import resolve
+from scratchformer.settings.values import parse_overrides
+from scratchformer.train import train
 
 # name -> the key=value words that differ from the preset
 VARIANTS: dict[str, list[str]] = {
@@ -61,7 +61,7 @@ def train_variant(out: Path, words: list[str], preset: str = "shakespeare-char",
     resolved = resolve(preset=preset, data=data, overrides=parse_overrides(["num_threads=1", *words]))
     model_kw, cfg = resolved.split()
     start = time.perf_counter()
-    train(model_kw, cfg, out, run=RunInfo.from_resolved(resolved), quiet=True)
+    train(model_kw, cfg, out, run=resolved, quiet=True)
     return time.perf_counter() - start
 
 

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import torch
 
-from scratchformer.train.run_info import RunInfo
-from scratchformer.train.settings import parse_overrides, resolve
-from scratchformer.train.trainer import train
+from scratchformer.settings.resolve import resolve
+from scratchformer.settings.values import parse_overrides
+from scratchformer.train import train
 
 NANOGPT_VAL_LOSS = 1.88
 NANOGPT_SECONDS = 180
@@ -40,7 +40,7 @@ def main() -> None:
     resolved = resolve(preset="shakespeare-char", overrides=parse_overrides(args.overrides))
     model_kw, cfg = resolved.split()
     start = time.perf_counter()
-    result = train(model_kw, cfg, out, run=RunInfo.from_resolved(resolved))
+    result = train(model_kw, cfg, out, run=resolved)
     seconds = time.perf_counter() - start
     task, model = result.task, result.model
     model.eval()

@@ -28,10 +28,10 @@ from scratchformer import ModelConfig, build_model
 from scratchformer.app import plots as viz
 from scratchformer.nn import MultiHeadAttention, attention_reference, sinusoidal_table
 from scratchformer.nn.masks import causal_mask, combine_masks, key_padding_to_attention_mask, padding_mask
+from scratchformer.settings.config import TrainConfig
 from scratchformer.tokenizers import BOS_ID
-from scratchformer.train.config import TrainConfig
+from scratchformer.train import train
 from scratchformer.train.optim import lr_at
-from scratchformer.train.trainer import train
 
 OUT = Path(__file__).resolve().parent / "figures"
 DPI = 100  # figures are read on a screen; a higher resolution only makes the repository heavier

@@ -45,10 +45,10 @@ from scratchformer.app import plots as viz
 from scratchformer.data.batching import pad_batch
 from scratchformer.generation import greedy_translate
 from scratchformer.metrics import exact_match
+from scratchformer.settings.config import TrainConfig
+from scratchformer.tasks import build_task, resolve_model_config
 from scratchformer.tokenizers import BOS_ID, EOS_ID, PAD_ID
-from scratchformer.train.config import TrainConfig
-from scratchformer.train.tasks import build_task, resolve_model_config
-from scratchformer.train.trainer import train
+from scratchformer.train import train
 
 OUT_DIR = Path("out") / "notebooks" / "02_copy_task"  # the pictures land here (out/ is git-ignored)
 OUT_DIR.mkdir(parents=True, exist_ok=True)

@@ -38,11 +38,11 @@ from pathlib import Path
 
 import torch
 
-from scratchformer.data.errors import DataError
 from scratchformer.data.named import cache_dir, find_dataset
+from scratchformer.errors import DataError
 from scratchformer.generation import generate
-from scratchformer.train.config import TrainConfig
-from scratchformer.train.trainer import train
+from scratchformer.settings.config import TrainConfig
+from scratchformer.train import train
 
 print("TINY mode" if TINY else "full mode")
 

@@ -41,14 +41,14 @@ from pathlib import Path
 
 import torch
 
-from scratchformer.app.inference import translate_ids, translate_texts
 from scratchformer.checkpoint import load_checkpoint
 from scratchformer.data.batching import pad_batch
 from scratchformer.generation import beam_search, beam_search_hypotheses, greedy_translate
+from scratchformer.inference import translate_ids, translate_texts
 from scratchformer.metrics import bleu
+from scratchformer.settings.config import TrainConfig
 from scratchformer.tokenizers import BOS_ID, EOS_ID, PAD_ID
-from scratchformer.train.config import TrainConfig
-from scratchformer.train.trainer import train
+from scratchformer.train import train
 
 print("TINY mode" if TINY else "full mode")
 

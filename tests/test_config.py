@@ -4,7 +4,7 @@ import pytest
 
 from scratchformer import ConfigError, ModelConfig, build_model, count_parameters_formula
 from scratchformer.nn.config import PRESETS
-from scratchformer.train.settings import split_settings
+from scratchformer.settings.values import split_settings
 
 
 def n_params(model) -> int:

@@ -20,18 +20,20 @@ import torch
 
 from corpus_cases import CASES, STEPS, make_inputs
 from scratchformer.app.cli import main
+from scratchformer.data import prepared as corpora_module
 from scratchformer.data.corpus import CorpusWriter, PreparedCorpus, segments, training_texts
 from scratchformer.data.corpus import writer as writer_module
 from scratchformer.data.corpus.store import FlatArray
-from scratchformer.data.errors import DataError
-from scratchformer.data.sources import DataFiles, Source, plan_files
+from scratchformer.data.plan import Source, plan
+from scratchformer.data.progress import ByteBar
+from scratchformer.data.roles import DataFiles
 from scratchformer.data.streams import text_chunks
+from scratchformer.distributed import DistInfo
+from scratchformer.errors import DataError
+from scratchformer.registry import spec
+from scratchformer.settings.config import TrainConfig
+from scratchformer.tasks import build_task
 from scratchformer.tokenizers import BPETokenizer
-from scratchformer.train import corpora as corpora_module
-from scratchformer.train.config import TrainConfig
-from scratchformer.train.distributed import DistInfo
-from scratchformer.train.progress import ByteBar
-from scratchformer.train.tasks import build_task
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "in_memory_batches.json").read_text())
 QUICK = ["d_model=32", "n_heads=2", "n_layers=1", "d_ff=64", "max_steps=4", "eval_every=2", "eval_batches=1",
@@ -361,11 +363,14 @@ def test_a_full_disk_ends_in_one_line_and_leaves_the_users_files_untouched(tmp_p
 def test_under_ddp_rank_zero_prepares_and_the_other_ranks_wait_for_its_outcome(tmp_path, corpora, inputs,
                                                                               monkeypatch):
     cfg = TrainConfig(task="translate", tokenizer="bpe", bpe_vocab_size=300)
-    plan = plan_files("translate", DataFiles.of([str(inputs["pairs"])], [str(inputs["pairs_val"])]),
-                      val_fraction=0.1, seed=0)
+    files = DataFiles.of([str(inputs["pairs"])], [str(inputs["pairs_val"])])
+    the_plan = plan(spec("translate"), files, dataset=None, data_dir=None, val_fraction=0.1, seed=0)
+
+    def prepare_sources(cfg, plan, info):
+        return corpora_module.prepare(cfg, plan, None, info, lambda line: None, True)
     sent = []
     monkeypatch.setattr(corpora_module, "broadcast_object", lambda value, info: sent.append(value) or value)
-    tok0, prepared0 = corpora_module.prepare_sources(cfg, plan, info=DistInfo(rank=0, world_size=2))
+    tok0, prepared0 = prepare_sources(cfg, the_plan, info=DistInfo(rank=0, world_size=2))
     assert [s[0] for s in sent] == ["ok"]  # rank 0 prepared, then told the others
     assert [p.corpus.manifest["prepared_by"]["rank"] for p in prepared0] == [0, 0]
 
@@ -374,15 +379,15 @@ def test_under_ddp_rank_zero_prepares_and_the_other_ranks_wait_for_its_outcome(t
 
     with monkeypatch.context() as m:  # rank 1 waits for rank 0's outcome and only opens the files
         m.setattr(corpora_module, "broadcast_object", lambda value, info: sent[0])
-        for name in ("_prepare_here", "write_corpus", "_recipe_tokenizer"):
+        for name in ("_fingerprint", "_corpus", "_trained_tokenizer"):
             m.setattr(corpora_module, name, never)
-        tok1, prepared1 = corpora_module.prepare_sources(cfg, plan, info=DistInfo(rank=1, world_size=2))
+        tok1, prepared1 = prepare_sources(cfg, the_plan, info=DistInfo(rank=1, world_size=2))
     assert [p.corpus.path for p in prepared1] == [p.corpus.path for p in prepared0]
     assert tok1.state() == tok0.state()
     monkeypatch.setattr(corpora_module, "broadcast_object",
                         lambda value, info: ("error", "pairs.tsv, line 3: expected source<TAB>target"))
     with pytest.raises(DataError, match="line 3: expected"):  # rank 0's one-line error, on rank 1 too
-        corpora_module.prepare_sources(cfg, plan, info=DistInfo(rank=1, world_size=2))
+        prepare_sources(cfg, the_plan, info=DistInfo(rank=1, world_size=2))
 
 
 @pytest.mark.slow
@@ -405,7 +410,7 @@ def test_two_torchrun_processes_share_one_corpus_prepared_by_rank_zero(tmp_path,
 RESUME_KILLER = """
 import os, signal, sys
 from scratchformer.app.cli import main
-from scratchformer.train import loop
+from scratchformer.train import trainer as loop
 real = loop.Trainer.train_step
 def train_step(self, step):
     if step == int(sys.argv[1]):

@@ -18,12 +18,12 @@ import pytest
 import torch
 
 from conftest import SHARED_DATA, needs_data
+from scratchformer.atomic import atomic_write_text
 from scratchformer.data import (
     SST2_LABELS,
     TASKS,
     DataError,
     SyntheticTask,
-    atomic_write_text,
     bucket_batches,
     find_dataset,
     load_multi30k,

@@ -11,9 +11,15 @@ import numpy as np
 import pytest
 import torch
 
-from scratchformer.data.errors import DataError
+from scratchformer.data.image_splits import image_splits
 from scratchformer.data.images import as_input, read_image, read_image_folder, to_pixels
-from scratchformer.data.sources import DataFiles, load_splits
+from scratchformer.data.roles import DataFiles
+from scratchformer.errors import DataError
+from scratchformer.registry import spec
+
+
+def load_splits(files, **kw):
+    return image_splits(spec("image"), None, None, files, **kw)
 
 Image = pytest.importorskip("PIL.Image", reason="images need Pillow (pip install \"scratchformer[images]\")")
 
@@ -111,11 +117,11 @@ def test_pixels_in_memory_take_the_same_path_as_files():
 def test_validation_carved_from_a_folder_is_a_seeded_stratified_sample(tmp_path):
     root = image_folder(tmp_path / "data", {"a": 20, "b": 10})
     files = DataFiles.of([str(root)])
-    splits = load_splits("image", files, val_fraction=0.2, seed=3)
+    splits = load_splits(files, val_fraction=0.2, seed=3)
     assert Counter(y for _, y in splits.rows["val"]) == {0: 4, 1: 2}  # each class keeps its share
     assert not {f for f, _ in splits.rows["val"]} & {f for f, _ in splits.rows["train"]}
-    assert splits.rows == load_splits("image", files, val_fraction=0.2, seed=3).rows
-    assert splits.rows["val"] != load_splits("image", files, val_fraction=0.2, seed=4).rows["val"]
+    assert splits.rows == load_splits(files, val_fraction=0.2, seed=3).rows
+    assert splits.rows["val"] != load_splits(files, val_fraction=0.2, seed=4).rows["val"]
     assert "stratified by label, seed 3" in splits.origin["val"]
 
 
@@ -123,7 +129,7 @@ def test_image_data_must_be_a_folder(tmp_path):
     text = tmp_path / "labels.tsv"
     text.write_text("a\t1\n")
     with pytest.raises(DataError, match="labels.tsv is a file; task=image takes a folder with one sub-folder"):
-        load_splits("image", DataFiles.of([str(text)]), val_fraction=0.1, seed=0)
+        load_splits(DataFiles.of([str(text)]), val_fraction=0.1, seed=0)
 
 
 def test_the_digits_split_is_fixed_stratified_and_disjoint():

@@ -9,15 +9,14 @@ import random
 import pytest
 import torch
 
-from scratchformer import EncoderClassifier, ModelConfig, Seq2SeqTransformer
-from scratchformer.app import inference
-from scratchformer.app.inference import classify_texts, translate_ids
+from scratchformer import EncoderClassifier, ModelConfig, Seq2SeqTransformer, inference
 from scratchformer.checkpoint import Checkpoint
 from scratchformer.data.batching import sorted_batches
+from scratchformer.inference import classify_texts, translate_ids
+from scratchformer.settings.config import TrainConfig
+from scratchformer.tasks import build_task, seq2seq
+from scratchformer.tasks.classify import class_probabilities
 from scratchformer.tokenizers import CharTokenizer
-from scratchformer.train.config import TrainConfig
-from scratchformer.train.tasks import build_task, seq2seq
-from scratchformer.train.tasks.classify import class_probabilities
 
 ALPHABET = "abcdefghij ."
 LENGTHS = [5, 1, 9, 3, 3, 12, 7, 1, 20, 4, 9, 2, 6, 15, 8, 3]

@@ -1,11 +1,14 @@
 """The package's folders are layers, and each imports only the layers below it (so the tree is the architecture).
 
-    rank -1 lazy.py (how the packages load their names on first use), extras.py (the optional packages)
-    rank 0  nn/ (the paper's blocks)   data/ (reading and batching)   metrics.py
-    rank 1  models/ (the three families, from nn/)   tokenizers/ (on data/)
-    rank 2  checkpoint.py   generation/   interop/ (torch.nn, Hugging Face, pretrained weights)
-    rank 3  train/ (settings, tasks, the loop)
-    rank 4  app/ (what a user runs: the CLI, inference commands, plots, export, explain, explore)
+    rank -2 lazy.py (how the packages load their names on first use), extras.py (the optional packages),
+            errors.py (the exceptions a command ends with), atomic.py (writing a file so that a crash leaves none half)
+    rank -1 registry.py (the task registry: what each task is)   distributed.py (torchrun's processes)
+    rank 0  nn/ (the paper's blocks)   tokenizers/   metrics.py
+    rank 1  models/ (the three families, from nn/)   data/ (files by role -> tokenizer -> prepared corpora -> views)
+    rank 2  settings/ (configs, presets, the precedence rule)   checkpoint.py   generation/   interop/
+    rank 3  tasks/ (each task's batches, loss and evaluation)
+    rank 4  train/ (the session and the loop)   inference.py (using a trained checkpoint)
+    rank 5  app/ (what a user runs: the CLI, its commands, plots, export, explain, explore)
 
 Every import statement counts, those inside functions too. ``scratchformer/__init__.py`` (the public API)
 and ``__main__.py`` may gather from anywhere.
@@ -19,8 +22,9 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "scratchformer"
-RANKS = {"lazy": -1, "extras": -1, "nn": 0, "data": 0, "metrics": 0, "models": 1, "tokenizers": 1, "checkpoint": 2,
-         "generation": 2, "interop": 2, "train": 3, "app": 4}
+RANKS = {"lazy": -2, "extras": -2, "errors": -2, "atomic": -2, "registry": -1, "distributed": -1, "nn": 0,
+         "tokenizers": 0, "metrics": 0, "models": 1, "data": 1, "settings": 2, "checkpoint": 2, "generation": 2,
+         "interop": 2, "tasks": 3, "train": 4, "inference": 4, "app": 5}
 EXEMPT = {"__init__.py", "__main__.py"}
 
 
@@ -80,5 +84,5 @@ def test_the_check_sees_upward_and_sideways_imports_also_inside_functions(tmp_pa
     bad = root / "nn" / "bad.py"
     bad.write_text("from scratchformer.nn import masks\n\ndef f():\n    from ..train.config import TrainConfig\n"
                    "    import scratchformer.data.files\n")
-    assert violations(bad, root) == ["line 4: nn (rank 0) imports train (rank 3)",
-                                     "line 5: nn (rank 0) imports data (rank 0)"]
+    assert violations(bad, root) == ["line 4: nn (rank 0) imports train (rank 4)",
+                                     "line 5: nn (rank 0) imports data (rank 1)"]

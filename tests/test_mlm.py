@@ -12,8 +12,8 @@ from scratchformer.app.cli import main
 from scratchformer.checkpoint import load_checkpoint
 from scratchformer.models import EncoderClassifier
 from scratchformer.nn.config import ModelConfig
+from scratchformer.tasks import mask_tokens
 from scratchformer.tokenizers import BOS_ID, MASK_ID, PAD_ID, SPECIAL_TOKENS, CharTokenizer, load_tokenizer
-from scratchformer.train.tasks import mask_tokens
 
 TINY = ["d_model=32", "n_heads=2", "n_layers=1", "d_ff=64", "log_every=1", "dropout=0.0"]
 WORDS = ["good", "bad", "film", "plot", "great", "dull", "actors", "story", "fun", "boring", "the", "a"]
@@ -109,9 +109,9 @@ def test_mask_is_its_own_special_token_and_older_tokenizers_still_load(tmp_path)
     """A tokenizer made for masked-token pretraining has <mask> at id 4, distinct from <bos> (1); the others
     keep their four special tokens; a tokenizer file written before <mask> existed loads as it was, and a
     masked-token task given one masks with <bos>, as such runs were trained."""
+    from scratchformer.settings.config import TrainConfig
+    from scratchformer.tasks import build_task
     from scratchformer.tokenizers import BPETokenizer
-    from scratchformer.train.config import TrainConfig
-    from scratchformer.train.tasks import build_task
 
     texts = [f"{a} {b}" for a in WORDS for b in WORDS]
     for tokenizer in (CharTokenizer.train(texts, with_mask=True), BPETokenizer.train(texts, 300, with_mask=True)):

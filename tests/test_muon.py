@@ -5,7 +5,7 @@ import torch
 
 from conftest import tiny
 from scratchformer import GPT, EncoderClassifier
-from scratchformer.train.config import TrainConfig
+from scratchformer.settings.config import TrainConfig
 from scratchformer.train.muon import CUBIC, MuonAdamW, muon_groups, muon_parameters, newton_schulz
 from scratchformer.train.optim import make_optimizer, set_lr
 

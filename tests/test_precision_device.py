@@ -1,4 +1,4 @@
-"""The GPU path, checked on the CPU: precision (fp32 | bf16 | fp16, and the old bf16= spelling), the fp16
+"""The GPU path, checked on the CPU: precision (fp32 | bf16 | fp16), the fp16
 gradient scaler across --resume, device choice and refusal, pinned-memory transfers, fused AdamW and
 torch.compile."""
 
@@ -13,13 +13,11 @@ import torch
 from safetensors.torch import load_file
 
 from scratchformer.app.cli import main
-from scratchformer.checkpoint import load_checkpoint
-from scratchformer.nn.config import ConfigError
+from scratchformer.settings.config import TrainConfig
+from scratchformer.settings.values import split_settings
+from scratchformer.tasks import LMTask
 from scratchformer.train import device as device_mod
-from scratchformer.train.config import TrainConfig
-from scratchformer.train.settings import resolve, split_settings
-from scratchformer.train.tasks import LMTask
-from scratchformer.train.trainer import train
+from scratchformer.train import train
 
 TEXT = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n" * 40)
 TINY_LM = dict(task="lm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=32, batch_size=4, eval_every=3,
@@ -80,27 +78,6 @@ def test_each_precision_trains_under_the_autocast_it_names(tmp_path, text_file, 
     assert json.loads((out / "config.json").read_text())["train"]["precision"] == precision
 
 
-def test_bf16_true_is_precision_bf16(tmp_path, text_file):
-    assert split_settings({"bf16": True})[1].precision == "bf16"
-    assert split_settings({"bf16": "false"})[1].precision == "fp32"
-    assert split_settings({"bf16": "true", "precision": "bf16"})[1].precision == "bf16"
-    assert split_settings({"bf16": "false", "precision": "fp16"})[1].precision == "fp16"
-    for both in ({"bf16": "true", "precision": "fp16"}, {"bf16": "false", "precision": "bf16"}):
-        with pytest.raises(ConfigError, match="disagree"):
-            split_settings(both)
-    # one spelling per level, then the usual order: the command line's precision wins over a config file's bf16
-    config = tmp_path / "old.toml"
-    config.write_text("bf16 = true\n")
-    assert resolve(config=str(config)).split()[1].precision == "bf16"
-    assert resolve(config=str(config), overrides={"precision": "fp32"}).split()[1].precision == "fp32"
-
-    alias = weights(run(tmp_path, text_file, "alias", bf16=True, max_steps=3))
-    named = weights(run(tmp_path, text_file, "named", precision="bf16", max_steps=3))
-    fp32 = weights(run(tmp_path, text_file, "fp32", max_steps=3))
-    assert all(torch.equal(alias[k], named[k]) for k in named)
-    assert any(not torch.equal(fp32[k], named[k]) for k in named)  # so the equality above says something
-
-
 def test_fp16_resume_continues_with_the_saved_loss_scale(tmp_path, text_file):
     full = run(tmp_path, text_file, "full", precision="fp16")
     half = run(tmp_path, text_file, "half", precision="fp16", max_steps=3)
@@ -130,36 +107,12 @@ def test_an_overflowing_fp16_step_is_skipped_and_the_scale_halved(tmp_path, text
     assert {float(s["step"]) for s in state.values()} == {5.0}  # 6 steps, one skipped
 
 
-def test_a_run_saved_with_bf16_resumes_and_loads(tmp_path, text_file, capsys):
-    """Runs and checkpoints written before precision= existed saved bf16 (settings and train settings)."""
-    out = tmp_path / "old"
-    assert main(["train", "--data", str(text_file), *[f"{k}={v}" for k, v in TINY_LM.items()], "max_steps=3",
-                 "precision=bf16", "--out", str(out)]) == 0
-    for path in (out / "config.json", out / "last" / "config.json", out / "best" / "config.json"):
-        meta = json.loads(path.read_text())
-        meta["train"]["bf16"] = meta["train"].pop("precision") == "bf16"
-        if "settings" in meta:
-            del meta["settings"]["precision"]
-            meta["settings"]["bf16"] = "true"  # as typed on the command line
-        path.write_text(json.dumps(meta))
-    assert TrainConfig.from_dict(load_checkpoint(out / "last").train).precision == "bf16"
-    capsys.readouterr()
-    one_line_error(capsys, main(["train", "--out", str(out), "--resume", "max_steps=6", "precision=fp16"]),
-                   "precision cannot change on --resume")
-    assert main(["train", "--out", str(out), "--resume", "max_steps=6", "bf16=true"]) == 0
-    assert json.loads((out / "config.json").read_text())["train"]["precision"] == "bf16"
-    assert load_checkpoint(out / "last").step == 6
-    assert main(["evaluate", "--ckpt", str(out), "--split", "val"]) == 0
-
-
 # ------------------------------------------------------------------------------------ refusals
 
 
 @pytest.mark.parametrize("argv,needles", [
     (["precision=fp8"], ["precision='fp8'", "fp32, bf16, fp16"]),
     (["device=tpu"], ["device='tpu'", "auto, cpu, cuda, mps"]),
-    (["bf16=true", "precision=fp16"], ["bf16=true and precision=fp16 disagree"]),
-    (["bf16=maybe"], ["bf16='maybe'", "true or false"]),
     pytest.param(["device=cuda"], ["device=cuda", "no CUDA GPU"],
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")),
     pytest.param(["device=mps"], ["device=mps", "no Apple GPU"],
@@ -172,7 +125,7 @@ def test_unknown_or_absent_precision_and_device_fail_with_one_line(tmp_path, cap
 
 
 def test_compile_without_a_compiler_fails_with_one_line(tmp_path, capsys, monkeypatch):
-    from scratchformer.train import loop
+    from scratchformer.train import device as loop
 
     monkeypatch.setattr(loop, "compile_unavailable", lambda device: "torch.compile on the CPU needs a C++ compiler")
     out = tmp_path / "run"

@@ -18,15 +18,16 @@ from safetensors.torch import load_file
 from conftest import SHARED_DATA
 from scratchformer import checkpoint as ckpt_mod
 from scratchformer.app.cli import main
-from scratchformer.data.sources import DataFiles
+from scratchformer.data.roles import DataFiles
+from scratchformer.errors import ConfigError
 from scratchformer.interop import minilm_path
-from scratchformer.nn.config import ConfigError
+from scratchformer.settings.config import TrainConfig
+from scratchformer.settings.presets import preset_names
+from scratchformer.settings.values import split_settings
+from scratchformer.tasks import ClassifyTask, LMTask, build_task, drop_tokens
+from scratchformer.train import TrainingError, train
 from scratchformer.train.averaging import CheckpointHistory
-from scratchformer.train.config import TrainConfig
 from scratchformer.train.optim import lr_at, param_groups
-from scratchformer.train.settings import preset_names, split_settings
-from scratchformer.train.tasks import ClassifyTask, LMTask, build_task, drop_tokens
-from scratchformer.train.trainer import TrainingError, train
 
 DATA = SHARED_DATA
 
@@ -88,8 +89,8 @@ def test_gradient_accumulation_equals_one_full_batch(text_file, task):
     """2 micro-batches of 8 give the gradient of 1 batch of 16, also when sequences have different lengths
     (copy): the loss is divided by the token count of the whole batch, not averaged per micro-batch."""
     from scratchformer.models import build_model
+    from scratchformer.tasks import build_task, resolve_model_config, split_rows
     from scratchformer.train.steps import accumulate_gradients
-    from scratchformer.train.tasks import build_task, resolve_model_config, split_rows
 
     model_kw, cfg = split_settings(dict(task=task, d_model=32, n_heads=2, n_layers=1, d_ff=64, batch_size=16,
                                         n_test=20, dropout=0.0, max_len=40))
@@ -125,7 +126,7 @@ KILLER = """
 import os, signal, sys
 from scratchformer.app.cli import main
 from scratchformer.checkpoint import save_checkpoint
-from scratchformer.train import loop
+from scratchformer.train import trainer as loop
 
 kill_at, when = int(sys.argv[1]), sys.argv[2]
 
@@ -354,7 +355,7 @@ def test_average_last_and_ema_decay_are_refused_together():
 
 def test_bf16_autocast_trains(tmp_path, text_file):
     model_kw, cfg = split_settings(dict(task="lm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=32,
-                                        max_steps=3, batch_size=4, eval_every=3, eval_batches=1, bf16=True))
+                                        max_steps=3, batch_size=4, eval_every=3, eval_batches=1, precision="bf16"))
     result = train(model_kw, cfg, tmp_path / "run", [str(text_file)], echo=lambda s: None)
     assert math.isfinite(result.val["loss"])
     assert all(p.dtype == torch.float32 for p in result.model.parameters())  # master weights stay fp32
@@ -372,7 +373,7 @@ def test_early_stopping(tmp_path, text_file, monkeypatch):
 
 
 def test_select_by_a_metric_where_higher_is_better(tmp_path, text_file, monkeypatch):
-    from scratchformer.train.tasks import MaskedLMTask
+    from scratchformer.tasks import MaskedLMTask
 
     evals = iter([(3.0, 0.2), (2.0, 0.3), (2.5, 0.5), (2.6, 0.4), (2.7, 0.45), (2.8, 0.1)])
     monkeypatch.setattr(MaskedLMTask, "evaluate",
@@ -560,8 +561,8 @@ def test_missing_and_corrupt_checkpoints_fail_with_one_line(tmp_path, capsys, te
 
 
 def test_seq2seq_targets_are_shifted_right_and_end_with_eos():
+    from scratchformer.tasks import Seq2SeqTask
     from scratchformer.tokenizers import BOS_ID, EOS_ID, PAD_ID
-    from scratchformer.train.tasks import Seq2SeqTask
 
     batch = Seq2SeqTask.collate([([7, 8, 9], [10, 11]), ([7], [12, 13, 14])])
     assert batch["tgt_in"].tolist() == [[BOS_ID, 10, 11, PAD_ID], [BOS_ID, 12, 13, 14]]
@@ -573,7 +574,7 @@ def test_seq2seq_targets_are_shifted_right_and_end_with_eos():
 def test_padding_is_left_out_of_the_loss():
     """Extra padding (a longer neighbour in the batch) changes neither the summed loss nor the count."""
     from scratchformer import build_model
-    from scratchformer.train.tasks import Seq2SeqTask
+    from scratchformer.tasks import Seq2SeqTask
 
     torch.manual_seed(0)
     model = build_model(__import__("scratchformer").ModelConfig(arch="seq2seq", vocab_size=20, d_model=16,

@@ -12,7 +12,7 @@ import torch
 
 from conftest import tiny
 from scratchformer import GPT, EncoderClassifier, Seq2SeqTransformer
-from scratchformer.train.config import TrainConfig
+from scratchformer.settings.config import TrainConfig
 
 mpimg = pytest.importorskip("matplotlib.image", reason="plots need matplotlib (pip install matplotlib)")
 from scratchformer.app import plots as viz  # noqa: E402 - after the importorskip

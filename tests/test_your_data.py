@@ -20,10 +20,10 @@ from safetensors.torch import load_file
 
 from scratchformer.app.cli import main
 from scratchformer.checkpoint import load_checkpoint
+from scratchformer.errors import ConfigError
 from scratchformer.interop import minilm_path
-from scratchformer.nn.config import ConfigError
+from scratchformer.settings.resolve import resolve
 from scratchformer.train.optim import Schedule
-from scratchformer.train.settings import resolve
 
 TINY = ["d_model=32", "n_heads=2", "n_layers=1", "d_ff=64"]
 QUICK = [*TINY, "max_steps=4", "eval_every=2", "eval_batches=1", "eval_decode=2", "batch_size=8", "max_tokens=0",
@@ -180,7 +180,7 @@ def test_precedence_task_preset_config_data_command_line(tmp_path):
     config = tmp_path / "c.toml"
     config.write_text("lr = 0.002\nmax_steps = 30\n")
     data = zebra_text(tmp_path / "a.txt")
-    from scratchformer.data.sources import DataFiles
+    from scratchformer.data.roles import DataFiles
 
     r = resolve(preset="shakespeare-char", config=str(config), data=DataFiles.of([str(data)]),
                 overrides={"max_steps": "40"})
@@ -261,8 +261,8 @@ def lm_run(tmp_path_factory) -> Path:
 
 
 def test_a_validation_split_is_a_seeded_stratified_sample_never_the_first_lines(tmp_path):
-    from scratchformer.train.config import TrainConfig
-    from scratchformer.train.tasks import build_task
+    from scratchformer.settings.config import TrainConfig
+    from scratchformer.tasks import build_task
 
     f = tmp_path / "sorted.tsv"  # sorted by label and by length: the first 10 % are all "a", all short
     f.write_text("".join(f"{'w ' * (i // 2 + 1)}{i}\ta\n" for i in range(100))

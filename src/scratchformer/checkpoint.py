@@ -25,8 +25,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from scratchformer.errors import ConfigError
 from scratchformer.models import build_model
-from scratchformer.nn.config import ConfigError, ModelConfig
+from scratchformer.nn.config import ModelConfig
 from scratchformer.tokenizers import Tokenizer, load_tokenizer
 
 
@@ -178,7 +179,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
 
 def checkpoint_tokenizer(ckpt: Path, model_config: ModelConfig | None = None) -> Tokenizer | None:
     """The tokenizer saved in checkpoint directory ``ckpt``; None for a ViT, which has none (it reads pixels)."""
-    from scratchformer.data.errors import DataError
+    from scratchformer.errors import DataError
 
     arch = model_config.arch if model_config is not None else read_meta(ckpt)["model"].get("arch")
     if arch == "vit":

@@ -1,4 +1,5 @@
-"""The commands behind ``scratchformer COMMAND``: each reads its arguments and calls the library (``cmd_NAME``).
+"""The commands that use a trained model or look at one (``train`` and ``prepare``: ``train_commands.py``): each
+reads its arguments and calls the library (``cmd_NAME``).
 
 Imported only when a command runs, so ``scratchformer --help`` starts without loading PyTorch.
 """
@@ -10,7 +11,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from scratchformer.app.inference import (
+from scratchformer.checkpoint import load_checkpoint, load_trainer_state
+from scratchformer.checkpoint import resolve as resolve_ckpt
+from scratchformer.errors import ConfigError
+from scratchformer.inference import (
     classify_images,
     classify_texts,
     evaluate_checkpoint,
@@ -19,95 +23,12 @@ from scratchformer.app.inference import (
     read_inputs,
     translate_texts,
 )
-from scratchformer.checkpoint import load_checkpoint, load_trainer_state
-from scratchformer.checkpoint import resolve as resolve_ckpt
-from scratchformer.data.sources import DataFiles
 from scratchformer.models.params import count_parameters_formula
-from scratchformer.nn.config import ConfigError
-from scratchformer.train.config import TrainConfig
+from scratchformer.registry import pretrains
+from scratchformer.settings.config import TrainConfig
+from scratchformer.settings.resolve import resolve
+from scratchformer.settings.values import parse_overrides
 from scratchformer.train.optim import Schedule
-from scratchformer.train.resume import check_out_dir
-from scratchformer.train.run_info import RunInfo
-from scratchformer.train.settings import parse_overrides, resolve, resume_settings
-from scratchformer.train.trainer import train
-
-
-def cmd_train(args: argparse.Namespace) -> int:
-    out = Path(args.out)
-    check_out_dir(out, args.resume)
-    files = DataFiles.of(args.data, args.val or (), args.test or ())
-    overrides = parse_overrides(args.overrides)
-    if args.data_dir:
-        overrides["data_dir"] = args.data_dir
-    if args.resume:
-        given = resolve(preset=args.preset, config=args.config, data=files, overrides={}) \
-            if (args.preset or args.config or files) else None
-        resolved = resume_settings(_saved_run(out), given, overrides)
-    else:
-        resolved = resolve(preset=args.preset, config=args.config, data=files, overrides=overrides)
-    model_kw, cfg = resolved.split()
-    result = train(model_kw, cfg, out, resolved.data, resume=args.resume, quiet=args.quiet,
-                   run=RunInfo.from_resolved(resolved))
-    if not result.is_main:
-        return 0
-    before = "validation before averaging (best/)" if (out / "best").is_dir() else "validation before averaging"
-    for split, metrics in ((before, result.before_averaging), ("validation", result.val), ("test", result.test)):
-        if metrics:
-            print(f"{split}: " + ", ".join(f"{k} {_fmt(k, v)}" for k, v in metrics.items()))
-    if result.samples and not args.quiet:
-        print("samples:")
-        for line in result.samples:
-            print("  " + line)
-    why = f" (stopped: {result.stop_reason})" if result.stop_reason else ""
-    kept = [str(out / name) for name in ("averaged", "best", "last") if (out / name).is_dir()]
-    where = f"{', '.join(kept[:-1])} and {kept[-1]}" if len(kept) > 1 else "".join(kept)
-    print(f"trained {result.step:,} steps in {result.seconds:.0f} s{why}; checkpoints in {where}")
-    return 0
-
-
-def cmd_prepare(args: argparse.Namespace) -> int:
-    """Prepare the corpora a ``train`` with the same settings and files would read (and say where, how big)."""
-    from scratchformer.data.corpus.cache import corpora_dir
-    from scratchformer.train.corpora import describe, prepare_sources, size_text
-    from scratchformer.train.tasks import starting_tokenizer, task_plan
-
-    files = DataFiles.of(args.data, args.val or (), args.test or ())
-    overrides = parse_overrides(args.overrides)
-    if args.data_dir:
-        overrides["data_dir"] = args.data_dir
-    _, cfg = resolve(preset=args.preset, config=args.config, data=files, overrides=overrides).split()
-    plan = task_plan(cfg, files)
-    if plan is None:
-        raise ConfigError(f"task={cfg.task} makes its own data: there is nothing to prepare (give task=lm, translate, "
-                          "classify or mlm)")
-    tokenizer, prepared = prepare_sources(cfg, plan, starting_tokenizer(cfg), quiet=args.quiet)
-    print(f"prepared corpora in {corpora_dir()} (set by ${_corpora_env()}); tokenizer: {tokenizer.kind}, "
-          f"{tokenizer.vocab_size:,} tokens")
-    for p in prepared:
-        how = "reused (prepared before)" if p.reused else f"wrote it in {p.corpus.manifest['seconds']:.1f} s"
-        print(f"  {p.source}: {describe(p.corpus)}; {size_text(p.corpus.n_bytes())} in {p.corpus.path}; {how}")
-    total = sum(p.corpus.n_bytes() for p in prepared)
-    print(f"{size_text(total)} on disk; `scratchformer train` with the same files and settings reads them")
-    return 0
-
-
-def _corpora_env() -> str:
-    from scratchformer.data.corpus.cache import ENV_VAR
-
-    return ENV_VAR
-
-
-def _saved_run(out: Path) -> dict[str, Any]:
-    """A run directory's config.json; runs written before settings were saved get theirs rebuilt."""
-    try:
-        saved = json.loads((out / "config.json").read_text())
-    except (OSError, ValueError) as err:
-        raise ConfigError(f"{out / 'config.json'} is unreadable ({type(err).__name__}); cannot resume") from None
-    if "settings" not in saved:
-        settings = {k: v for k, v in saved.get("train", {}).items() if v is not None}
-        settings |= {k: v for k, v in saved.get("model", {}).items() if k not in ("vocab_size", "pad_id")}
-        saved["settings"] = settings
-    return saved
 
 
 def _fmt(name: str, value: float) -> str:
@@ -133,7 +54,7 @@ def cmd_info(args: argparse.Namespace) -> int:
               f"of {cfg.patch_size} x {cfg.patch_size} and a class token")
     if "labels" in ckpt.extra:
         print(f"labels: {', '.join(ckpt.extra['labels'])}")
-    if ckpt.task == "mlm":
+    if pretrains(ckpt.task):
         print("output: masked-token logits through the tied embedding table; the classification head is "
               f"untrained (fine-tune it: train task=classify init_from={resolve_ckpt(args.ckpt).parent})")
     metrics_file = resolve_ckpt(args.ckpt).parent / "metrics.jsonl"
@@ -250,7 +171,7 @@ def _schedule_of(args: argparse.Namespace) -> Any:
         if "schedule" in state:
             return Schedule.from_dict(state["schedule"])
         return TrainConfig.from_dict(load_checkpoint(args.ckpt).train)
-    return resolve(preset=args.preset, overrides=parse_overrides(args.overrides)).split()[1]
+    return resolve(preset=args.preset, overrides=parse_overrides(args.overrides)).train
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
@@ -270,7 +191,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if note:
         print(note)
     print(explain(cfg, batch=args.batch, length=args.length, target_length=args.target_length,
-                  predict_tokens=task == "mlm"))
+                  predict_tokens=task is not None and task.pretrains))
     return 0
 
 

@@ -8,11 +8,14 @@ from typing import Any
 
 import torch
 
+from scratchformer.errors import ConfigError
 from scratchformer.models import build_model
 from scratchformer.models.params import count_parameters_formula
-from scratchformer.nn.config import PRESETS, ConfigError, ModelConfig
-from scratchformer.train.settings import preset_names, resolve
-from scratchformer.train.values import coerce, field_types
+from scratchformer.nn.config import PRESETS, ModelConfig
+from scratchformer.registry import TaskSpec
+from scratchformer.settings.presets import preset_names
+from scratchformer.settings.resolve import resolve
+from scratchformer.settings.values import coerce, field_types
 
 
 def model_from_preset(preset: str, overrides: dict[str, Any]) -> ModelConfig:
@@ -70,35 +73,35 @@ def demo(preset: str, overrides: dict[str, Any], seed: int = 0) -> None:
     print(f"KV-cached decoding, one token at a time: max |cached - full| = {diff:.2e}")
 
 
-def explain_config(preset: str, overrides: dict[str, Any]) -> tuple[ModelConfig, str, str | None]:
+def explain_config(preset: str, overrides: dict[str, Any]) -> tuple[ModelConfig, str, TaskSpec | None]:
     """The model of a model preset (paper-base, ...) or of a training preset (copy, multi30k, ...) with
-    key=value changes; returns it, a note on where its vocabulary size came from and the training task
-    (None for a model preset)."""
+    key=value changes; returns it, a note on what was assumed of the data, and the training task (None for a
+    model preset)."""
     if preset in PRESETS:
         return model_from_preset(preset, overrides), "", None
     if preset not in preset_names():
         raise ConfigError(f"unknown preset {preset!r}; model presets: {', '.join(sorted(PRESETS))}; "
                           f"training presets: {', '.join(preset_names())}")
     vocab = overrides.pop("vocab_size", None)
-    model_kw, train = resolve(preset=preset, overrides=overrides).split()
+    run = resolve(preset=preset, overrides=overrides)
+    train, model = run.train, run.model
     if train.init_from:
         raise ConfigError(f"preset {preset} fine-tunes a pretrained model; see `scratchformer info` of its checkpoint")
-    note = ""
-    if train.task == "image":  # no vocabulary; the classes come from the data
-        if "n_classes" not in model_kw:
-            model_kw["n_classes"] = 10
-            note = "n_classes=10 assumed (the real number comes from the data; set n_classes=N to change)"
-        return ModelConfig(**model_kw), note, train.task
+    if model.arch == "vit":  # no vocabulary; the classes come from the data
+        if "n_classes" in run.settings:
+            return model, "", run.task
+        return model.replace(n_classes=10), ("n_classes=10 assumed (the real number comes from the data; set "
+                                             "n_classes=N to change)"), run.task
     if vocab is None:  # the real vocabulary comes from the tokenizer trained on the data
         from scratchformer.tokenizers import SPECIAL_TOKENS
 
         if train.tokenizer == "bpe":
             vocab = train.bpe_vocab_size
-        elif train.task in ("copy", "reverse", "sort"):
+        elif run.task.makes_own_data:
             vocab = train.n_symbols + len(SPECIAL_TOKENS)
         else:  # a character vocabulary: Tiny Shakespeare's 65 characters, say
             vocab = 65 + len(SPECIAL_TOKENS)
         note = f"vocab_size={vocab} assumed (the real one comes from the tokenizer; set vocab_size=N to change)"
-    if train.task in ("classify", "mlm"):
-        model_kw.setdefault("n_classes", 2)
-    return ModelConfig(**{**model_kw, "vocab_size": int(vocab)}), note, train.task
+    else:
+        note = ""
+    return model.replace(vocab_size=int(vocab)), note, run.task

@@ -5,8 +5,7 @@ Each module is one kind of source; ``batching`` turns token ids into padded tens
 can cause raises ``DataError`` with a one-line message naming the file.
 
 ==============  =================================================================================
-errors          ``DataError``
-files           strict UTF-8 reading (``.gz`` transparently), atomic writes
+files           strict UTF-8 reading (``.gz`` transparently)
 streams         the same reading as a stream of chunks and lines: a file of any size in bounded memory
 synthetic       copy / reverse / sort tasks with held-out sets (``SyntheticTask``)
 parallel        sentence pairs from a TSV file or two line-aligned files
@@ -25,8 +24,8 @@ corpus/         prepared corpora: token ids on disk, written once by a streaming
 from scratchformer.lazy import lazy_exports
 
 _EXPORTS = {  # name -> the module that defines it
-    **dict.fromkeys(["DataError"], "scratchformer.data.errors"),
-    **dict.fromkeys(["atomic_write_text", "read_lines", "read_text"], "scratchformer.data.files"),
+    **dict.fromkeys(["DataError"], "scratchformer.errors"),
+    **dict.fromkeys(["read_lines", "read_text"], "scratchformer.data.files"),
     **dict.fromkeys(["ALPHABET", "SyntheticTask", "TASKS"], "scratchformer.data.synthetic"),
     **dict.fromkeys(["read_parallel"], "scratchformer.data.parallel"),
     **dict.fromkeys(["read_labelled"], "scratchformer.data.labelled"),

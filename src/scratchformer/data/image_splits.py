@@ -3,7 +3,7 @@
 Every text task reads token ids from corpora prepared on disk (``data.corpus``), because a text corpus can
 be bigger than memory. Images here are small (1,797 digits of 8 x 8, or a folder of PNG/JPEG files that the
 task decodes once at the model's ``image_size``), so ``task=image`` keeps the simpler path: its files are
-listed into ``Splits`` by the roles of ``data.sources`` (``--data``, ``--val``, ``--test``; a validation set
+listed into ``Splits`` by the roles of ``data.roles`` (``--data``, ``--val``, ``--test``; a validation set
 carved out of the training folder, seeded and stratified by label, when none is given), and the task holds
 the decoded pixels.
 """
@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scratchformer.data.errors import DataError
 from scratchformer.data.images import DIGITS_SPLIT, load_digits, read_image_folder
-from scratchformer.data.sources import FORMATS, DataFiles, carving, load_splits
+from scratchformer.data.plan import carving
+from scratchformer.data.roles import DataFiles, one_source, roles
 from scratchformer.data.splits import carve_rows
+from scratchformer.errors import DataError
+from scratchformer.registry import TaskSpec
 
 __all__ = ["Splits", "folder_splits", "image_splits"]
 
@@ -40,24 +42,27 @@ class Splits:
         return split in self.rows
 
 
-def image_splits(dataset: str | None, data_dir: str | Path | None, files: DataFiles, *, val_fraction: float,
-                 seed: int, label_names: Sequence[str] | None = None) -> Splits:
-    """``task=image``'s splits: ``dataset=digits`` (a user's ``--val``/``--test`` folders replace its own), or
-    the user's folders."""
+def image_splits(task: TaskSpec, dataset: str | None, data_dir: str | Path | None, files: DataFiles, *,
+                 val_fraction: float, seed: int, label_names: Sequence[str] | None = None) -> Splits:
+    """An image task's splits: ``dataset=digits`` (a user's ``--val``/``--test`` folders replace its own), or
+    the user's folders (checked by their roles, ``data.roles``)."""
+    if dataset is None and not files:
+        raise DataError(f"task={task.name} needs data: --data PATH ({task.data.describe}), "  # type: ignore[union-attr]
+                        f"or dataset={task.datasets[0]}")
+    if dataset is not None and dataset not in task.datasets:
+        raise DataError(f"dataset {dataset!r} cannot be used for task={task.name} (try "
+                        f"{' or '.join(task.datasets)}, or --data FOLDER)")
+    one_source(dataset, files)
+    train, val, test = roles(task, files)
     if dataset is None:
-        if not files:
-            raise DataError(f"task=image needs data: --data PATH ({FORMATS['image']}), or dataset=digits")
-        return load_splits("image", files, val_fraction=val_fraction, seed=seed, label_names=label_names)
-    if dataset != "digits":
-        raise DataError(f"dataset {dataset!r} cannot be used for task=image (try digits, or --data FOLDER)")
-    if files.train:
-        raise DataError(f"two data sources: dataset={dataset} and --data {' + '.join(files.train)}; give one of them")
+        return folder_splits(train, val, test, val_fraction=val_fraction, seed=seed, label_names=label_names,
+                             carved=carving(task, val_fraction, seed))
     where = f"dataset {dataset}"
     splits = Splits(dict(load_digits()), {"train": f"{where} train (scikit-learn's 8 x 8 digits; {DIGITS_SPLIT})",
                                           "val": f"{where} validation", "test": f"{where} test"},
                     [str(d) for d in range(10)])
-    if files.val or files.test:  # the user's own validation or test folder replaces the dataset's
-        own = load_splits("image", files, val_fraction=val_fraction, seed=seed, label_names=splits.labels)
+    if val or test:  # the user's own validation or test folder replaces the dataset's
+        own = folder_splits([], val, test, val_fraction=val_fraction, seed=seed, label_names=splits.labels)
         splits.rows.update(own.rows)
         splits.origin.update(own.origin)
         splits.notes.extend(own.notes)
@@ -65,8 +70,8 @@ def image_splits(dataset: str | None, data_dir: str | Path | None, files: DataFi
 
 
 def folder_splits(train: list[str], val: list[str], test: list[str], *, val_fraction: float, seed: int,
-                  label_names: Sequence[str] | None = None) -> Splits:
-    """The splits of folders already checked and grouped by role (``sources.load_splits``). The training folder
+                  label_names: Sequence[str] | None = None, carved: str = "") -> Splits:
+    """The splits of folders already checked and grouped by role (``roles``). The training folder
     fixes the classes (unless ``label_names`` does); later folders must use them."""
     out = Splits({}, {}, list(label_names) if label_names is not None else None)
 
@@ -83,7 +88,7 @@ def folder_splits(train: list[str], val: list[str], test: list[str], *, val_frac
             kept, held = carve_rows(len(found), val_fraction, seed, [y for _, y in found])
             out.rows["train"], out.origin["train"] = [found[i] for i in kept], f"{train[0]} (the rest)"
             out.rows["val"] = [found[i] for i in held]
-            out.origin["val"] = f"{train[0]} ({carving('image', val_fraction, seed)})"
+            out.origin["val"] = f"{train[0]} ({carved})"
     elif val:
         out.rows["val"], out.origin["val"] = read(val[0]), val[0]
     if test:

@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from scratchformer.data.errors import DataError
 from scratchformer.data.splits import carve_rows
+from scratchformer.errors import DataError
 from scratchformer.extras import require
 
 if TYPE_CHECKING:  # torch is imported where pixels are made: reading the formats (the CLI's help) stays light

@@ -19,9 +19,9 @@ import csv
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from scratchformer.data.errors import DataError
 from scratchformer.data.headers import is_header
 from scratchformer.data.streams import Progress, iter_lines
+from scratchformer.errors import DataError
 
 __all__ = ["iter_labelled", "map_labels", "read_labelled"]
 

@@ -34,13 +34,14 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from scratchformer.data.errors import DataError
 from scratchformer.data.files import read_text
 from scratchformer.data.labelled import read_labelled
 from scratchformer.data.parallel import read_parallel
+from scratchformer.errors import DataError
 
 __all__ = [
-    "DATASETS", "SST2_LABELS", "cache_dir", "find_dataset", "load_multi30k", "load_sst2", "load_tinyshakespeare",
+    "CARVED", "DATASETS", "SPLITS", "SST2_LABELS", "cache_dir", "find_dataset", "load_multi30k", "load_sst2",
+    "load_tinyshakespeare",
 ]
 
 ENV_VAR = "SCRATCHFORMER_DATA"
@@ -88,6 +89,19 @@ DATASETS: dict[str, tuple[str, tuple[DataFile, ...]]] = {
         DataFile("sst2/test.tsv", _SST2 + "test.tsv",
                  "54a9c12c77e402fc14d6a66a506f24d999f596b0176eb777c972cccc2f9cc4b0"),
     )),
+}
+
+
+# How each dataset's files make splits. CARVED: one text, split by position (its fraction, and the two parts in
+# words). SPLITS: split -> (its files under the dataset's folder, its name in words).
+CARVED: dict[str, tuple[float, tuple[str, str]]] = {
+    "tinyshakespeare": (0.1, ("the first 90 %", "the last 10 %, nanoGPT's split")),
+}
+SPLITS: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {
+    "multi30k": {split: ((f"{stem}.de.gz", f"{stem}.en.gz"), stem)
+                 for split, stem in (("train", "train"), ("val", "val"), ("test", "test_2016_flickr"))},
+    "sst2": {"train": (("train.tsv",), "train"), "val": (("dev.tsv",), "dev"),
+             "test": (("test.tsv",), "test (GLUE validation)")},
 }
 
 

@@ -18,9 +18,9 @@ from collections.abc import Iterator, Sequence
 from itertools import zip_longest
 from pathlib import Path
 
-from scratchformer.data.errors import DataError
 from scratchformer.data.headers import is_header
 from scratchformer.data.streams import Progress, iter_lines
+from scratchformer.errors import DataError
 
 __all__ = ["FORMAT", "iter_pairs", "read_parallel"]
 

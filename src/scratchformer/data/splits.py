@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from scratchformer.data.errors import DataError
+from scratchformer.errors import DataError
 
 __all__ = ["carve_documents", "carve_indices", "carve_rows", "carve_tokens"]
 

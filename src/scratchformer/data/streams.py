@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from scratchformer.data.errors import DataError
+from scratchformer.errors import DataError
 
 __all__ = ["CHUNK_BYTES", "Progress", "iter_lines", "text_chunks"]
 

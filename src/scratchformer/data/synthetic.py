@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 
-from scratchformer.data.errors import DataError
+from scratchformer.errors import DataError
 
 __all__ = ["ALPHABET", "TASKS", "SyntheticTask"]
 

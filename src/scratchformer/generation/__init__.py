@@ -7,6 +7,7 @@
 - ``beam_search`` (``beam.py``): seq2seq beam search with the setup of the paper (§6.1): beam size 4, length
   penalty alpha = 0.6, at most (input length + 50) output tokens. Batched over sentences *and* beams.
 - ``translate``: greedy for ``beam_size=1``, beam search otherwise.
+- ``translate_ids`` (``batched.py``): many sentences, sorted by length into token-budget batches.
 
 Masks are boolean with ``True`` = real token (may be attended to), as everywhere in scratchformer.
 """
@@ -18,6 +19,7 @@ _EXPORTS = {  # name -> the module that defines it
     **dict.fromkeys(["greedy_translate"], "scratchformer.generation.greedy"),
     **dict.fromkeys(["beam_search", "beam_search_hypotheses", "gnmt_length_penalty", "Hypothesis", "translate"],
                     "scratchformer.generation.beam"),
+    **dict.fromkeys(["translate_ids"], "scratchformer.generation.batched"),
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = list(_EXPORTS)

@@ -83,6 +83,7 @@ from torch import Tensor, nn
 from scratchformer.extras import require
 from scratchformer.models import GPT, EncoderClassifier, Seq2SeqTransformer
 from scratchformer.nn.config import ModelConfig
+from scratchformer.registry import pretrains
 from scratchformer.tokenizers import SPECIAL_TOKENS
 
 __all__ = ["BERT_CLASSIFIER", "BERT_ENCODER", "GPT2_LM", "HF_CLASSES", "HFExportError", "check_exportable",
@@ -113,7 +114,7 @@ def default_hf_class(model: nn.Module, task: str | None = None) -> str:
     if isinstance(model, GPT):
         return GPT2_LM
     if isinstance(model, EncoderClassifier):
-        return BERT_ENCODER if task == "mlm" else BERT_CLASSIFIER
+        return BERT_ENCODER if pretrains(task) else BERT_CLASSIFIER
     if isinstance(model, Seq2SeqTransformer):
         raise HFExportError("a Seq2SeqTransformer has no Hugging Face export here (it exports a GPT as "
                             f"{GPT2_LM} and an encoder classifier as {BERT_CLASSIFIER} or {BERT_ENCODER}); "

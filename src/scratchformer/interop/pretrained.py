@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from scratchformer.data.errors import DataError
 from scratchformer.data.named import ENV_VAR, DataFile, cache_dir, download_missing
+from scratchformer.errors import DataError
 
 __all__ = ["PRETRAINED", "find_pretrained"]
 

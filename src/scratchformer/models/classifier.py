@@ -18,8 +18,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from scratchformer.errors import ConfigError
 from scratchformer.models.init import init_weights
-from scratchformer.nn.config import ConfigError, ModelConfig
+from scratchformer.nn.config import ModelConfig
 from scratchformer.nn.embedding import Embeddings, positions_for
 from scratchformer.nn.layers import Encoder
 from scratchformer.nn.masks import padding_mask

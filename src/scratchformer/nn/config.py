@@ -26,6 +26,8 @@ import json
 from dataclasses import dataclass, fields
 from typing import Any, Literal, get_args
 
+from scratchformer.errors import ConfigError
+
 # Each choice field's allowed values, written once: the blocks check against these types too (``choices``).
 Arch = Literal["seq2seq", "gpt", "encoder", "vit"]
 Norm = Literal["post", "pre"]
@@ -66,10 +68,6 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
 # What the vocabulary fields hold in a ViT's config, where they mean nothing (it reads pixels): fixed values, so that
 # a ViT's config.json never suggests a vocabulary.
 VIT_NO_VOCAB = dict(vocab_size=1, pad_id=0)
-
-
-class ConfigError(ValueError):
-    """A configuration that cannot describe a working model."""
 
 
 @dataclass

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from scratchformer.data.errors import DataError
-from scratchformer.data.files import atomic_write_text
+from scratchformer.atomic import atomic_write_text
+from scratchformer.errors import DataError
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>"]

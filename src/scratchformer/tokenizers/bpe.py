@@ -15,7 +15,7 @@ from typing import Any
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
-from scratchformer.data.errors import DataError
+from scratchformer.errors import DataError
 from scratchformer.tokenizers.base import MASK_TOKEN, SPECIAL_TOKENS, UNK_ID, WORD_START, Tokenizer, special_tokens
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from scratchformer.data.errors import DataError
+from scratchformer.errors import DataError
 from scratchformer.tokenizers.base import BOS_ID, EOS_ID, SPECIAL_TOKENS, UNK_ID, Tokenizer, special_tokens
 
 

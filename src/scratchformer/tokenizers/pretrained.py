@@ -9,7 +9,7 @@ from typing import Any
 
 from tokenizers import Tokenizer as HFTokenizer
 
-from scratchformer.data.errors import DataError
+from scratchformer.errors import DataError
 from scratchformer.tokenizers.base import PAD_ID, UNK_ID, Tokenizer
 
 

@@ -30,17 +30,9 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
-
-from scratchformer.checkpoint import save_checkpoint
-from scratchformer.train.logger import MetricsLogger
-from scratchformer.train.steps import evaluate
-
-if TYPE_CHECKING:
-    from scratchformer.train.loop import Trainer
 
 
 class WeightAverage:
@@ -136,17 +128,3 @@ class CheckpointHistory:
         model.load_state_dict({name: (w / len(steps)).to(live[name].dtype) if w.is_floating_point() else w
                                for name, w in total.items()}, strict=False)
         return steps
-
-
-def write_average(trainer: Trainer) -> tuple[list[int], dict[str, float]]:
-    """The end of a run with ``average_last``: the mean of its kept saves put into the model, measured on
-    validation (a ``val_averaged`` row) and saved as ``averaged/``; returns the steps averaged and the
-    average's validation metrics."""
-    t = trainer
-    steps = t.history.load_mean(t.model)  # type: ignore[union-attr]
-    val = evaluate(t.task, t.model, "val")
-    MetricsLogger(t.out, tensorboard=False).log(t.step, "val_averaged", **val, steps=steps)
-    save_checkpoint(t.out / "averaged", t.model, t.task.tokenizer, t.model_cfg, t.resolved_cfg.__dict__, t.step,
-                    None, {**t.task.extra_meta, "data": t.run_info.data.to_dict(), "averaged_steps": steps})
-    t.log(f"averaged/: the mean of the weights of steps {', '.join(f'{s:,}' for s in steps)}")
-    return steps, val

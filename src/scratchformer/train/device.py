@@ -10,6 +10,7 @@
   optimizer step alone was measured 2.0x (d 128, 4 layers) and 4.4x (d 384, 6 layers) faster
   (``bench/adamw_speed.py``; RESULTS.md, "GPU path"). Where torch has no fused AdamW for a device, its own
   default is used.
+- In a distributed run the training module is wrapped by DDP (``training_module``).
 - ``compile=true`` (``torch.compile``) needs a C++ compiler on the CPU; without one the run is refused in
   one line rather than failing at its first step with the compiler's traceback.
 """
@@ -19,9 +20,10 @@ from __future__ import annotations
 import platform
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-from scratchformer.nn.config import ConfigError
+from scratchformer.distributed import DistInfo
+from scratchformer.errors import ConfigError
 
 
 def available(name: str) -> bool:
@@ -75,3 +77,16 @@ def compile_unavailable(device: torch.device) -> str | None:
         except (ImportError, RuntimeError):  # torch's InvalidCxxCompiler is a RuntimeError
             return "torch.compile on the CPU needs a C++ compiler (g++ or clang++ on PATH, or $CXX)"
     return None
+
+
+def training_module(module: nn.Module, info: DistInfo, device: torch.device, compile: bool) -> nn.Module:
+    """What the training steps call: ``module`` wrapped by DDP in a distributed run, and compiled when asked."""
+    if info.enabled:
+        ids = [device.index] if device.type == "cuda" else None
+        module = nn.parallel.DistributedDataParallel(module, device_ids=ids)
+    if compile:
+        problem = compile_unavailable(device)
+        if problem:
+            raise ConfigError(f"compile=true: {problem}; set compile=false")
+        module = torch.compile(module)  # type: ignore[assignment]
+    return module

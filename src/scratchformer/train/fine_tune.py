@@ -1,41 +1,54 @@
-"""Starting a classifier from a pretrained encoder (``init_from``): real BERT weights, or a scratchformer run."""
+"""Starting a classifier from a pretrained encoder (``init_from``): real BERT weights, or a scratchformer run.
+
+The classifier takes the encoder's architecture and weights and a new head for the task's classes; ``pooling``
+and ``dropout`` may be chosen anew, and ``max_len`` (the longest input) up to the encoder's own: its learned
+position table is then cut to that many rows, the rows it uses, so the model's config says the length its inputs
+are cut to.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 from torch import nn
 
-from scratchformer.checkpoint import Checkpoint
+from scratchformer.checkpoint import find_checkpoint, load_checkpoint
+from scratchformer.errors import ConfigError
 from scratchformer.models import EncoderClassifier
-from scratchformer.nn.config import ConfigError, ModelConfig
-from scratchformer.train.config import TrainConfig
-from scratchformer.train.tasks import Task
+from scratchformer.nn.config import ModelConfig
+from scratchformer.settings.config import TrainConfig
+from scratchformer.tasks import Task
+
+__all__ = ["fine_tuned"]
 
 
-def pretrained_classifier(cfg: TrainConfig, model_kw: dict[str, Any], task: Task,
-                          log: Callable[[str], None]) -> nn.Module:
-    """A classifier whose encoder is the pretrained BERT ``cfg.init_from`` (its head freshly initialised)."""
+def fine_tuned(cfg: TrainConfig, model_kw: dict[str, Any], task: Task, log: Callable[[str], None]) -> nn.Module:
+    """The classifier ``cfg.init_from`` starts: a scratchformer run's (or checkpoint's) encoder, else the
+    pretrained BERT of that name or folder. ``model_kw``: the model settings given (most are fixed by it)."""
+    base_dir = find_checkpoint(cfg.init_from)  # type: ignore[arg-type]
+    model = _from_run(base_dir, model_kw, task, log) if base_dir is not None else _from_bert(cfg, model_kw, task, log)
+    return _inputs_up_to(model, task.max_len, cfg.init_from).train()  # type: ignore[arg-type]
+
+
+def _from_bert(cfg: TrainConfig, model_kw: dict[str, Any], task: Task, log: Callable[[str], None]) -> nn.Module:
     from scratchformer.interop import bert_from_pretrained
     from scratchformer.interop.pretrained import find_pretrained
 
-    own = {"arch", "pooling", "max_len"}  # max_len here only limits the inputs (see ClassifyTask)
-    clash = sorted(set(model_kw) - own)
+    clash = sorted(set(model_kw) - {"arch", "pooling", "max_len"})
     if clash:
         raise ConfigError(f"init_from={cfg.init_from} fixes the architecture; remove {', '.join(clash)}")
     folder = find_pretrained(cfg.init_from, cfg.data_dir)  # type: ignore[arg-type]
-    n_classes = task.model_fields().get("n_classes", 2)
-    model = bert_from_pretrained(folder, n_classes=n_classes, pooling=model_kw.get("pooling", "mean"))
+    model = bert_from_pretrained(folder, n_classes=task.model_fields().get("n_classes", 2),
+                                 pooling=model_kw.get("pooling", "mean"))
     log(f"initialised from {folder} (the classification head is new)")
-    return model.train()
+    return model
 
 
-def classifier_from_run(base: Checkpoint, run: str, model_kw: dict[str, Any], task: Task,
-                        log: Callable[[str], None]) -> nn.Module:
-    """A classifier that starts from the encoder of a scratchformer checkpoint (a ``task=mlm`` run, say):
-    the same architecture and weights, a new head for this task's classes. ``pooling`` and ``dropout``
-    may be chosen anew; other model settings, if given, must agree with the checkpoint's."""
+def _from_run(base_dir: Any, model_kw: dict[str, Any], task: Task, log: Callable[[str], None]) -> nn.Module:
+    run = str(base_dir)
+    base = load_checkpoint(base_dir)
     have = base.model_config
     if have.arch != "encoder":
         raise ConfigError(f"init_from={run} holds a {have.arch} model; a classifier starts only from an encoder "
@@ -44,10 +57,6 @@ def classifier_from_run(base: Checkpoint, run: str, model_kw: dict[str, Any], ta
              if k not in ("arch", "pooling", "dropout", "max_len") and getattr(have, k) != v]
     if clash:
         raise ConfigError(f"init_from={run} fixes the architecture; remove or match {', '.join(clash)}")
-    max_len = getattr(task, "max_len", have.max_len)
-    if max_len > have.max_len:
-        raise ConfigError(f"max_len={max_len} is longer than the max_len={have.max_len} of init_from={run}; "
-                          f"set max_len={have.max_len} or less")
     fields = {**have.to_dict(), "n_classes": task.model_fields().get("n_classes", 2),
               "pooling": model_kw.get("pooling", have.pooling), "dropout": model_kw.get("dropout", have.dropout)}
     model = EncoderClassifier(ModelConfig(**fields))
@@ -56,4 +65,21 @@ def classifier_from_run(base: Checkpoint, run: str, model_kw: dict[str, Any], ta
     assert not unexpected and all(k.startswith(("head.", "pooler.")) for k in missing), (missing, unexpected)
     log(f"initialised from {run} (step {base.step} of a task={base.task} run; the classification "
         "head" + (" and the pooler are" if model.pooler is not None else " is") + " new)")
-    return model.train()
+    return model
+
+
+def _inputs_up_to(model: nn.Module, max_len: int, init_from: str) -> nn.Module:
+    """The same classifier for inputs of at most ``max_len`` tokens (its learned position table cut)."""
+    have: ModelConfig = model.config  # type: ignore[assignment]
+    if max_len > have.max_len:
+        raise ConfigError(f"max_len={max_len} is longer than the max_len={have.max_len} of init_from={init_from}; "
+                          f"set max_len={have.max_len} or less")
+    if max_len == have.max_len:
+        return model
+    state = model.state_dict()
+    key = "embed.position_embedding.weight"
+    if key in state:
+        state[key] = state[key][:max_len]
+    shorter = EncoderClassifier(dataclasses.replace(have, max_len=max_len))
+    shorter.load_state_dict(state)
+    return shorter

@@ -7,17 +7,11 @@ import contextlib
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
+from scratchformer.errors import Interrupted
 
-class Interrupted(Exception):
-    """The run was interrupted (SIGINT/SIGTERM) and saved a checkpoint it can be resumed from."""
-
-    def __init__(self, step: int, out: Path) -> None:
-        super().__init__(f"interrupted at step {step:,}; the run is saved in {out / 'last'}. Resume it with: "
-                         f"scratchformer train --out {out} --resume")
-        self.step, self.out = step, out
+__all__ = ["Interrupted", "stop_on_signals"]
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from scratchformer.data.files import atomic_write_text
+from scratchformer.atomic import atomic_write_text
 
 
 class MetricsLogger:

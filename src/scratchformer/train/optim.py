@@ -33,8 +33,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from scratchformer.nn.config import ConfigError
-from scratchformer.train.config import TrainConfig
+from scratchformer.errors import ConfigError
+from scratchformer.settings.config import TrainConfig
 from scratchformer.train.device import has_fused_adamw
 
 

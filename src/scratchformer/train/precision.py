@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from scratchformer.nn.config import ConfigError
+from scratchformer.errors import ConfigError
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 

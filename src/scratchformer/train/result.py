@@ -1,4 +1,4 @@
-"""What a training run returns (``TrainResult``), and the error that stops one (``TrainingError``)."""
+"""What a training run returns (``TrainResult``); the error that stops one is ``errors.TrainingError``."""
 
 from __future__ import annotations
 
@@ -7,12 +7,11 @@ from pathlib import Path
 
 from torch import nn
 
+from scratchformer.errors import TrainingError
 from scratchformer.nn.config import ModelConfig
-from scratchformer.train.tasks import Task
+from scratchformer.tasks import Task
 
-
-class TrainingError(RuntimeError):
-    """Training cannot go on (a NaN/inf loss, say); the last good checkpoint is kept."""
+__all__ = ["TrainResult", "TrainingError"]
 
 
 @dataclass

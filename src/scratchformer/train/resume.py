@@ -8,6 +8,7 @@ with its own settings.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,15 @@ def check_out_dir(out: Path, resume: bool) -> None:
         if (out / "config.json").is_file():
             raise RunDirError(f"{out} already holds a run; continue it with --resume, or choose another --out")
         raise RunDirError(f"{out} already exists and is not empty; choose another --out")
+
+
+def saved_run(out: Path) -> dict[str, Any]:
+    """The ``config.json`` of the run to resume in ``out`` (its settings, its files)."""
+    check_out_dir(out, resume=True)
+    try:
+        return json.loads((out / "config.json").read_text())
+    except (OSError, ValueError) as err:
+        raise RunDirError(f"{out / 'config.json'} is unreadable ({type(err).__name__}); cannot resume") from None
 
 
 def _candidates(out: Path) -> list[Path]:

@@ -1,4 +1,4 @@
-"""The pieces of one training step and one evaluation, used by the loop in ``trainer.py``."""
+"""The pieces of one training step and one evaluation, used by the loop (``trainer.Trainer``)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import torch
 from torch import nn
 
 from scratchformer.generation.common import eval_mode
-from scratchformer.train.config import LOWER_IS_BETTER
+from scratchformer.registry import LOWER_IS_BETTER
+from scratchformer.tasks.base import Batch, Task
 from scratchformer.train.device import to_device
 from scratchformer.train.precision import MixedPrecision
-from scratchformer.train.tasks import Batch, Task
 
 
 def seed_step(seed: int, step: int, rank: int) -> None:

@@ -27,10 +27,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from scratchformer.app.inference import KIND_NAMES, encode_checked, translate_ids
 from scratchformer.checkpoint import Checkpoint
 from scratchformer.generation import generate
+from scratchformer.inference import KIND_NAMES, encode_checked, translate_ids
 from scratchformer.nn.attention import ATTENTION_KINDS, attention_maps
+from scratchformer.registry import pretrains
 from scratchformer.tokenizers import BOS_ID
 
 # Defaults for the caps on one request. Tokens: also never more than the model's max_len. The maps grow
@@ -194,7 +195,7 @@ def model_info(ckpt: Checkpoint, limits: Limits = DEFAULT_LIMITS, name: str | No
 
 
 def _class_labels(ckpt: Checkpoint) -> list[str] | None:
-    if ckpt.task == "mlm":
+    if pretrains(ckpt.task):
         return None  # its classification head was never trained
     return list(ckpt.extra.get("labels") or [str(i) for i in range(ckpt.model_config.n_classes)])
 

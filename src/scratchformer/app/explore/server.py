@@ -33,8 +33,7 @@ from scratchformer.app.explore.model_view import (
     parse_request,
 )
 from scratchformer.checkpoint import Checkpoint, load_checkpoint
-from scratchformer.data.errors import DataError
-from scratchformer.nn.config import ConfigError
+from scratchformer.errors import ConfigError, DataError
 
 # URL path -> (file in this package's static/ folder, content type). The whole of what is served from disk.
 STATIC = {

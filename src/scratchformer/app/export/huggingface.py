@@ -170,7 +170,7 @@ def model_card(ckpt_dir: Path, meta: dict[str, Any], hf_class: str, result: HFEx
     run = _run_dir(ckpt_dir)
     data = meta.get("data") or (json.loads((run / "config.json").read_text()).get("data") if run and
                                 (run / "config.json").is_file() else None)
-    from scratchformer.data.sources import DataFiles
+    from scratchformer.data.roles import DataFiles
 
     files = DataFiles.from_dict(data)
     names = [f"{Path(p).name} ({role})" for role, paths in (("train", files.train), ("val", files.val),

@@ -19,9 +19,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from scratchformer.app.inference import encode_checked, translate_texts
 from scratchformer.app.plots.common import DPI, Figure, save
 from scratchformer.checkpoint import Checkpoint
+from scratchformer.inference import encode_checked, translate_texts
 from scratchformer.nn.attention import ATTENTION_KINDS, attention_maps
 from scratchformer.tokenizers import BOS_ID, WORD_START
 

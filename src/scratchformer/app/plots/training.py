@@ -13,7 +13,7 @@ import numpy as np
 
 from scratchformer.app.plots.common import DPI, Figure, MaxNLocator, save
 from scratchformer.nn.embedding import sinusoidal_table
-from scratchformer.train.config import TrainConfig
+from scratchformer.settings.config import TrainConfig
 from scratchformer.train.logger import read_metrics
 from scratchformer.train.optim import Schedule
 

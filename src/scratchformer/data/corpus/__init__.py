@@ -4,7 +4,7 @@ every later run, ``--resume``, evaluation and process of a distributed run reads
 The layout of the cache folder (``$SCRATCHFORMER_CORPORA``, see ``cache``)::
 
     fingerprints.json            the SHA-256 of files already hashed (by path, size, time, inode)
-    tokenizers/KEY/tokenizer.json  a tokenizer trained on a source with given settings (train/corpora.py)
+    tokenizers/KEY/tokenizer.json  a tokenizer trained on a source with given settings (data/prepared.py)
     KEY/                         one prepared source; KEY = digest(content, format, tokenizer, version)
       manifest.json              written last: what the corpus holds, each file's size and CRC-32, notes
       text.bin  text.idx         token ids (uint16 | uint32) and int64 offsets: documents or rows

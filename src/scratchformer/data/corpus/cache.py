@@ -26,9 +26,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from scratchformer.data.errors import DataError
-from scratchformer.data.files import atomic_write_text
-from scratchformer.data.sources import Source
+from scratchformer.atomic import atomic_write_text
+from scratchformer.data.plan import Source
+from scratchformer.errors import DataError
 
 __all__ = ["ENV_VAR", "corpora_dir", "digest", "documents", "fingerprint", "remove_stale"]
 
@@ -55,17 +55,18 @@ def digest(value: Any) -> str:
 def documents(source: Source) -> list[tuple[str, Path]]:
     """(name, path) of every file a source reads, in reading order. A folder (language modelling) is its
     ``.txt``/``.txt.gz`` files, sorted by path, each named relative to the folder."""
-    paths = [Path(p) for p in source.paths]
-    if source.kind == "text" and paths[0].is_dir():
-        folder = paths[0]
+    folder = Path(source.paths[0])
+    if source.kind == "text" and folder.is_dir():
         files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name.endswith((".txt", ".txt.gz")))
         if not files:
             raise DataError(f"{folder} is a folder without .txt or .txt.gz files")
         return [(p.relative_to(folder).as_posix(), p) for p in files]
-    for p in paths:
+    found = []
+    for p in map(Path, source.paths):  # a loop, not a comprehension: this is read on the way to every byte
         if not p.is_file():
             raise DataError(f"no such file: {p}")
-    return [(p.name, p) for p in paths]
+        found.append((p.name, p))
+    return found
 
 
 def fingerprint(source: Source, root: Path, progress: Callable[[int], None] | None = None) -> str:

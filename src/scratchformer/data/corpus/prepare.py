@@ -7,7 +7,7 @@ whatever the size of the files. The same streams feed tokenizer training (``trai
 only a sample of them, evenly spread over the files (sentencepiece's ``input_sentence_size``).
 
 The data layer needs nothing of a tokenizer but ``Encoder``: ``vocab_size`` and ``encode_batch``. Training
-one, and choosing which, is the training layer's job (``train/corpora.py``), which hands it in.
+one, and choosing which, is ``data/prepared.py``'s job, which hands it in.
 
 A language-modelling text is cut only before a newline that is followed by a word character. There the
 byte-level BPE pre-tokenizer (GPT-2's pattern) always splits, whatever surrounds it, so encoding the pieces
@@ -26,11 +26,12 @@ from typing import Any, Protocol, TypeVar
 from scratchformer.data.corpus.cache import documents
 from scratchformer.data.corpus.store import PreparedCorpus
 from scratchformer.data.corpus.writer import CorpusWriter
-from scratchformer.data.errors import DataError
 from scratchformer.data.labelled import iter_labelled
 from scratchformer.data.parallel import iter_pairs
-from scratchformer.data.sources import FORMATS, Source
+from scratchformer.data.plan import Source
+from scratchformer.data.progress import ByteBar
 from scratchformer.data.streams import Progress, iter_lines, text_chunks
+from scratchformer.errors import DataError
 
 __all__ = ["Encoder", "segments", "source_bytes", "training_texts", "write_corpus"]
 
@@ -40,6 +41,7 @@ LONGEST_PIECE = 8 << 20
 _CUT = re.compile(r"(?=\n\w)")  # before a newline followed by a word character
 _WORD = re.compile(r"\w")
 T = TypeVar("T")
+MLM_FORMAT = "a text file of one example a line, or the text column of a .tsv/.csv"
 
 
 class Encoder(Protocol):
@@ -75,25 +77,28 @@ def write_corpus(source: Source, encoder: Encoder, directory: Path, meta: dict[s
                               "seconds": round(time.perf_counter() - started, 3)})
 
 
-def training_texts(source: Source, sample_chars: int = 0, progress: Progress | None = None) -> Iterator[str]:
+def training_texts(source: Source, sample_chars: int = 0, progress: ByteBar | None = None) -> Iterator[str]:
     """The texts a tokenizer learns from: every text of the source, or about ``sample_chars`` characters of
-    them, taken evenly over the files (from every megabyte read, its share)."""
-    read = [0]
-
-    def count(n: int) -> None:
-        read[0] += n
-        if progress is not None:
-            progress(n)
-
-    texts = _texts(source, count)
-    if not sample_chars:
-        yield from texts
-        return
+    them, taken evenly over the files (from every megabyte read, its share; ``progress.done`` counts the bytes
+    read)."""
+    bar = progress if progress is not None else ByteBar("", 1, None)
     total, kept = max(1, source_bytes(source)), 0
-    for text in texts:
-        if kept <= sample_chars * read[0] / total:
-            kept += len(text)
-            yield text
+    groups = _documents_text(source, bar) if source.kind == "text" else _row_texts(source, bar)
+    for _, texts in groups:
+        for text in texts:
+            if not sample_chars or kept <= sample_chars * bar.done / total:
+                kept += len(text)
+                yield text
+
+
+def _row_texts(source: Source, bar: ByteBar) -> Iterator[tuple[str, Iterable[str]]]:
+    """Every text of the rows of a source (both sides of a pair), as one group: ``("", texts)``."""
+    if source.kind == "pairs":
+        yield "", (text for pair in iter_pairs(source.paths, [], bar) for text in pair)
+    elif source.kind == "labelled":
+        yield "", (text for _, text, _ in iter_labelled(source.paths[0], [], bar))
+    else:
+        yield "", _lines(source, [], bar)
 
 
 # ------------------------------------------------------------------------------------------ reading by kind
@@ -152,21 +157,7 @@ def _lines(source: Source, notes: list[str], progress: Progress | None) -> Itera
             found = True
             yield line
     if not found:
-        raise DataError(f"{path} has no text; task=mlm takes {FORMATS['mlm']}")
-
-
-def _texts(source: Source, progress: Progress | None) -> Iterator[str]:
-    if source.kind == "text":
-        for _, pieces in _documents_text(source, progress):
-            yield from pieces
-    elif source.kind == "pairs":
-        for s, t in iter_pairs(source.paths, [], progress):
-            yield s
-            yield t
-    elif source.kind == "labelled":
-        yield from (text for _, text, _ in iter_labelled(source.paths[0], [], progress))
-    else:
-        yield from _lines(source, [], progress)
+        raise DataError(f"{path} has no text; task=mlm takes {MLM_FORMAT}")
 
 
 def _batched(items: Iterable[T], size: Callable[[T], int]) -> Iterator[list[T]]:
@@ -189,7 +180,14 @@ def _write_text(source: Source, encoder: Encoder, writer: CorpusWriter, notes: l
                 progress: Progress | None) -> dict[str, Any]:
     names = []
     for name, pieces in _documents_text(source, progress):
-        for batch in _batched(pieces, len):
+        batch, chars = [], 0
+        for piece in pieces:  # batched here, not by _batched: one generator fewer between the file and the writer
+            batch.append(piece)
+            chars += len(piece)
+            if chars >= BATCH_CHARS or len(batch) >= BATCH_ROWS:
+                writer.extend("text", _encode(encoder, batch))
+                batch, chars = [], 0
+        if batch:
             writer.extend("text", _encode(encoder, batch))
         writer.end_row("text")
         names.append(name)

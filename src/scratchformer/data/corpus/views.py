@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from scratchformer.data.corpus.store import PreparedCorpus
-from scratchformer.data.errors import DataError
+from scratchformer.errors import DataError
 
 __all__ = ["RowSet", "TokenStream"]
 

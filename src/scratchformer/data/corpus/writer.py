@@ -28,7 +28,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from scratchformer.data.corpus.store import FORMAT_VERSION, MANIFEST, OFFSET_DTYPE, PreparedCorpus, id_dtype
-from scratchformer.data.errors import DataError
+from scratchformer.errors import DataError
 
 __all__ = ["CorpusWriter", "temp_name_prefix"]
 
@@ -73,7 +73,10 @@ class _FieldOut:
     def __init__(self, directory: Path, name: str, dtype: np.dtype) -> None:
         self.dtype, self.items, self.rows = dtype, 0, 0
         self.data, self.index = _File(directory / f"{name}.bin"), _File(directory / f"{name}.idx")
-        self.index.write(np.zeros(1, OFFSET_DTYPE))
+
+    def offsets(self, ends: np.ndarray) -> None:
+        """Append row ends to the index; the index starts with the offset 0 of the first row."""
+        self.index.write(ends if self.index.bytes else np.concatenate([np.zeros(1, OFFSET_DTYPE), ends]))
 
     def extend(self, values: np.ndarray) -> None:
         self.data.write(values.astype(self.dtype, copy=False))
@@ -81,7 +84,7 @@ class _FieldOut:
 
     def end_rows(self, lengths: np.ndarray) -> None:
         if len(lengths):
-            self.index.write((self.items - int(lengths.sum()) + np.cumsum(lengths)).astype(OFFSET_DTYPE))
+            self.offsets((self.items - int(lengths.sum()) + np.cumsum(lengths)).astype(OFFSET_DTYPE))
             self.rows += len(lengths)
 
     def spec(self) -> dict[str, Any]:
@@ -142,13 +145,16 @@ class CorpusWriter:
         out.end_rows(lengths)
 
     def extend(self, field: str, rows: Sequence[Sequence[int]]) -> None:
-        """Token ids appended to the current row (a language-modelling document); ``end_row`` closes it."""
+        """Token ids appended to the current row (a language-modelling document); ``end_row`` closes it. (The
+        field's files written here directly: this is the inner loop of preparing a text.)"""
         flat, _ = self._ids(rows)
-        self._field(field, self.dtype).extend(flat)
+        out = self.fields.get(field) or self.fields.setdefault(field, _FieldOut(self.tmp, field, self.dtype))
+        out.data.write(flat.astype(out.dtype, copy=False))
+        out.items += len(flat)
 
     def end_row(self, field: str) -> None:
         out = self._field(field, self.dtype)
-        out.index.write(np.array([out.items], OFFSET_DTYPE))
+        out.offsets(np.array([out.items], OFFSET_DTYPE))
         out.rows += 1
 
     def add_texts(self, field: str, texts: Sequence[str]) -> None:

@@ -9,8 +9,10 @@ import types
 import typing
 from typing import Any, Literal
 
-from scratchformer.nn.config import ConfigError, ModelConfig
-from scratchformer.train.config import TrainConfig, parse_bool, with_aliases_resolved
+from scratchformer.errors import ConfigError
+from scratchformer.nn.config import ModelConfig
+from scratchformer.registry import spec
+from scratchformer.settings.config import TrainConfig, parse_bool
 
 
 def parse_overrides(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:
@@ -64,18 +66,16 @@ def coerce(name: str, value: Any, annotation: Any) -> Any:
     return value
 
 
-
 def split_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], TrainConfig]:
     """Flat ``key -> value`` settings (preset, config file, command line) -> (model fields, TrainConfig).
 
-    Every key must be a ``ModelConfig`` or ``TrainConfig`` field (or an old spelling of one: ``bf16``);
-    values are type-checked (and strings converted) against the field's type. ``arch`` follows from ``task``
-    and need not be given.
+    Every key must be a ``ModelConfig`` or ``TrainConfig`` field; values are type-checked (and strings
+    converted) against the field's type. ``arch`` follows from ``task`` and need not be given.
     """
     model_types, train_types = field_types(ModelConfig), field_types(TrainConfig)
     model_kw: dict[str, Any] = {}
     train_kw: dict[str, Any] = {}
-    for key, value in with_aliases_resolved(settings).items():
+    for key, value in settings.items():
         if key in train_types:
             train_kw[key] = coerce(key, value, train_types[key])
         elif key in model_types:
@@ -88,3 +88,16 @@ def split_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], TrainConfi
     if model_kw.setdefault("arch", train.arch) != train.arch:
         raise ConfigError(f"arch={model_kw['arch']!r} does not fit task={train.task!r} (needs arch={train.arch!r})")
     return model_kw, train
+
+
+def model_config(model_kw: dict[str, Any], train: TrainConfig) -> ModelConfig:
+    """The model the settings describe, built once: the family that learns ``train.task``, its ``max_len`` from
+    the task when no setting gives one. The vocabulary (and a classifier's classes) follow from the data: the
+    task fills them in when its tokenizer exists (``dataclasses.replace``)."""
+    fields = {"arch": train.arch, **model_kw}
+    if fields["arch"] != train.arch:
+        raise ConfigError(f"arch={fields['arch']!r} does not fit task={train.task!r} (needs arch={train.arch!r})")
+    default = spec(train.task).default_max_len(train.max_seq_len)
+    if "max_len" not in fields and default is not None:
+        fields["max_len"] = default
+    return ModelConfig(**fields)

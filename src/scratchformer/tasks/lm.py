@@ -17,31 +17,29 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from scratchformer.data.corpus.views import TokenStream
-from scratchformer.data.errors import DataError
-from scratchformer.generation import generate
+from scratchformer.data.task_data import TaskData
+from scratchformer.errors import DataError
+from scratchformer.generation.common import eval_mode
 from scratchformer.metrics import perplexity
+from scratchformer.nn.config import ModelConfig
+from scratchformer.settings.config import TrainConfig
+from scratchformer.tasks.base import Batch, Task, step_generator
 from scratchformer.tokenizers import Tokenizer
-from scratchformer.train.config import TrainConfig
-from scratchformer.train.corpora import TaskData
-from scratchformer.train.tasks.base import Batch, Task, step_generator
 
 
 class LMTask(Task):
     """Random windows of a token stream; the target is the window shifted by one."""
 
-    def __init__(self, cfg: TrainConfig, model_kw: dict[str, Any], data: TaskData,
-                 log: Callable[[str], None], tokenizer: Tokenizer | None = None) -> None:
-        super().__init__(cfg, model_kw, data, log, tokenizer)
-        self.block = int(model_kw.get("max_len", 256))
+    def __init__(self, cfg: TrainConfig, model: ModelConfig, data: TaskData, log: Callable[[str], None],
+                 tokenizer: Tokenizer | None = None) -> None:
+        super().__init__(cfg, model, data, log, tokenizer)
+        self.block = model.max_len
         # eval_limit counts examples; a language model's held-out text is scored in windows, whole
         self.streams: dict[str, TokenStream] = self._views(eval_limit=False)
         for split, stream in self.streams.items():
             if len(stream) < self.block + 1 and split != "test":
                 raise DataError(f"the {split} text has {len(stream)} tokens, fewer than max_len + 1 = "
                                 f"{self.block + 1}; give more text or a smaller max_len")
-
-    def model_fields(self) -> dict[str, Any]:
-        return {**super().model_fields(), "max_len": 256}
 
     def has_split(self, split: str) -> bool:
         return split in self.streams
@@ -71,6 +69,15 @@ class LMTask(Task):
         loss = total / max(count, 1)
         out = {"loss": loss, "perplexity": perplexity(loss)}
         return {**out, "tokens": count} if split == "test" else out
+
+    def report(self, model: nn.Module, split: str, **decoding: Any) -> dict[str, Any]:
+        """A test text scored whole (every token once, in consecutive windows); else the random windows."""
+        with eval_mode(model):
+            metrics = self.evaluate(model, split)
+        if split == "test":
+            return {"examples": metrics.pop("tokens"), "unit": "tokens", **metrics}
+        return {"examples": f"{self.cfg.eval_batches} x {self.cfg.batch_size} windows of {self.block} tokens",
+                **metrics}
 
     def _random_windows(self, split: str) -> list[tuple[Tensor, Tensor]]:
         gen = torch.Generator().manual_seed(1234)  # the same windows at every evaluation
@@ -109,6 +116,8 @@ class LMTask(Task):
             start = next((i + 1 for i, t in enumerate(ids[: len(ids) // 2]) if t == newline[0]), 0)
         prompt = ids[start:start + n_prompt]
         device = next(model.parameters()).device
+        from scratchformer.generation.sampling import generate
+
         out = generate(model, torch.tensor([prompt], device=device), n_new, do_sample=True, temperature=0.8,
                        top_k=200, seed=self.cfg.seed)[0, len(prompt):].tolist()
         truth = ids[start + n_prompt:start + n_prompt + n_new]

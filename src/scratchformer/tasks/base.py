@@ -2,12 +2,13 @@
 
 Every step's batch is a pure function of ``(seed, step)``: nothing about the data order has to be saved
 in a checkpoint, and resuming a run replays exactly the same batches. A task reads its splits from prepared
-corpora on disk (``train/corpora.py``: ``TaskData``), a batch at a time; only the built-in synthetic tasks
-hold their (small, generated) data in memory.
+corpora on disk (``data.task_data.TaskData``), a batch at a time; only the built-in synthetic tasks and the
+images hold their (small) data in memory.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
@@ -17,10 +18,12 @@ import torch
 from torch import Tensor, nn
 
 from scratchformer.data.batching import BucketedEpoch
-from scratchformer.data.errors import DataError
-from scratchformer.tokenizers import PAD_ID, BPETokenizer, CharTokenizer, Tokenizer
-from scratchformer.train.config import TrainConfig
-from scratchformer.train.corpora import TaskData
+from scratchformer.data.task_data import TaskData
+from scratchformer.errors import DataError
+from scratchformer.nn.config import ModelConfig
+from scratchformer.registry import TaskSpec, spec
+from scratchformer.settings.config import TrainConfig
+from scratchformer.tokenizers import PAD_ID, Tokenizer
 
 Batch = dict[str, Tensor]
 
@@ -66,28 +69,37 @@ class EpochBatches:
 
 
 class Task(ABC):
-    """What the training loop needs from a task.
+    """What the training loop and evaluation need from a task.
 
-    A task is built from ``TaskData`` (its tokenizer and a view of a prepared corpus for each split, see
-    ``train/corpora.py``), or, for the built-in synthetic tasks, from nothing (``data`` None). It says which
-    model fields follow from the data (vocabulary size, number of classes), builds the *global* batch of any
-    step, computes the summed loss of a batch, and evaluates.
+    A task is built from the run's settings, the model's config (``ModelConfig``, built once from the settings;
+    the vocabulary and classes the task fills in: ``model_config``) and its data, ready (``data.load_data``):
+    ``TaskData`` (its tokenizer and a view of a prepared corpus for each split), or for a task that makes its
+    own data None. It builds the *global* batch of any step, computes the summed loss of a batch, evaluates,
+    and says where each split came from.
     """
 
-    tokenizer: Tokenizer
+    tokenizer: Tokenizer | None
     extra_meta: dict[str, Any]
 
-    def __init__(self, cfg: TrainConfig, model_kw: dict[str, Any], data: TaskData | None,
-                 log: Callable[[str], None], tokenizer: Tokenizer | None = None) -> None:
-        self.cfg, self.model_kw, self.log = cfg, model_kw, log
-        self.data = data
+    def __init__(self, cfg: TrainConfig, model: ModelConfig, data: Any, log: Callable[[str], None],
+                 tokenizer: Tokenizer | None = None) -> None:
+        self.cfg, self.log, self.data = cfg, log, data
+        self.spec: TaskSpec = spec(cfg.task)
+        self.settings_model = model  # the model the settings describe, before the data's fields
+        self.max_len = model.max_len
         self.extra_meta = {}
-        self.given_tokenizer = tokenizer  # from a checkpoint: use it, never retrain
-        if data is not None:
-            self.tokenizer = data.tokenizer
+        self.given_tokenizer = tokenizer  # a checkpoint's: used, never retrained
+        self.tokenizer = data.tokenizer if isinstance(data, TaskData) else tokenizer
+
+    @property
+    def model_config(self) -> ModelConfig:
+        """The model this task trains: the settings' model with the fields its data decides."""
+        return dataclasses.replace(self.settings_model, **self.model_fields())
 
     def _tokenizer_for(self, texts: list[str]) -> Tokenizer:
         """Synthetic tasks: the given tokenizer, or a new one trained on ``texts``."""
+        from scratchformer.tokenizers import BPETokenizer, CharTokenizer
+
         if self.given_tokenizer is not None:
             return self.given_tokenizer
         if self.cfg.tokenizer == "bpe":
@@ -96,7 +108,6 @@ class Task(ABC):
 
     def _views(self, eval_limit: bool = True) -> dict[str, Any]:
         """Each split's view, with ``train_limit`` / ``eval_limit`` applied (a quick run on a slice)."""
-        assert self.data is not None
         out = {}
         for split, view in self.data.views.items():
             limit = self.cfg.train_limit if split == "train" else (self.cfg.eval_limit if eval_limit else 0)
@@ -109,8 +120,24 @@ class Task(ABC):
         return model
 
     def model_fields(self) -> dict[str, Any]:
-        """Model config fields that follow from the data (and defaults for this task)."""
+        """Model config fields that follow from the data: the vocabulary (and a classifier's classes)."""
+        assert self.tokenizer is not None
         return {"vocab_size": self.tokenizer.vocab_size, "pad_id": PAD_ID}
+
+    # ---- where the data came from (the run's summary and config.json)
+    def split_origins(self) -> list[tuple[str, str, str]]:
+        """(split, where it came from, its size) for each split the task has."""
+        unit = self.spec.data.unit if self.spec.data is not None else "examples"
+        return [(split, self.data.origin.get(split, split), f"{self.split_size(split):,} {unit}")
+                for split in ("train", "val", "test") if self.has_split(split)]
+
+    def data_notes(self) -> list[str]:
+        """What was skipped or truncated while the data was read."""
+        return self.data.notes if isinstance(self.data, TaskData) else []
+
+    def prepared(self) -> list[Any]:
+        """The prepared corpora the task reads (``data.prepared.Prepared``)."""
+        return self.data.prepared if isinstance(self.data, TaskData) else []
 
     @abstractmethod
     def global_batch(self, step: int) -> Batch:
@@ -135,6 +162,10 @@ class Task(ABC):
     @abstractmethod
     def split_size(self, split: str) -> int:
         """How many examples (or tokens, for language modelling) a split has."""
+
+    def report(self, model: nn.Module, split: str, **decoding: Any) -> dict[str, Any]:
+        """What ``scratchformer evaluate`` says of a split: how many examples, and the task's metrics."""
+        return {"examples": self.split_size(split), **self.evaluate(model, split)}
 
     def samples(self, model: nn.Module) -> list[str]:
         """A few held-out examples with the model's output and the truth beside it."""

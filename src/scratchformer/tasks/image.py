@@ -25,18 +25,10 @@ from torch import Tensor, nn
 from scratchformer.data.image_splits import Splits
 from scratchformer.data.images import as_input, to_pixels
 from scratchformer.nn.config import ModelConfig
+from scratchformer.settings.config import TrainConfig
+from scratchformer.tasks.base import Batch, EpochBatches, Task, step_generator
+from scratchformer.tasks.classify import class_scores
 from scratchformer.tokenizers import Tokenizer
-from scratchformer.train.config import TrainConfig
-from scratchformer.train.tasks.base import Batch, EpochBatches, Task, step_generator
-from scratchformer.train.tasks.classify import class_scores
-
-_FIELD_DEFAULTS = ModelConfig.__dataclass_fields__
-
-
-def image_shape(model_kw: dict[str, Any]) -> tuple[int, int, int]:
-    """``(channels, image_size, patch_size)`` of the model these settings describe (the field defaults if unset)."""
-    return tuple(int(model_kw.get(k, _FIELD_DEFAULTS[k].default))  # type: ignore[return-value]
-                 for k in ("channels", "image_size", "patch_size"))
 
 
 def shift_images(images: Tensor, max_shift: int, gen: torch.Generator) -> Tensor:
@@ -53,16 +45,14 @@ def shift_images(images: Tensor, max_shift: int, gen: torch.Generator) -> Tensor
 class ImageTask(Task):
     """Labelled images -> class, for ``arch="vit"``."""
 
-    def __init__(self, cfg: TrainConfig, model_kw: dict[str, Any], splits: Splits | None,
-                 log: Callable[[str], None], tokenizer: Tokenizer | None = None) -> None:
-        super().__init__(cfg, model_kw, None, log, tokenizer)  # no prepared corpora (``self.data`` None)
-        assert splits is not None and splits.labels is not None
-        self.raw = splits
-        self.labels = list(splits.labels)
-        self.tokenizer = None  # type: ignore[assignment]
-        self.channels, self.image_size, patch = image_shape(model_kw)
-        self.tokens_per_image = (self.image_size // patch) ** 2 + 1  # the patches and the class token
-        self.items = {split: self._limited(split, rows) for split, rows in splits.rows.items()}
+    def __init__(self, cfg: TrainConfig, model: ModelConfig, data: Splits, log: Callable[[str], None],
+                 tokenizer: Tokenizer | None = None) -> None:
+        super().__init__(cfg, model, data, log, tokenizer)
+        assert data.labels is not None
+        self.labels = list(data.labels)
+        self.channels, self.image_size = model.channels, model.image_size
+        self.tokens_per_image = model.n_patches + 1  # the patches and the class token
+        self.items = {split: self._limited(split, rows) for split, rows in data.rows.items()}
         self.splits: dict[str, tuple[Tensor, Tensor]] = {}  # split -> (pixels (N, ch, S, S) uint8, labels (N,))
         for split, rows in self.items.items():
             shape = (0, self.channels, self.image_size, self.image_size)
@@ -81,6 +71,9 @@ class ImageTask(Task):
 
     def model_fields(self) -> dict[str, Any]:
         return {"n_classes": len(self.labels)}
+
+    def data_notes(self) -> list[str]:
+        return self.data.notes
 
     def has_split(self, split: str) -> bool:
         return split in self.splits

@@ -1,5 +1,6 @@
 """Training configuration: everything about a run that is not the network (task, data, optimisation,
-bookkeeping). Each choice field's allowed values are written once, as its ``Literal`` type.
+bookkeeping). Each choice field's allowed values are written once, as its ``Literal`` type (the task's, in the
+task registry).
 """
 
 from __future__ import annotations
@@ -8,9 +9,9 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any, Literal, get_args
 
-from scratchformer.nn.config import ConfigError
+from scratchformer.errors import ConfigError
+from scratchformer.registry import DEFAULT_TASK, TASKS, spec, task_only_settings
 
-Task = Literal["copy", "reverse", "sort", "lm", "translate", "classify", "mlm", "image"]
 TokenizerKind = Literal["char", "bpe"]
 ScheduleKind = Literal["inverse_sqrt", "cosine", "constant"]
 Truncate = Literal["warn", "error"]
@@ -18,16 +19,7 @@ OptimizerKind = Literal["adamw", "muon"]
 Device = Literal["auto", "cpu", "cuda", "mps"]
 Precision = Literal["fp32", "bf16", "fp16"]
 
-TASK_ARCH: dict[str, str] = {"copy": "seq2seq", "reverse": "seq2seq", "sort": "seq2seq", "translate": "seq2seq",
-                             "lm": "gpt", "classify": "encoder", "mlm": "encoder", "image": "vit"}
-assert set(TASK_ARCH) == set(get_args(Task))
-# What each task's evaluation reports besides loss and perplexity (exact_match, bleu: with eval_decode > 0).
-TASK_METRICS: dict[str, tuple[str, ...]] = {"copy": ("exact_match",), "reverse": ("exact_match",),
-                                            "sort": ("exact_match",), "translate": ("bleu",), "lm": (),
-                                            "classify": ("accuracy", "f1"), "mlm": ("accuracy",),
-                                            "image": ("accuracy", "f1")}
-LOWER_IS_BETTER = ("loss", "perplexity")
-TRAIN_CHOICES: dict[str, tuple[str, ...]] = {"task": get_args(Task), "tokenizer": get_args(TokenizerKind),
+TRAIN_CHOICES: dict[str, tuple[str, ...]] = {"task": tuple(TASKS), "tokenizer": get_args(TokenizerKind),
                                              "schedule": get_args(ScheduleKind), "truncate": get_args(Truncate),
                                              "device": get_args(Device), "precision": get_args(Precision),
                                              "optimizer": get_args(OptimizerKind)}
@@ -41,7 +33,7 @@ class TrainConfig:
     number of processes: each micro-batch / rank takes its share, so the run computes the same thing.
     """
 
-    task: Task = "copy"
+    task: str = DEFAULT_TASK  # a task of the registry (registry.py)
     dataset: str | None = None  # a named dataset: tinyshakespeare | multi30k | sst2 | digits
     data_dir: str | None = None
     # tokenization
@@ -120,7 +112,7 @@ class TrainConfig:
     test_at_end: bool = True
     # where and how the arithmetic runs (train/device.py, train/precision.py): device auto = cuda, else mps,
     # else cpu; precision fp32, or mixed precision with bf16 or fp16 matmuls (fp16 with a gradient scaler);
-    # compile: torch.compile the training forward and backward. (bf16=true, the old spelling, = precision=bf16)
+    # compile: torch.compile the training forward and backward
     precision: Precision = "fp32"
     compile: bool = False
     device: Device = "auto"
@@ -159,11 +151,10 @@ class TrainConfig:
             raise ConfigError(f"mask_prob={self.mask_prob} must be between 0 and 1")
         if not 0 <= self.word_dropout < 1:
             raise ConfigError(f"word_dropout={self.word_dropout} must be in [0, 1)")
-        if self.word_dropout and self.task != "classify":
-            raise ConfigError(f"word_dropout works with task=classify, not task={self.task}")
-        if self.augment_shift and self.task != "image":
-            raise ConfigError(f"augment_shift works with task=image, not task={self.task}")
-        metrics = LOWER_IS_BETTER + TASK_METRICS[self.task]
+        for name, tasks in task_only_settings().items():
+            if getattr(self, name) not in (None, 0) and self.task not in tasks:
+                raise ConfigError(f"{name} works with task={' or task='.join(tasks)}, not task={self.task}")
+        metrics = spec(self.task).validation_metrics
         if self.select_by not in metrics:
             raise ConfigError(f"select_by={self.select_by!r} is not a validation metric of task={self.task} "
                               f"(choose from {', '.join(metrics)})")
@@ -181,21 +172,19 @@ class TrainConfig:
             raise ConfigError(f"batch_size={self.batch_size} is not divisible by grad_accum={self.grad_accum}")
         if self.min_seq_len > self.max_seq_len:
             raise ConfigError(f"min_seq_len={self.min_seq_len} is larger than max_seq_len={self.max_seq_len}")
-        if self.init_from is not None and self.task != "classify":
-            raise ConfigError(f"init_from works with task=classify (a pretrained BERT encoder), not task={self.task}")
         if self.n_symbols > 36:
             raise ConfigError(f"n_symbols={self.n_symbols} must be <= 36")
 
     @property
     def arch(self) -> str:
-        return TASK_ARCH[self.task]
+        """The model family that learns the task."""
+        return spec(self.task).family
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        """The settings a checkpoint was saved with; old spellings are read (``bf16``), keys of settings this
-        version no longer has are dropped."""
+        """The settings a checkpoint was saved with; keys of settings this version no longer has are dropped."""
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in with_aliases_resolved(data).items() if k in known})
+        return cls(**{k: v for k, v in data.items() if k in known})
 
     @property
     def max_time_s(self) -> float | None:
@@ -210,23 +199,6 @@ def parse_bool(name: str, value: Any) -> bool:
     if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
         return value.lower() in ("true", "1", "yes")
     raise ConfigError(f"{name}={value!r} must be true or false")
-
-
-def with_aliases_resolved(settings: dict[str, Any]) -> dict[str, Any]:
-    """``settings`` with the old spelling ``bf16`` (before ``precision`` existed) turned into ``precision``:
-    ``bf16=true`` is ``precision=bf16``, ``bf16=false`` is ``precision=fp32``. Given together (in one config
-    file, or on one command line), they must agree: ``bf16=true`` with ``precision=bf16`` only, ``bf16=false``
-    with anything but ``bf16``. Old run configurations and checkpoints, which saved ``bf16``, load this way."""
-    if "bf16" not in settings:
-        return settings
-    out = dict(settings)
-    flag = parse_bool("bf16", out.pop("bf16"))
-    if "precision" not in out:
-        out["precision"] = "bf16" if flag else "fp32"
-    elif flag != (out["precision"] == "bf16"):
-        raise ConfigError(f"bf16={str(flag).lower()} and precision={out['precision']} disagree; bf16 is the old "
-                          "spelling of precision=bf16: give precision alone")
-    return out
 
 
 def parse_duration(name: str, text: str) -> float:

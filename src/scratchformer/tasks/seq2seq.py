@@ -17,12 +17,13 @@ from torch import Tensor, nn
 
 from scratchformer.data import SyntheticTask, pad_batch, sorted_batches
 from scratchformer.data.corpus.views import RowSet
-from scratchformer.generation import greedy_translate
-from scratchformer.metrics import bleu, exact_match, perplexity
+from scratchformer.data.task_data import TaskData
+from scratchformer.generation.batched import translate_ids
+from scratchformer.metrics import bleu, chrf, exact_match, perplexity
+from scratchformer.nn.config import ModelConfig
+from scratchformer.settings.config import TrainConfig
+from scratchformer.tasks.base import Batch, EpochBatches, Task, clip
 from scratchformer.tokenizers import BOS_ID, EOS_ID, PAD_ID, Tokenizer
-from scratchformer.train.config import TrainConfig
-from scratchformer.train.corpora import TaskData
-from scratchformer.train.tasks.base import Batch, EpochBatches, Task, clip
 
 Pairs = list[tuple[list[int], list[int]]]
 # Padded tokens per batch when held-out pairs are scored (EVAL_TOKENS) or greedily decoded (DECODE_TOKENS):
@@ -56,9 +57,9 @@ class _ListRows:
 class Seq2SeqTask(Task):
     """Source ids -> ``<bos>`` target ids ``<eos>``."""
 
-    def __init__(self, cfg: TrainConfig, model_kw: dict[str, Any], data: TaskData | None,
-                 log: Callable[[str], None], tokenizer: Tokenizer | None = None) -> None:
-        super().__init__(cfg, model_kw, data, log, tokenizer)
+    def __init__(self, cfg: TrainConfig, model: ModelConfig, data: TaskData | None, log: Callable[[str], None],
+                 tokenizer: Tokenizer | None = None) -> None:
+        super().__init__(cfg, model, data, log, tokenizer)
         self.synthetic: SyntheticTask | None = None
         self.rows: dict[str, RowSet | _ListRows]
         if data is None:  # copy, reverse, sort
@@ -67,14 +68,10 @@ class Seq2SeqTask(Task):
             alphabet = sorted({c for s, t in self.synthetic.test_pairs()[:200] for c in s + t}
                               | set("abcdefghijklmnopqrstuvwxyz0123456789"[:cfg.n_symbols]))
             self.tokenizer = self._tokenizer_for(["".join(alphabet)])
-            self.default_max_len = cfg.max_seq_len + 2
-            self.max_len = int(model_kw.get("max_len", self.default_max_len))
             held_out = {"val": self.synthetic.val_pairs(), "test": self.synthetic.test_pairs()}
             limit = cfg.eval_limit or None
             self.rows = {split: self._in_memory(pairs[:limit], split) for split, pairs in held_out.items()}
             return
-        self.default_max_len = 128
-        self.max_len = int(model_kw.get("max_len", self.default_max_len))
         self.rows = self._views()
         for split, rows in self.rows.items():
             self._check_lengths(rows.lengths("source"), self.max_len, f"{split} source")
@@ -117,11 +114,16 @@ class Seq2SeqTask(Task):
         """The target texts of the first ``n`` pairs of a split (all by default), as in the file."""
         return self.rows[split].texts("target", range(len(self.rows[split]) if n is None else n))
 
-    def model_fields(self) -> dict[str, Any]:
-        return {**super().model_fields(), "max_len": self.default_max_len}
-
     def has_split(self, split: str) -> bool:
         return split in self.rows or (split == "train" and self.synthetic is not None)
+
+    def split_origins(self) -> list[tuple[str, str, str]]:
+        if self.synthetic is None:
+            return super().split_origins()
+        n = self.cfg.n_test
+        return [("train", "fresh random strings at every step (never a held-out one)", "unlimited"),
+                ("val", f"{n:,} held-out strings", f"{n:,} examples"),
+                ("test", f"{n:,} other held-out strings", f"{n:,} examples")]
 
     def split_size(self, split: str) -> int:
         return len(self.rows[split])
@@ -181,18 +183,31 @@ class Seq2SeqTask(Task):
         return out
 
     def translate_ids(self, sources: list[list[int]], model: nn.Module) -> list[list[int]]:
-        """Greedy decoding of many sources, sorted by length into batches of at most ``DECODE_TOKENS``
-        padded source tokens; results in input order."""
-        device = next(model.parameters()).device
-        results: list[list[int]] = [[] for _ in sources]
-        for idx in sorted_batches([len(s) for s in sources], DECODE_TOKENS):
-            src, mask = pad_batch([sources[j] for j in idx], PAD_ID)  # (B, S), (B, S) True = real token
-            max_new = min(self.max_len, src.size(1) + 50)
-            hyps = greedy_translate(model, src.to(device), mask.to(device), bos_id=BOS_ID, eos_id=EOS_ID,
-                                    max_new_tokens=max_new)
-            for i, h in zip(idx, hyps):
-                results[i] = h
-        return results
+        """Greedy decoding of many sources, in token-budget batches (``generation.translate_ids``)."""
+        return translate_ids(model, sources, beam=1, max_tokens=DECODE_TOKENS)
+
+    def report(self, model: nn.Module, split: str, *, beam: int = 4, length_penalty: float = 0.6,
+               progress: Any = None) -> dict[str, Any]:
+        """Translation: the loss, and sacreBLEU BLEU and chrF (with their signatures) of beam search and greedy
+        decoding of every sentence of ``split``; the built-in tasks: their metrics."""
+        if self.synthetic is not None:
+            return super().report(model, split)
+        sources, refs = self.source_ids(split), self.references(split)
+        result: dict[str, Any] = {"examples": len(sources), **self.loss(model, split)}
+        for name, k in (("beam", beam), ("greedy", 1)):
+            bar = progress(len(sources), f"{name} decoding") if progress else None  # e.g. a tqdm bar
+            ids = translate_ids(model, sources, beam=k, length_penalty=length_penalty,
+                                progress=bar.update if bar is not None else None)
+            if bar is not None:
+                bar.close()
+            hyps = [self.tokenizer.decode(h) for h in ids]
+            (b, b_sig), (c, c_sig) = bleu(hyps, refs), chrf(hyps, refs)
+            result[name] = {"beam_size": k, "bleu": round(b, 2), "chrf": round(c, 2)}
+            if k > 1:
+                result[name]["length_penalty"] = length_penalty
+        result["bleu_signature"], result["chrf_signature"] = b_sig, c_sig
+        result["bleu"], result["chrf"] = result["beam"]["bleu"], result["beam"]["chrf"]
+        return result
 
     def samples(self, model: nn.Module) -> list[str]:
         split = self.sample_split()

@@ -17,11 +17,12 @@ from torch import Tensor, nn
 
 from scratchformer.data import pad_batch, sorted_batches
 from scratchformer.data.corpus.views import RowSet
+from scratchformer.data.task_data import TaskData
 from scratchformer.metrics import accuracy, macro_f1
+from scratchformer.nn.config import ModelConfig
+from scratchformer.settings.config import TrainConfig
+from scratchformer.tasks.base import Batch, EpochBatches, Task, clip, step_generator
 from scratchformer.tokenizers import PAD_ID, Tokenizer
-from scratchformer.train.config import TrainConfig
-from scratchformer.train.corpora import TaskData
-from scratchformer.train.tasks.base import Batch, EpochBatches, Task, clip, step_generator
 
 
 def drop_tokens(ids: list[int], prob: float, keep: Collection[int], gen: torch.Generator) -> list[int]:
@@ -72,12 +73,11 @@ def class_probabilities(model: nn.Module, rows: list[list[int]], n_classes: int,
 class ClassifyTask(Task):
     """Labelled text -> class."""
 
-    def __init__(self, cfg: TrainConfig, model_kw: dict[str, Any], data: TaskData,
-                 log: Callable[[str], None], tokenizer: Tokenizer | None = None) -> None:
-        super().__init__(cfg, model_kw, data, log, tokenizer)
+    def __init__(self, cfg: TrainConfig, model: ModelConfig, data: TaskData, log: Callable[[str], None],
+                 tokenizer: Tokenizer | None = None) -> None:
+        super().__init__(cfg, model, data, log, tokenizer)
         assert data.labels is not None
         self.labels = list(data.labels)
-        self.max_len = int(model_kw.get("max_len", 128))
         self.rows: dict[str, RowSet] = self._views()
         self.label_ids = {split: data.label_ids[split][:len(rows)] for split, rows in self.rows.items()}
         for split, rows in self.rows.items():
@@ -87,7 +87,7 @@ class ClassifyTask(Task):
             self.batches = EpochBatches(np.clip(self.rows["train"].lengths("text"), 1, self.max_len), cfg)
 
     def model_fields(self) -> dict[str, Any]:
-        return {**super().model_fields(), "n_classes": len(self.labels), "max_len": 128}
+        return {**super().model_fields(), "n_classes": len(self.labels)}
 
     def has_split(self, split: str) -> bool:
         return split in self.rows

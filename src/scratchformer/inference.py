@@ -1,8 +1,9 @@
 """Using trained checkpoints: generate, translate, classify (texts or images) and evaluate. The CLI is a thin layer
-over these.
+over these; benchmarks and notebooks import them.
 
-Every function takes a loaded ``Checkpoint`` (``train.checkpoint.load_checkpoint``), so the tokenizer and
-configuration are always the ones the model was trained with.
+Every function takes a loaded ``Checkpoint`` (``checkpoint.load_checkpoint``), so the tokenizer and configuration
+are always the ones the model was trained with. Evaluation rebuilds the checkpoint's task on its own data (or on
+given files) through the data pipeline and asks the task for its report.
 """
 
 from __future__ import annotations
@@ -16,17 +17,13 @@ import torch
 from tqdm.auto import tqdm
 
 from scratchformer.checkpoint import Checkpoint, CheckpointError
-from scratchformer.data.batching import pad_batch, sorted_batches
-from scratchformer.data.errors import DataError
-from scratchformer.generation import beam_search, generate, greedy_translate
-from scratchformer.metrics import bleu, chrf
+from scratchformer.errors import DataError
+from scratchformer.generation import generate, translate_ids
 from scratchformer.models import GPT, EncoderClassifier, Seq2SeqTransformer
-from scratchformer.tokenizers import BOS_ID, EOS_ID, PAD_ID, UNK_ID, CharTokenizer, Tokenizer
-from scratchformer.train.config import TrainConfig
-from scratchformer.train.tasks.classify import CLASSIFY_TOKENS, class_probabilities
-
-# Padded source tokens per batch when translating many sentences (``translate_ids``).
-TRANSLATE_TOKENS = 1024
+from scratchformer.registry import pretrains
+from scratchformer.settings.config import TrainConfig
+from scratchformer.tasks.classify import CLASSIFY_TOKENS, class_probabilities
+from scratchformer.tokenizers import BOS_ID, PAD_ID, UNK_ID, CharTokenizer, Tokenizer
 
 KIND_NAMES = {"gpt": "a language model (GPT)", "seq2seq": "an encoder-decoder", "encoder": "a classifier",
               "vit": "an image classifier (ViT)"}
@@ -37,7 +34,7 @@ def require(ckpt: Checkpoint, arch: str, command: str) -> None:
     have = ckpt.model_config.arch
     if have != arch:
         raise CheckpointError(f"this checkpoint holds {KIND_NAMES[have]}; '{command}' needs {KIND_NAMES[arch]}")
-    if arch == "encoder" and ckpt.task == "mlm":
+    if arch == "encoder" and pretrains(ckpt.task):
         raise CheckpointError(f"this checkpoint is a pretrained encoder (task=mlm) whose classifier head is untrained; "
                               f"fine-tune it first (task=classify init_from=DIR) for '{command}'")
 
@@ -96,28 +93,6 @@ def generate_text(ckpt: Checkpoint, prompt: str, max_new_tokens: int = 200, *, t
     return ckpt.tokenizer.decode(out[0].tolist())
 
 
-def translate_ids(model: Seq2SeqTransformer, sources: list[list[int]], *, beam: int = 4,
-                  length_penalty: float = 0.6, max_tokens: int = TRANSLATE_TOKENS,
-                  desc: str = "translating") -> list[list[int]]:
-    """Decode many sources, sorted by length, in batches of at most ``max_tokens`` padded source tokens
-    (``data.batching.sorted_batches``); results in input order."""
-    results: list[list[int]] = [[] for _ in sources]
-    bar = _bar(len(sources), desc)
-    for idx in sorted_batches([len(s) for s in sources], max_tokens):
-        src, mask = pad_batch([sources[i] for i in idx], PAD_ID)  # (B, S), (B, S) True = real token
-        max_new = min(model.config.max_len, src.size(1) + 50)  # §6.1: input length + 50
-        if beam > 1:
-            hyps = beam_search(model, src, mask, bos_id=BOS_ID, eos_id=EOS_ID, beam_size=beam,
-                               length_penalty=length_penalty, max_new_tokens=max_new)
-        else:
-            hyps = greedy_translate(model, src, mask, bos_id=BOS_ID, eos_id=EOS_ID, max_new_tokens=max_new)
-        for i, h in zip(idx, hyps):
-            results[i] = h
-        bar.update(len(idx))
-    bar.close()
-    return results
-
-
 def translate_texts(ckpt: Checkpoint, texts: list[str], *, beam: int = 4, length_penalty: float = 0.6) -> list[str]:
     require(ckpt, "seq2seq", "translate")
     model = ckpt.model
@@ -127,7 +102,9 @@ def translate_texts(ckpt: Checkpoint, texts: list[str], *, beam: int = 4, length
     for text, ids in zip(texts, sources):
         if len(ids) > limit:
             raise DataError(f"input of {len(ids)} tokens is longer than the model's max_len={limit}: {text[:40]!r}...")
-    hyps = translate_ids(model, sources, beam=beam, length_penalty=length_penalty)
+    bar = _bar(len(sources), "translating")
+    hyps = translate_ids(model, sources, beam=beam, length_penalty=length_penalty, progress=bar.update)
+    bar.close()
     return [ckpt.tokenizer.decode(h) for h in hyps]
 
 
@@ -172,8 +149,8 @@ def classify_images(ckpt: Checkpoint, files: list[str], batch_size: int = 64) ->
 def _held_out(ckpt: Checkpoint, split: str, data: list[str] | None, whose: str) -> tuple[Any, str]:
     """The checkpoint's task rebuilt with its own tokenizer (and labels) on its own data, or on ``data``: a
     test set scored whole. Returns the task and the split to evaluate."""
-    from scratchformer.data.sources import DataFiles
-    from scratchformer.train.tasks import build_task
+    from scratchformer.data.roles import DataFiles
+    from scratchformer.tasks.build import build_task
 
     cfg = TrainConfig.from_dict(ckpt.train)
     if data:  # all of the user's file, whatever slice of its own data the run looked at
@@ -191,43 +168,15 @@ def _held_out(ckpt: Checkpoint, split: str, data: list[str] | None, whose: str) 
 
 def evaluate_checkpoint(ckpt: Checkpoint, *, split: str = "test", data: list[str] | None = None, beam: int = 4,
                         length_penalty: float = 0.6) -> dict[str, Any]:
-    """The metrics of a checkpoint on a held-out split of its task's data (or on ``data`` files).
-
-    Translation: sacreBLEU BLEU and chrF (with their signatures) of beam search and greedy decoding.
-    Classification: accuracy and macro-F1. Language modelling: loss and perplexity. Synthetic tasks:
-    exact match. Always also the teacher-forced loss.
-    """
+    """The metrics of a checkpoint on a held-out split of its task's data (or on ``data`` files): the task's
+    report (``Task.report``). Translation: sacreBLEU BLEU and chrF (with their signatures) of beam search and
+    greedy decoding. Classification: accuracy and macro-F1. Language modelling: loss and perplexity. Synthetic
+    tasks: exact match. Always also the loss."""
     task, split = _held_out(ckpt, split, data, "this checkpoint's data")
-    cfg = TrainConfig.from_dict(ckpt.train)
-    model = ckpt.model
     result: dict[str, Any] = {"split": split, "examples": None}
     if data:
         result["data"] = [str(p) for p in data]
-    if cfg.task == "translate":
-        sources = task.source_ids(split)  # type: ignore[attr-defined]
-        refs = task.references(split)  # type: ignore[attr-defined]
-        result["examples"] = len(sources)
-        result.update(task.loss(model, split))  # type: ignore[attr-defined]
-        for name, k in (("beam", beam), ("greedy", 1)):
-            ids = translate_ids(model, sources, beam=k, length_penalty=length_penalty, desc=f"{name} decoding")
-            hyps = [ckpt.tokenizer.decode(h) for h in ids]
-            b, b_sig = bleu(hyps, refs)
-            c, c_sig = chrf(hyps, refs)
-            result[name] = {"beam_size": k, "bleu": round(b, 2), "chrf": round(c, 2)}
-            if k > 1:
-                result[name]["length_penalty"] = length_penalty
-        result["bleu_signature"], result["chrf_signature"] = b_sig, c_sig
-        result["bleu"], result["chrf"] = result["beam"]["bleu"], result["beam"]["chrf"]
-        return result
-    metrics = task.evaluate(model, split)
-    if cfg.task == "lm" and split == "test":  # every token of the text, in consecutive windows
-        result["examples"] = metrics.pop("tokens")
-        result["unit"] = "tokens"
-    elif cfg.task == "lm":
-        result["examples"] = f"{cfg.eval_batches} x {cfg.batch_size} windows of {model.config.max_len} tokens"
-    else:
-        result["examples"] = task.split_size(split)
-    result.update(metrics)
+    result.update(task.report(ckpt.model, split, beam=beam, length_penalty=length_penalty, progress=_bar))
     return result
 
 

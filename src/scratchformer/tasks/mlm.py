@@ -16,11 +16,12 @@ from torch import Tensor, nn
 
 from scratchformer.data import pad_batch
 from scratchformer.data.corpus.views import RowSet
+from scratchformer.data.task_data import TaskData
 from scratchformer.metrics import perplexity
+from scratchformer.nn.config import ModelConfig
+from scratchformer.settings.config import TrainConfig
+from scratchformer.tasks.base import Batch, EpochBatches, Task, step_generator
 from scratchformer.tokenizers import BOS_ID, MASK_ID, PAD_ID, Tokenizer
-from scratchformer.train.config import TrainConfig
-from scratchformer.train.corpora import TaskData
-from scratchformer.train.tasks.base import Batch, EpochBatches, Task, step_generator
 
 
 def mask_tokens(ids: Tensor, real: Tensor, prob: float, vocab_size: int, gen: torch.Generator, *,
@@ -62,12 +63,11 @@ class MaskedLMTask(Task):
     drawn once with a fixed seed, so the validation loss of every evaluation is comparable.
     """
 
-    def __init__(self, cfg: TrainConfig, model_kw: dict[str, Any], data: TaskData,
-                 log: Callable[[str], None], tokenizer: Tokenizer | None = None) -> None:
-        super().__init__(cfg, model_kw, data, log, tokenizer)
+    def __init__(self, cfg: TrainConfig, model: ModelConfig, data: TaskData, log: Callable[[str], None],
+                 tokenizer: Tokenizer | None = None) -> None:
+        super().__init__(cfg, model, data, log, tokenizer)
         # A tokenizer saved before <mask> existed (an older run, resumed): <bos> stood for it, as it did then.
         self.mask_id = self.tokenizer.mask_id if self.tokenizer.mask_id is not None else BOS_ID
-        self.max_len = int(model_kw.get("max_len", 128))
         self.rows: dict[str, RowSet] = self._views()
         for split, rows in self.rows.items():
             self._check_lengths(rows.lengths("text"), self.max_len, split)
@@ -79,7 +79,7 @@ class MaskedLMTask(Task):
         return [ids[:self.max_len] or [PAD_ID] for ids in self.rows[split].ids("text", positions)]
 
     def model_fields(self) -> dict[str, Any]:
-        return {**super().model_fields(), "n_classes": 2, "max_len": 128}
+        return {**super().model_fields(), "n_classes": 2}
 
     def training_module(self, model: nn.Module) -> nn.Module:
         return TokenPredictor(model)

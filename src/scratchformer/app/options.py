@@ -1,0 +1,116 @@
+"""The commands that use a trained model or look at one, declared as data (``arguments.Command``); ``cli.py``
+builds the parser from them with ``train`` and ``prepare``."""
+
+from __future__ import annotations
+
+from scratchformer.app.arguments import Command, Option, at_least, in_range, opt, positive_float
+from scratchformer.registry import data_formats
+
+_RUN = "scratchformer.app.commands:"
+_CKPT = opt("--ckpt", required=True, help="checkpoint or run directory")
+_DECODING = [
+    opt("--beam", type=at_least(1), default=4, help="beam size (>= 1; 1 = greedy); the paper uses 4"),
+    opt("--length-penalty", type=at_least(0.0, float), default=0.6,
+        help="alpha of the length penalty (>= 0; the paper: 0.6)"),
+]
+
+
+def _inputs(what: str) -> list[Option]:
+    return [_CKPT, opt("texts", nargs="*", metavar="TEXT", help=f"inputs (else --input FILE, else standard input); "
+                       f"{what}"),
+            opt("--input", help="a file with one input per line ('-' = standard input)")]
+
+
+INFERENCE = [
+    Command("info", "describe a checkpoint", [
+        opt("ckpt", help="a checkpoint directory, or a run directory (its best/ checkpoint)")], _RUN + "cmd_info"),
+    Command("generate", "continue a prompt with a language model", [
+        _CKPT,
+        opt("--prompt", required=True, help="the text to continue"),
+        opt("--max-new-tokens", type=at_least(1), default=200, help="tokens to add (>= 1; default 200)"),
+        opt("--temperature", type=positive_float, default=0.8,
+            help="divide the logits by this before sampling (> 0; default 0.8; lower is more conservative)"),
+        opt("--top-k", type=at_least(1), default=None, help="sample from the k most likely tokens only (>= 1)"),
+        opt("--top-p", type=in_range(0.0, 1.0), default=None,
+            help="sample from the smallest set of tokens whose probability reaches p (in (0, 1])"),
+        opt("--seed", type=at_least(0), default=None, help="seed of the sampling (>= 0), for a reproducible text"),
+        opt("--greedy", action="store_true", help="always take the most likely token (no sampling)"),
+    ], _RUN + "cmd_generate"),
+    Command("translate", "translate sentences with an encoder-decoder", [*_inputs("sentences"), *_DECODING],
+            _RUN + "cmd_translate"),
+    Command("classify", "label texts, or image files with an image classifier (ViT): label and probability per "
+            "line", _inputs("for an image classifier, image files"), _RUN + "cmd_classify"),
+    Command("evaluate", "metrics of a checkpoint on held-out data, as JSON", [
+        opt("--ckpt", required=True, nargs="+", metavar="DIR", help="checkpoint or run directory; several "
+            "classifiers: evaluate them as an ensemble (the mean of their class probabilities)"),
+        opt("--split", default="test", help="the run's own split: test (default) or val"),
+        opt("--data", nargs="+", metavar="PATH", help="score all of these files instead (a test set), in the form "
+            "the model's task takes: " + data_formats()),
+        *_DECODING,
+    ], _RUN + "cmd_evaluate"),
+    Command("export", "export a checkpoint's model to ONNX, TorchScript or Hugging Face transformers", [
+        _CKPT,
+        opt("--format", choices=["onnx", "torchscript", "hf"], required=True,
+            help="hf: a directory that transformers' from_pretrained loads (model, tokenizer, model card)"),
+        opt("--out", required=True, help="output file (a directory for --format hf)"),
+        opt("--hf-class", choices=["GPT2LMHeadModel", "BertForSequenceClassification", "BertModel"],
+            help="hf: the transformers class (default: GPT2LMHeadModel for a GPT, BertForSequenceClassification for "
+                 "a classifier, BertModel for a task=mlm encoder)"),
+        opt("--force", action="store_true", help="overwrite --out if it exists"),
+    ], _RUN + "cmd_export"),
+]
+
+
+def model_tools(model_presets: list[str]) -> list[Command]:
+    """plot, explore, explain, demo: pictures and descriptions of models."""
+    return [
+        Command("plot", "draw attention maps, positional encodings, the LR schedule or training curves", [
+            opt("what", choices=["attention", "positions", "schedule", "curves"]),
+            opt("--out", required=True, help="PNG file to write"),
+            opt("--ckpt", help="attention / schedule: a checkpoint or run directory"),
+            opt("--text", help="attention: the input text"),
+            opt("--image", help="attention (an image classifier, ViT): an image file; the picture shows the class "
+                "token's attention over its patches"),
+            opt("--target", help="attention (seq2seq): the target text (default: the model's translation)"),
+            opt("--kind", help="attention: encoder.self_attn | decoder.self_attn | decoder.cross_attn"),
+            opt("--run", help="curves: a training run directory (with metrics.jsonl)"),
+            opt("--preset", help="schedule: a training preset (default: the copy task's defaults)"),
+            opt("--max-len", type=at_least(1), default=100, help="positions: number of positions"),
+            opt("--d-model", type=at_least(2), default=128, help="positions: model size (even)"),
+            opt("overrides", nargs="*", metavar="key=value", help="schedule: settings, e.g. warmup_steps=4000"),
+        ], _RUN + "cmd_plot", settings=True),
+        Command("explore", "the attention explorer: a local web page that draws every layer's and head's attention "
+                "for what you type", [
+                    _CKPT,
+                    opt("--port", type=int, default=8000, help="port to listen on (default 8000; 0: any free port)"),
+                    opt("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this computer "
+                        "only)"),
+                    opt("--max-chars", type=int, help="longest input accepted, in characters (default 1000)"),
+                    opt("--max-tokens", type=int, help="longest input accepted, in tokens (default 128; never more "
+                        "than the model's max_len)"),
+                    opt("--verbose", action="store_true", help="log every request"),
+                ], _RUN + "cmd_explore",
+                description="Serve a web page (on this computer only, by default) where you type an input and see "
+                            "its tokens, every layer's and head's attention, and the model's output: next-token "
+                            "probabilities and a sampled continuation (GPT), the beam-search translation "
+                            "(encoder-decoder) or the class probabilities (classifier). POST /api/explore serves "
+                            "the same numbers as JSON."),
+        Command("explain", "print a model's data flow: each stage's tensor shape and parameters", [
+            opt("--preset", default="paper-base", help="a model or training preset (default: paper-base)"),
+            opt("--batch", type=at_least(1), default=1, help="example batch size B (default 1)"),
+            opt("--length", type=at_least(1), default=8, help="example input length T (source length S for "
+                "translation; default 8)"),
+            opt("--target-length", type=at_least(1), default=None, help="translation: target length (default: "
+                "--length)"),
+            opt("overrides", nargs="*", metavar="key=value", help="model settings to change, e.g. n_layers=2"),
+        ], _RUN + "cmd_explain", settings=True,
+            description=f"Build the model of a preset (model presets: {', '.join(model_presets)}; or any training "
+                        "preset) with key=value changes, run one random example through it and print every stage "
+                        "in order: embedding, each layer's attention scores (B, H, T, S), feed-forward expansion, "
+                        "add & norm, logits; then the parameter total checked against the analytic formula."),
+        Command("demo", "build a model, count its parameters, run a forward pass", [
+            opt("--preset", default="paper-base", help=f"a model preset: {', '.join(model_presets)}"),
+            opt("--seed", type=at_least(0), default=0),
+            opt("overrides", nargs="*", metavar="key=value", help="ModelConfig fields to change"),
+        ], _RUN + "cmd_demo", settings=True),
+    ]

@@ -1,0 +1,90 @@
+"""``scratchformer train`` and ``prepare``: the settings resolved once, then the run's steps one by one.
+
+    settings      settings_of(args) -> Resolved      settings/   (the precedence rule; ModelConfig built once)
+    session       open_run(out, ...)                 train/      (the run directory, device, torchrun)
+    data          load_data(task, cfg, files, ...)   data/       (files -> tokenizer -> prepared corpora -> views)
+    training      train_on(session, resolved, data)  train/      (the task, the model, the loop)
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from scratchformer.data.roles import DataFiles
+from scratchformer.settings.resolve import Resolved, resolve, resume_settings
+from scratchformer.settings.values import parse_overrides
+
+
+def settings_of(args: argparse.Namespace) -> Resolved:
+    """The settings of ``train`` or ``prepare``: resolved from the command line (``settings/resolve.py``), or
+    for ``--resume`` the run's own, changed only where a resumed run may change."""
+    files = DataFiles.of(args.data, args.val or (), args.test or ())
+    overrides = parse_overrides(args.overrides)
+    if args.data_dir:
+        overrides["data_dir"] = args.data_dir
+    if not getattr(args, "resume", False):
+        return resolve(preset=args.preset, config=args.config, data=files, overrides=overrides)
+    from scratchformer.train.resume import saved_run
+
+    given = resolve(preset=args.preset, config=args.config, data=files) if (args.preset or args.config or files) \
+        else None
+    return resume_settings(saved_run(Path(args.out)), given, overrides)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """The four steps of a run, one by one (module docstring)."""
+    from scratchformer.data.pipeline import load_data
+    from scratchformer.train.session import open_run
+    from scratchformer.train.start import train_on
+
+    run = settings_of(args)
+    with open_run(Path(args.out), run.train, resume=args.resume, quiet=args.quiet) as session:
+        data = load_data(run.task, run.train, run.data, tokenizer=session.tokenizer, dist=session.dist,
+                         say=session.log, quiet=args.quiet)
+        result = train_on(session, run, data)
+    if result.is_main:
+        _report(result, Path(args.out), args.quiet)
+    return 0
+
+
+def _report(result: Any, out: Path, quiet: bool) -> None:
+    before = "validation before averaging (best/)" if (out / "best").is_dir() else "validation before averaging"
+    for split, metrics in ((before, result.before_averaging), ("validation", result.val), ("test", result.test)):
+        if metrics:
+            print(f"{split}: " + ", ".join(f"{k} {_fmt(k, v)}" for k, v in metrics.items()))
+    if result.samples and not quiet:
+        print("samples:")
+        for line in result.samples:
+            print("  " + line)
+    why = f" (stopped: {result.stop_reason})" if result.stop_reason else ""
+    kept = [str(out / name) for name in ("averaged", "best", "last") if (out / name).is_dir()]
+    where = f"{', '.join(kept[:-1])} and {kept[-1]}" if len(kept) > 1 else "".join(kept)
+    print(f"trained {result.step:,} steps in {result.seconds:.0f} s{why}; checkpoints in {where}")
+
+
+def cmd_prepare(args: argparse.Namespace) -> int:
+    """Prepare the corpora a ``train`` with the same settings and files would read (and say where, how big)."""
+    from scratchformer.data.corpus.cache import ENV_VAR
+    from scratchformer.data.pipeline import prepare_only
+    from scratchformer.data.prepared import describe, size_text
+    from scratchformer.tasks.build import starting_tokenizer
+
+    run = settings_of(args)
+    tokenizer, prepared, folder = prepare_only(run.task, run.train, run.data, starting_tokenizer(run.train),
+                                               quiet=args.quiet)
+    print(f"prepared corpora in {folder} (set by ${ENV_VAR}); tokenizer: {tokenizer.kind}, "
+          f"{tokenizer.vocab_size:,} tokens")
+    for p in prepared:
+        how = "reused (prepared before)" if p.reused else f"wrote it in {p.corpus.manifest['seconds']:.1f} s"
+        print(f"  {p.source}: {describe(p.corpus)}; {size_text(p.corpus.n_bytes())} in {p.corpus.path}; {how}")
+    total = sum(p.corpus.n_bytes() for p in prepared)
+    print(f"{size_text(total)} on disk; `scratchformer train` with the same files and settings reads them")
+    return 0
+
+
+def _fmt(name: str, value: float) -> str:
+    if name in ("exact_match", "accuracy", "f1"):
+        return f"{100 * value:.2f}%"
+    return f"{value:,}" if isinstance(value, int) else f"{value:.4g}"

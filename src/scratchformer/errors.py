@@ -1,0 +1,30 @@
+"""The exceptions a command ends with; the command line prints each as one line, without a traceback.
+
+``ConfigError``: settings that cannot describe a working model or run (an unknown key, a value out of range,
+a task and a preset that disagree). ``DataError``: a problem in the user's data (a missing or empty file, text
+that is not UTF-8, a malformed TSV row, an unknown dataset, a failed download). Each message is one readable
+line naming the setting or the file. Both are ``ValueError``s, so callers that catch bad values catch them.
+"""
+
+from __future__ import annotations
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot describe a working model or run."""
+
+
+class DataError(ValueError):
+    """A problem with user-supplied data; ``str(err)`` is one line naming the file and the problem."""
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (a NaN/inf loss, say); the last good checkpoint is kept."""
+
+
+class Interrupted(Exception):
+    """The run was interrupted (SIGINT/SIGTERM) and saved a checkpoint it can be resumed from."""
+
+    def __init__(self, step: int, out: object) -> None:
+        super().__init__(f"interrupted at step {step:,}; the run is saved in {out}/last. Resume it with: "
+                         f"scratchformer train --out {out} --resume")
+        self.step, self.out = step, out

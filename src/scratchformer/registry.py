@@ -1,0 +1,194 @@
+"""The task registry: everything the code asks about a task, one entry per task, in one place.
+
+A task is what a run learns to do. Its entry says which model family learns it, the settings it starts from
+(before any preset), what its evaluation reports and which metric picks the kept checkpoint, the form of the
+data it reads and the roles its files take, the named datasets it can read, and which class reads that data
+and makes its batches (named by import path, resolved when needed, so this module imports nothing above it).
+
+    task        family   data it reads (--data)                            named datasets    class
+    copy        seq2seq  none: fresh random strings at every step          -                 tasks.seq2seq
+    reverse     seq2seq  none                                              -                 tasks.seq2seq
+    sort        seq2seq  none                                              -                 tasks.seq2seq
+    lm          gpt      a text file, or a folder of .txt/.txt.gz files    tinyshakespeare   tasks.lm
+    translate   seq2seq  sentence pairs (a TSV, or two line-aligned files) multi30k          tasks.seq2seq
+    classify    encoder  labelled texts (.tsv/.csv)                        sst2              tasks.classify
+    mlm         encoder  texts, one a line (or a TSV/CSV's text column)    sst2              tasks.mlm
+    image       vit      a folder of class sub-folders of images           digits            tasks.image
+
+Adding a task is adding one entry here and its class. No other module compares a task's name: they ask its
+entry (``spec(name)``) instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from scratchformer.errors import ConfigError
+
+__all__ = ["DataForm", "TaskSpec", "TASKS", "DEFAULT_TASK", "LOWER_IS_BETTER", "data_formats", "pretrains", "spec",
+           "task_names", "task_only_settings"]
+
+LOWER_IS_BETTER = ("loss", "perplexity")
+
+
+@dataclass(frozen=True)
+class DataForm:
+    """The form of a task's data. ``kind``: how a source is read (``text``: one running text; ``pairs``;
+    ``labelled``: text and label; ``lines``: one text a line; ``images``). ``paths``: how many paths make one
+    source (two line-aligned files of pairs); otherwise a second ``--data`` path is the validation source.
+    ``folders``: ``allowed`` (a folder of documents), ``required`` (a folder of classes) or ``refused``.
+    ``stratified``: a carved validation set keeps the label balance. ``unit``: what a split's size counts."""
+
+    kind: str
+    describe: str
+    paths: int = 1
+    folders: str = "refused"
+    stratified: bool = False
+    unit: str = "examples"
+
+    @property
+    def prepared(self) -> bool:
+        """Whether the data is tokenized into prepared corpora on disk (text), or read into memory (images)."""
+        return self.kind != "images"
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One task: see the module docstring."""
+
+    name: str
+    family: str  # the ModelConfig.arch that learns it: seq2seq | gpt | encoder | vit
+    summary: str
+    runner: str  # "module:Class" of the object that reads the task's data, makes its batches and evaluates
+    defaults: dict[str, Any]
+    metrics: tuple[str, ...] = ()  # what evaluation reports besides the loss (and perplexity, for tokens)
+    select_by: str = "loss"  # the validation metric that picks best/ by default
+    data: DataForm | None = None  # None: the task makes its own data
+    datasets: tuple[str, ...] = ()  # named datasets it reads; the first is the one suggested
+    dataset_splits: tuple[str, ...] = ("train", "val", "test")  # the splits it takes from a named dataset
+    labels: bool = False  # its examples carry labels (a classifier's classes)
+    mask_token: bool = False  # its tokenizer reserves <mask> (masked-token pretraining)
+    pretrains: bool = False  # it trains an encoder for fine-tuning; its classification head stays untrained
+    own_settings: tuple[str, ...] = ()  # settings that mean something for this task only
+    fine_tune_defaults: dict[str, Any] = field(default_factory=dict)  # with init_from (a pretrained encoder)
+
+    @property
+    def makes_own_data(self) -> bool:
+        return self.data is None
+
+    @property
+    def validation_metrics(self) -> tuple[str, ...]:
+        return LOWER_IS_BETTER + self.metrics
+
+    def task_defaults(self, init_from: str | None = None) -> dict[str, Any]:
+        """The settings the task starts from (with ``init_from``: a fine-tuning run's, where it has them)."""
+        return dict(self.fine_tune_defaults if init_from and self.fine_tune_defaults else self.defaults)
+
+    def default_max_len(self, max_seq_len: int) -> int | None:
+        """The model's ``max_len`` when no setting gives one: a built-in task's longest string and its ``<bos>``
+        or ``<eos>``; else the task's default (None: the model derives it, as a ViT from its patches)."""
+        return max_seq_len + 2 if self.makes_own_data else self.defaults.get("max_len")
+
+    def runner_class(self) -> type:
+        module, _, name = self.runner.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+
+_SYNTHETIC = dict(n_symbols=10, min_seq_len=4, max_seq_len=16, d_model=128, n_heads=4, n_layers=2, d_ff=256,
+                  dropout=0.0, max_steps=800, batch_size=64, lr=1e-3, warmup_fraction=0.125, schedule="cosine",
+                  label_smoothing=0.0, eval_every=100, eval_decode=200, log_every=50)
+_ENCODER = dict(tokenizer="bpe", bpe_vocab_size=8000, lowercase=True, d_model=256, n_heads=4, n_layers=4, d_ff=1024,
+                norm="pre", pooling="mean", batch_size=64, schedule="cosine", weight_decay=0.01, log_every=50)
+_LABELLED = "a .tsv/.csv of text<TAB>label rows (.tsv) or text,label rows (.csv)"
+_SEQ2SEQ = "scratchformer.tasks.seq2seq:Seq2SeqTask"
+
+
+def _synthetic(name: str, what: str) -> TaskSpec:
+    return TaskSpec(name, "seq2seq", f"a small encoder-decoder learns to {what} random strings", _SEQ2SEQ,
+                    _SYNTHETIC, metrics=("exact_match",))
+
+
+TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
+    _synthetic("copy", "copy"),
+    _synthetic("reverse", "reverse"),
+    _synthetic("sort", "sort"),
+    # a character-level GPT: nanoGPT's small CPU model with twice its context and some dropout
+    TaskSpec("lm", "gpt", "a GPT language model on a text", "scratchformer.tasks.lm:LMTask",
+             dict(tokenizer="char", max_len=128, d_model=128, n_heads=4, n_layers=4, d_ff=512, dropout=0.1,
+                  bias=False, max_steps=2000, batch_size=16, lr=2e-3, min_lr=1e-4, schedule="cosine",
+                  warmup_fraction=0.1, beta2=0.99, adam_eps=1e-8, weight_decay=0.1, eval_every=250, eval_batches=20,
+                  log_every=25),
+             data=DataForm("text", "a UTF-8 text file, or a folder of .txt/.txt.gz files (one corpus); a second "
+                           "file is the validation text", folders="allowed", unit="tokens"),
+             datasets=("tinyshakespeare",)),
+    # the multi30k preset's recipe: shared BPE, post-LN encoder-decoder, token batches, label smoothing
+    TaskSpec("translate", "seq2seq", "an encoder-decoder translates sentence pairs", _SEQ2SEQ,
+             dict(tokenizer="bpe", bpe_vocab_size=8000, max_len=128, d_model=256, n_heads=4, n_layers=3, d_ff=1024,
+                  dropout=0.2, max_steps=1800, max_tokens=4000, batch_size=128, lr=1e-3, min_lr=1e-5,
+                  schedule="cosine", warmup_fraction=0.2, weight_decay=0.0, label_smoothing=0.1, eval_every=500,
+                  eval_decode=200, log_every=50),
+             metrics=("bleu",), datasets=("multi30k",),
+             data=DataForm("pairs", "a TSV of source<TAB>target lines, or two line-aligned files (source, target)",
+                           paths=2)),
+    # the sst2 preset's recipe, with room for longer texts (reviews)
+    TaskSpec("classify", "encoder", "an encoder classifier on labelled texts", "scratchformer.tasks.classify:"
+             "ClassifyTask", dict(_ENCODER, max_len=256, dropout=0.3, max_steps=2000, lr=5e-4, warmup_fraction=0.15,
+                                  label_smoothing=0.1, eval_every=250),
+             metrics=("accuracy", "f1"), datasets=("sst2",), labels=True,
+             data=DataForm("labelled", f"{_LABELLED}; a second file is the validation set", stratified=True),
+             own_settings=("word_dropout", "init_from"),
+             # fine-tuning a pretrained encoder: its architecture and tokenizer come with it; a lower rate
+             fine_tune_defaults=dict(max_len=128, pooling="mean", max_steps=2000, batch_size=32, lr=1e-4,
+                                     schedule="cosine", warmup_fraction=0.1, weight_decay=0.01, eval_every=500,
+                                     log_every=50)),
+    TaskSpec("mlm", "encoder", "an encoder pretrained by masked-token prediction (BERT's objective)",
+             "scratchformer.tasks.mlm:MaskedLMTask",
+             dict(_ENCODER, max_len=128, dropout=0.1, max_steps=3000, lr=1e-3, warmup_fraction=0.1, eval_every=500),
+             metrics=("accuracy",), datasets=("sst2",), dataset_splits=("train", "val"), mask_token=True,
+             pretrains=True,
+             data=DataForm("lines", "a text file of one example a line, or the text column of a .tsv/.csv; a second "
+                           "file is the validation set")),
+    # a small ViT for a folder of images: 32 x 32 RGB in 64 patches of 4 x 4, shifted by up to 2 pixels
+    TaskSpec("image", "vit", "a Vision Transformer classifies labelled images", "scratchformer.tasks.image:ImageTask",
+             dict(image_size=32, patch_size=4, channels=3, d_model=128, n_heads=4, n_layers=4, d_ff=256, dropout=0.1,
+                  max_steps=2000, batch_size=64, lr=1e-3, min_lr=1e-5, schedule="cosine", warmup_fraction=0.1,
+                  weight_decay=0.05, label_smoothing=0.1, augment_shift=2, eval_every=200, log_every=50),
+             metrics=("accuracy", "f1"), datasets=("digits",), labels=True, own_settings=("augment_shift",),
+             data=DataForm("images", "a folder with one sub-folder of PNG/JPEG images per class (the sub-folder's "
+                           "name is the label); a second folder is the validation set", folders="required",
+                           stratified=True, unit="images")),
+)}
+DEFAULT_TASK = "copy"
+
+
+def task_names() -> list[str]:
+    return list(TASKS)
+
+
+def spec(name: str) -> TaskSpec:
+    """The entry of task ``name``; an unknown name is refused in one line."""
+    if name not in TASKS:
+        raise ConfigError(f"task={name!r} is not one of {', '.join(TASKS)}")
+    return TASKS[name]
+
+
+def pretrains(name: str | None) -> bool:
+    """Whether a run of task ``name`` (a checkpoint's, say; None or "" for none) pretrains an encoder whose
+    classification head stays untrained."""
+    return bool(name) and name in TASKS and TASKS[name].pretrains  # type: ignore[operator]
+
+
+def data_formats() -> str:
+    """What ``--data`` takes, task by task (for the command line's help and error messages)."""
+    return "; ".join(f"task={t.name}: {t.data.describe}" for t in TASKS.values() if t.data is not None)
+
+
+def task_only_settings() -> dict[str, tuple[str, ...]]:
+    """Setting -> the tasks it means something for (a setting that only one kind of task reads)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for t in TASKS.values():
+        for name in t.own_settings:
+            out[name] = (*out.get(name, ()), t.name)
+    return out

@@ -1,0 +1,63 @@
+"""A training run's session: its directory, device and processes, and where a resumed run continues."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+import torch
+
+from scratchformer.checkpoint import checkpoint_tokenizer
+from scratchformer.distributed import DistInfo, cleanup, init_distributed
+from scratchformer.settings.config import TrainConfig
+from scratchformer.tasks.build import starting_tokenizer
+from scratchformer.tokenizers import Tokenizer
+from scratchformer.train.device import pick_device
+from scratchformer.train.progress import Progress
+from scratchformer.train.resume import check_out_dir, pick_checkpoint
+
+__all__ = ["Session", "open_run"]
+
+
+@dataclass
+class Session:
+    """Where and how a run trains: its directory, device and processes, and (resuming) the checkpoint it
+    continues from. A context manager: leaving it leaves the process group of a distributed run."""
+
+    out: Path
+    resume: bool
+    device: torch.device
+    dist: DistInfo
+    progress: Progress
+    checkpoint: Path | None
+    tokenizer: Tokenizer | None  # the resumed checkpoint's, or the one of the model fine-tuned from
+
+    @property
+    def log(self) -> Callable[[str], None]:
+        return self.progress.say
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None) -> None:
+        cleanup(self.dist, finished=kind is None)
+
+
+def open_run(out: Path, cfg: TrainConfig, *, resume: bool = False, quiet: bool = False,
+             echo: Callable[[str], None] | None = None) -> Session:
+    """Refuse a directory that holds another run (or, resuming, nothing); pick the device; join the process
+    group when started by ``torchrun``; find the checkpoint a resumed run continues from."""
+    check_out_dir(out, resume)
+    device = pick_device(cfg.device)
+    dist = init_distributed(device)
+    if dist.enabled and device.type == "cuda":
+        device = torch.device("cuda", dist.local_rank)
+        torch.cuda.set_device(device)
+    say = echo or (lambda s: print(s, file=sys.stderr))
+    progress = Progress(say if dist.is_main else None, quiet=quiet)
+    ckpt = pick_checkpoint(out, progress.say) if resume else None
+    tokenizer = checkpoint_tokenizer(ckpt) if ckpt is not None else starting_tokenizer(cfg)
+    return Session(out, resume, device, dist, progress, ckpt, tokenizer)
