@@ -17,9 +17,8 @@ from typing import Any
 
 from scratchformer.data.images import DIGITS_SPLIT, load_digits, read_image_folder
 from scratchformer.data.plan import carving
-from scratchformer.data.roles import DataFiles, one_source, roles
+from scratchformer.data.roles import DataFiles, roles
 from scratchformer.data.splits import carve_rows
-from scratchformer.errors import DataError
 from scratchformer.registry import TaskSpec
 
 __all__ = ["Splits", "folder_splits", "image_splits"]
@@ -46,14 +45,7 @@ def image_splits(task: TaskSpec, dataset: str | None, data_dir: str | Path | Non
                  val_fraction: float, seed: int, label_names: Sequence[str] | None = None) -> Splits:
     """An image task's splits: ``dataset=digits`` (a user's ``--val``/``--test`` folders replace its own), or
     the user's folders (checked by their roles, ``data.roles``)."""
-    if dataset is None and not files:
-        raise DataError(f"task={task.name} needs data: --data PATH ({task.data.describe}), "  # type: ignore[union-attr]
-                        f"or dataset={task.datasets[0]}")
-    if dataset is not None and dataset not in task.datasets:
-        raise DataError(f"dataset {dataset!r} cannot be used for task={task.name} (try "
-                        f"{' or '.join(task.datasets)}, or --data FOLDER)")
-    one_source(dataset, files)
-    train, val, test = roles(task, files)
+    train, val, test = roles(task, files, dataset)
     if dataset is None:
         return folder_splits(train, val, test, val_fraction=val_fraction, seed=seed, label_names=label_names,
                              carved=carving(task, val_fraction, seed))

@@ -15,9 +15,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from scratchformer.data.image_splits import Splits, image_splits
 from scratchformer.data.plan import plan
 from scratchformer.data.prepared import Prepared, prepare
 from scratchformer.data.roles import DataFiles, roles
@@ -26,6 +25,9 @@ from scratchformer.distributed import DistInfo
 from scratchformer.errors import DataError
 from scratchformer.registry import TaskSpec
 from scratchformer.tokenizers import Tokenizer
+
+if TYPE_CHECKING:
+    from scratchformer.data.image_splits import Splits
 
 __all__ = ["DataSettings", "load_data", "prepare_only"]
 
@@ -61,6 +63,8 @@ def load_data(task: TaskSpec, cfg: DataSettings, files: DataFiles, *, tokenizer:
         roles(task, files)  # refuses files: the task makes its own data
         return None
     if not task.data.prepared:
+        from scratchformer.data.image_splits import image_splits
+
         splits = image_splits(task, cfg.dataset, cfg.data_dir, files, val_fraction=cfg.val_fraction, seed=cfg.seed,
                               label_names=labels)
         if training and not splits.has("train"):

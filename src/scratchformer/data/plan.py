@@ -14,8 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from scratchformer.data.roles import DataFiles, describe, one_source, roles
-from scratchformer.errors import DataError
+from scratchformer.data.roles import DataFiles, describe, roles
 from scratchformer.registry import TaskSpec
 
 __all__ = ["DataPlan", "Source", "SplitSpec", "carving", "plan"]
@@ -80,11 +79,7 @@ def plan(task: TaskSpec, files: DataFiles, *, dataset: str | None, data_dir: str
     """The plan of a task's data: a named dataset's splits (``--val``/``--test`` replace them), or the user's
     files. ``labels``: fix the classes (a trained classifier's)."""
     assert task.data is not None and task.data.prepared, "a task that makes its own data, or images, has no plan"
-    if dataset is None and not files:
-        raise DataError(f"task={task.name} needs data: --data PATH ({task.data.describe}), or "
-                        f"dataset={task.datasets[0]}")
-    one_source(dataset, files)
-    train, val, test = roles(task, files)
+    train, val, test = roles(task, files, dataset)
     out = DataPlan(task, {}, labels, val_fraction, seed)
     if dataset is not None:
         out = _named(task, dataset, data_dir, val_fraction, seed)
@@ -109,9 +104,6 @@ def _named(task: TaskSpec, dataset: str, data_dir: str | Path | None, val_fracti
     """A named dataset's own splits for ``task``."""
     from scratchformer.data.named import CARVED, SPLITS, SST2_LABELS, find_dataset
 
-    if dataset not in task.datasets:
-        raise DataError(f"dataset {dataset!r} cannot be used for task={task.name}"
-                        + (f" (try {' or '.join(task.datasets)}, or --data FILE)" if task.datasets else ""))
     where, kind = f"dataset {dataset}", task.data.kind  # type: ignore[union-attr]
     folder = find_dataset(dataset, data_dir)
     if dataset in CARVED:  # one text, split by position whatever val_fraction says

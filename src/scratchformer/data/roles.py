@@ -62,14 +62,22 @@ def one_source(dataset: str | None, files: DataFiles, where: str = "") -> None:
                         "give one of them")
 
 
-def roles(task: TaskSpec, files: DataFiles) -> tuple[list[str], list[str], list[str]]:
-    """(train paths, val paths, test paths) of a user's files for ``task``: one source each, checked."""
+def roles(task: TaskSpec, files: DataFiles, dataset: str | None = None) -> tuple[list[str], list[str], list[str]]:
+    """(train paths, val paths, test paths) of a user's files for ``task``: one source each, checked; with a
+    named ``dataset`` beside them, only a validation or test source of its own."""
     form = task.data
     if form is None:
         if files:
             raise DataError(f"the built-in task {task.name!r} makes its own data; --data, --val and --test need "
                             "task=lm, translate, classify, mlm or image")
         return [], [], []
+    if dataset is None and not files:
+        raise DataError(f"task={task.name} needs data: --data PATH ({form.describe}), or dataset={task.datasets[0]}")
+    if dataset is not None and dataset not in task.datasets:
+        path = "FOLDER" if form.folders == "required" else "FILE"
+        raise DataError(f"dataset {dataset!r} cannot be used for task={task.name}"
+                        + (f" (try {' or '.join(task.datasets)}, or --data {path})" if task.datasets else ""))
+    one_source(dataset, files)
     for p in (*files.train, *files.val, *files.test):
         if form.folders == "refused" and Path(p).is_dir():
             raise DataError(f"{p} is a folder; task={task.name} takes files: {form.describe}")

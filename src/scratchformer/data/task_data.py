@@ -37,7 +37,10 @@ class TaskData:
 
     @property
     def notes(self) -> list[str]:
-        return [note for p in self.prepared for note in p.corpus.notes]
+        notes = []
+        for p in self.prepared:
+            notes += p.corpus.notes
+        return notes
 
     def has(self, split: str) -> bool:
         return split in self.views

@@ -42,6 +42,19 @@ def next_token(logits: Tensor, do_sample: bool, temperature: float, top_k: int |
 
 
 @torch.no_grad()
+def _buffers(input_ids: Tensor, total: int, attention_mask: Tensor | None) -> tuple[Tensor, Tensor | None]:
+    """Preallocated outputs, written in place, never concatenated: the tokens ``(B, total)`` (the prompt first)
+    and the real-token mask (None when there is no padding: the model then takes its faster unmasked path)."""
+    B, T = input_ids.shape
+    tokens = input_ids.new_empty(B, total)
+    tokens[:, :T] = input_ids
+    mask = None
+    if attention_mask is not None and not bool(attention_mask.all()):
+        mask = torch.ones(B, total, dtype=torch.bool, device=input_ids.device)
+        mask[:, :T] = attention_mask.bool()
+    return tokens, mask
+
+
 def generate(model: GPT, input_ids: Tensor, max_new_tokens: int, *, do_sample: bool = False,
              temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
              eos_id: int | None = None, use_cache: bool = True, seed: int | None = None,
@@ -72,13 +85,7 @@ def generate(model: GPT, input_ids: Tensor, max_new_tokens: int, *, do_sample: b
     total = T + max_new_tokens
     generator = torch.Generator(device=device).manual_seed(seed) if seed is not None else None
 
-    # Preallocated outputs: tokens and the real-token mask are written in place, never concatenated.
-    tokens = input_ids.new_empty(B, total)
-    tokens[:, :T] = input_ids
-    mask = None  # None = no padding: the model then takes its unmasked (faster) attention path
-    if attention_mask is not None and not bool(attention_mask.all()):
-        mask = torch.ones(B, total, dtype=torch.bool, device=device)
-        mask[:, :T] = attention_mask.bool()
+    tokens, mask = _buffers(input_ids, total, attention_mask)
 
     cache = model.new_cache(B, min(total, max_len)) if use_cache and T <= max_len else None
     finished = torch.zeros(B, dtype=torch.bool, device=device) if eos_id is not None else None

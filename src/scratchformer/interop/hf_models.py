@@ -6,12 +6,9 @@
     AutoModel.from_pretrained(DIR)                            # an encoder alone (--hf-class BertModel)
     AutoTokenizer.from_pretrained(DIR)
 
-The reverse of ``interop.gpt2_from_pretrained`` and ``interop.bert_from_pretrained``. Three targets:
-
-- ``GPT`` -> ``GPT2LMHeadModel``;
-- ``EncoderClassifier`` with ``pooling="pooler"`` -> ``BertForSequenceClassification``;
-- the encoder of any ``EncoderClassifier`` (a ``task=mlm`` run's, or a mean-pooled classifier's) -> ``BertModel``.
-
+The reverse of ``interop.gpt2_from_pretrained`` and ``interop.bert_from_pretrained``. Three targets: ``GPT`` ->
+``GPT2LMHeadModel``; ``EncoderClassifier`` with ``pooling="pooler"`` -> ``BertForSequenceClassification``; the
+encoder of any ``EncoderClassifier`` (a ``task=mlm`` run's, or a mean-pooled classifier's) -> ``BertModel``.
 ``Seq2SeqTransformer`` is refused: no target architecture was chosen for it (ONNX and TorchScript export it).
 
 GPT -> GPT2LMHeadModel, name by name (theirs under ``transformer.``; ``i`` is the layer)::

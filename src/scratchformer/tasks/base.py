@@ -11,19 +11,21 @@ from __future__ import annotations
 import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
-from scratchformer.data.batching import BucketedEpoch
 from scratchformer.data.task_data import TaskData
 from scratchformer.errors import DataError
 from scratchformer.nn.config import ModelConfig
 from scratchformer.registry import TaskSpec, spec
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tokenizers import PAD_ID, Tokenizer
+
+if TYPE_CHECKING:
+    from scratchformer.data.batching import BucketedEpoch
 
 Batch = dict[str, Tensor]
 
@@ -53,6 +55,8 @@ class EpochBatches:
         self._epoch: tuple[int, int, BucketedEpoch] | None = None  # (epoch, its first step, batches)
 
     def _make(self, epoch: int) -> BucketedEpoch:
+        from scratchformer.data.batching import BucketedEpoch
+
         if self.cfg.max_tokens:
             return BucketedEpoch.make(self.lengths, max_tokens=self.cfg.max_tokens, seed=self.cfg.seed, epoch=epoch)
         return BucketedEpoch.make(self.lengths, self.cfg.batch_size, seed=self.cfg.seed, epoch=epoch)
@@ -128,8 +132,11 @@ class Task(ABC):
     def split_origins(self) -> list[tuple[str, str, str]]:
         """(split, where it came from, its size) for each split the task has."""
         unit = self.spec.data.unit if self.spec.data is not None else "examples"
-        return [(split, self.data.origin.get(split, split), f"{self.split_size(split):,} {unit}")
-                for split in ("train", "val", "test") if self.has_split(split)]
+        found = []
+        for split in ("train", "val", "test"):
+            if self.has_split(split):
+                found.append((split, self.data.origin.get(split, split), f"{self.split_size(split):,} {unit}"))
+        return found
 
     def data_notes(self) -> list[str]:
         """What was skipped or truncated while the data was read."""

@@ -19,8 +19,6 @@ from torch import Tensor, nn
 from scratchformer.data.corpus.views import TokenStream
 from scratchformer.data.task_data import TaskData
 from scratchformer.errors import DataError
-from scratchformer.generation.common import eval_mode
-from scratchformer.metrics import perplexity
 from scratchformer.nn.config import ModelConfig
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks.base import Batch, Task, step_generator
@@ -66,12 +64,16 @@ class LMTask(Task):
         for x, y in (self._sweep(split) if split == "test" else self._random_windows(split)):
             total += self.loss_sum(model, {"x": x.to(device), "y": y.to(device)}, 0.0).item()
             count += y.numel()
+        from scratchformer.metrics import perplexity
+
         loss = total / max(count, 1)
         out = {"loss": loss, "perplexity": perplexity(loss)}
         return {**out, "tokens": count} if split == "test" else out
 
     def report(self, model: nn.Module, split: str, **decoding: Any) -> dict[str, Any]:
         """A test text scored whole (every token once, in consecutive windows); else the random windows."""
+        from scratchformer.generation.common import eval_mode
+
         with eval_mode(model):
             metrics = self.evaluate(model, split)
         if split == "test":

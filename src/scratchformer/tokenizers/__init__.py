@@ -15,14 +15,16 @@ added only through ``add_bos`` / ``add_eos``.
   fine-tuning.
 
 A tokenizer is saved as ``tokenizer.json`` in a directory (a checkpoint directory, typically), written
-atomically; the JSON records its ``kind`` (and its special tokens) so that ``load_tokenizer`` rebuilds it.
+atomically; the JSON records its ``kind`` (and its special tokens) so that ``load_tokenizer`` (``load.py``) rebuilds
+it.
 """
 
 from scratchformer.lazy import lazy_exports
 
 _EXPORTS = {  # name -> the module that defines it
     **dict.fromkeys(["BOS_ID", "EOS_ID", "MASK_ID", "MASK_TOKEN", "PAD_ID", "SPECIAL_TOKENS", "TOKENIZER_FILE",
-                     "UNK_ID", "WORD_START", "Tokenizer", "load_tokenizer"], "scratchformer.tokenizers.base"),
+                     "UNK_ID", "WORD_START", "Tokenizer"], "scratchformer.tokenizers.base"),
+    **dict.fromkeys(["load_tokenizer"], "scratchformer.tokenizers.load"),
     **dict.fromkeys(["CharTokenizer"], "scratchformer.tokenizers.char"),
     **dict.fromkeys(["BPETokenizer"], "scratchformer.tokenizers.bpe"),
     **dict.fromkeys(["PretrainedTokenizer"], "scratchformer.tokenizers.pretrained"),

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from scratchformer.atomic import atomic_write_text
-from scratchformer.errors import DataError
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>"]
@@ -95,31 +94,3 @@ class Tokenizer(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(vocab_size={self.vocab_size})"
-
-
-def load_tokenizer(directory: str | Path) -> Tokenizer:
-    """The tokenizer saved in ``directory/tokenizer.json``; ``DataError`` if it is missing or invalid.
-
-    Files written before ``<mask>`` existed have no ``specials``: they hold the four, as they always did."""
-    from tokenizers import Tokenizer as HFTokenizer
-
-    from scratchformer.tokenizers.bpe import BPETokenizer
-    from scratchformer.tokenizers.char import CharTokenizer
-    from scratchformer.tokenizers.pretrained import PretrainedTokenizer
-
-    path = Path(directory) / TOKENIZER_FILE
-    if not path.is_file():
-        raise DataError(f"no such file: {path} (no tokenizer saved in {directory})")
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-        kind = state["kind"]
-        if kind == "char":
-            return CharTokenizer(state["chars"], specials=state.get("specials", SPECIAL_TOKENS))
-        if kind == "bpe":
-            return BPETokenizer(HFTokenizer.from_str(json.dumps(state["hf"])))
-        if kind == "pretrained":
-            return PretrainedTokenizer(HFTokenizer.from_str(json.dumps(state["hf"])))
-        raise ValueError(f"unknown tokenizer kind {kind!r}")
-    except Exception as err:  # JSON, key, type and tokenizers (Rust) errors all mean "corrupt"
-        detail = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise DataError(f"{path} is not a valid tokenizer file ({detail})") from None

@@ -52,19 +52,26 @@ def data_lines(task: Task) -> list[str]:
     now); what was skipped."""
     prepared = task.prepared()
     lines = [f"data (prepared corpora in {corpora_dir()}):" if prepared else "data:"]
-    lines += [f"  {split:<5} {origin}: {size}" for split, origin, size in task.split_origins()]
-    lines += [f"  corpus {p.source}: {describe(p.corpus)}; " + ("reused" if p.reused else "prepared by this run")
-              for p in prepared]
-    return lines + [f"  note: {note}" for note in task.data_notes()]
+    for split, origin, size in task.split_origins():
+        lines.append(f"  {split:<5} {origin}: {size}")
+    for p in prepared:
+        how = "reused" if p.reused else "prepared by this run"
+        lines.append(f"  corpus {p.source}: {describe(p.corpus)}; {how}")
+    for note in task.data_notes():
+        lines.append(f"  note: {note}")
+    return lines
 
 
 def _corpora(task: Task) -> list[dict[str, Any]]:
     """Each prepared corpus the run reads, for ``config.json``."""
-    return [{"source": str(p.source), "path": str(p.corpus.path), "reused": p.reused, "id_type": p.corpus.id_type,
-             "vocab_size": p.corpus.vocab_size,
-             "tokens": {name: f.n_items for name, f in p.corpus.fields.items() if not name.endswith(".text")},
-             "rows": next(iter(p.corpus.fields.values())).n_rows, "notes": p.corpus.notes}
-            for p in task.prepared()]
+    out = []
+    for p in task.prepared():
+        fields = p.corpus.fields
+        out.append({"source": str(p.source), "path": str(p.corpus.path), "reused": p.reused,
+                    "id_type": p.corpus.id_type, "vocab_size": p.corpus.vocab_size,
+                    "tokens": {name: f.n_items for name, f in fields.items() if not name.endswith(".text")},
+                    "rows": next(iter(fields.values())).n_rows, "notes": p.corpus.notes})
+    return out
 
 
 def run_json(run: Resolved, cfg: TrainConfig, task: Task, model: nn.Module, lines: list[str]) -> str:

@@ -10,10 +10,8 @@ from types import TracebackType
 
 import torch
 
-from scratchformer.checkpoint import checkpoint_tokenizer
 from scratchformer.distributed import DistInfo, cleanup, init_distributed
 from scratchformer.settings.config import TrainConfig
-from scratchformer.tasks.build import starting_tokenizer
 from scratchformer.tokenizers import Tokenizer
 from scratchformer.train.device import pick_device
 from scratchformer.train.progress import Progress
@@ -59,5 +57,10 @@ def open_run(out: Path, cfg: TrainConfig, *, resume: bool = False, quiet: bool =
     say = echo or (lambda s: print(s, file=sys.stderr))
     progress = Progress(say if dist.is_main else None, quiet=quiet)
     ckpt = pick_checkpoint(out, progress.say) if resume else None
-    tokenizer = checkpoint_tokenizer(ckpt) if ckpt is not None else starting_tokenizer(cfg)
+    tokenizer = None
+    if ckpt is not None or cfg.init_from:
+        from scratchformer.checkpoint import checkpoint_tokenizer
+        from scratchformer.tasks.build import starting_tokenizer
+
+        tokenizer = checkpoint_tokenizer(ckpt) if ckpt is not None else starting_tokenizer(cfg)
     return Session(out, resume, device, dist, progress, ckpt, tokenizer)

@@ -8,7 +8,6 @@ import time
 import torch
 from torch import nn
 
-from scratchformer.generation.common import eval_mode
 from scratchformer.registry import LOWER_IS_BETTER
 from scratchformer.tasks.base import Batch, Task
 from scratchformer.train.device import to_device
@@ -48,6 +47,8 @@ def accumulate_gradients(task: Task, model: nn.Module, shards: list[Batch], coun
 
 def evaluate(task: Task, model: nn.Module, split: str) -> dict[str, float]:
     """The task's metrics on ``split``, the model in eval mode meanwhile."""
+    from scratchformer.generation.common import eval_mode
+
     with eval_mode(model):
         return task.evaluate(model, split)
 

@@ -38,7 +38,6 @@ from scratchformer.distributed import broadcast_object, reduce_flags
 from scratchformer.settings.resolve import Resolved
 from scratchformer.tasks.base import Task, split_rows
 from scratchformer.train.averaging import CheckpointHistory, WeightAverage
-from scratchformer.train.budget import estimate_steps
 from scratchformer.train.device import training_module
 from scratchformer.train.interrupt import Interrupted, stop_on_signals
 from scratchformer.train.logger import MetricsLogger, prune
@@ -271,6 +270,8 @@ class Trainer:
 
     def estimate_steps(self) -> int:
         """How many steps fit in ``max_time`` (``budget.py``); the timed steps are then undone."""
+        from scratchformer.train.budget import estimate_steps
+
         weights = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         self.schedule = Schedule.of(self.cfg, 10_000)  # any schedule: these steps are undone
         total = estimate_steps(self.cfg, self.elapsed(), self.train_step,

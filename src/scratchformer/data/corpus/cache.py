@@ -73,7 +73,9 @@ def fingerprint(source: Source, root: Path, progress: Callable[[int], None] | No
     """A digest of the source's content and of how it is read (its kind)."""
     docs = documents(source)
     memo = _Memo(root)
-    hashes = [memo.sha256(path, progress) for _, path in docs]
+    hashes = []
+    for _, path in docs:
+        hashes.append(memo.sha256(path, progress))
     memo.save()
     folder = source.kind == "text" and Path(source.paths[0]).is_dir()
     names = [name for name, _ in docs] if folder else None  # a folder's order and names matter; a file's name not

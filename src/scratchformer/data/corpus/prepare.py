@@ -26,8 +26,6 @@ from typing import Any, Protocol, TypeVar
 from scratchformer.data.corpus.cache import documents
 from scratchformer.data.corpus.store import PreparedCorpus
 from scratchformer.data.corpus.writer import CorpusWriter
-from scratchformer.data.labelled import iter_labelled
-from scratchformer.data.parallel import iter_pairs
 from scratchformer.data.plan import Source
 from scratchformer.data.progress import ByteBar
 from scratchformer.data.streams import Progress, iter_lines, text_chunks
@@ -93,6 +91,9 @@ def training_texts(source: Source, sample_chars: int = 0, progress: ByteBar | No
 
 def _row_texts(source: Source, bar: ByteBar) -> Iterator[tuple[str, Iterable[str]]]:
     """Every text of the rows of a source (both sides of a pair), as one group: ``("", texts)``."""
+    from scratchformer.data.labelled import iter_labelled
+    from scratchformer.data.parallel import iter_pairs
+
     if source.kind == "pairs":
         yield "", (text for pair in iter_pairs(source.paths, [], bar) for text in pair)
     elif source.kind == "labelled":
@@ -147,6 +148,8 @@ def _newline_ended(chunks: Iterator[str]) -> Iterator[str]:
 
 def _lines(source: Source, notes: list[str], progress: Progress | None) -> Iterator[str]:
     """Masked-token pretraining: the text column of a TSV/CSV, or the non-blank lines of a text file."""
+    from scratchformer.data.labelled import iter_labelled
+
     path = source.paths[0]
     if Path(Path(path).name.removesuffix(".gz")).suffix.lower() in (".tsv", ".csv"):
         yield from (text for _, text, _ in iter_labelled(path, notes, progress))
@@ -196,6 +199,8 @@ def _write_text(source: Source, encoder: Encoder, writer: CorpusWriter, notes: l
 
 def _write_pairs(source: Source, encoder: Encoder, writer: CorpusWriter, notes: list[str],
                  progress: Progress | None) -> dict[str, Any]:
+    from scratchformer.data.parallel import iter_pairs
+
     for batch in _batched(iter_pairs(source.paths, notes, progress), lambda p: len(p[0]) + len(p[1])):
         sources, targets = [s for s, _ in batch], [t for _, t in batch]
         writer.add_rows("source", _encode(encoder, sources, add_eos=True))
@@ -207,6 +212,8 @@ def _write_pairs(source: Source, encoder: Encoder, writer: CorpusWriter, notes: 
 
 def _write_labelled(source: Source, encoder: Encoder, writer: CorpusWriter, notes: list[str],
                     progress: Progress | None) -> dict[str, Any]:
+    from scratchformer.data.labelled import iter_labelled
+
     codes: dict[str, int] = {}  # label as written -> its code, in order of first appearance
     first_line: dict[str, int] = {}
     for batch in _batched(iter_labelled(source.paths[0], notes, progress), lambda row: len(row[1])):

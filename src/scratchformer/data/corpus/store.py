@@ -117,8 +117,9 @@ class PreparedCorpus:
 
     def __init__(self, directory: Path, manifest: dict[str, Any]) -> None:
         self.path, self.manifest = directory, manifest
-        self.fields = {name: Field(directory, name, np.dtype(spec["dtype"]), spec["rows"], spec["items"])
-                       for name, spec in manifest["fields"].items()}
+        self.fields: dict[str, Field] = {}
+        for name, spec in manifest["fields"].items():
+            self.fields[name] = Field(directory, name, np.dtype(spec["dtype"]), spec["rows"], spec["items"])
 
     @classmethod
     def open(cls, directory: str | Path, *, verify: bool = True) -> PreparedCorpus:

@@ -49,18 +49,22 @@ def _write_bytes(f: BinaryIO, data: bytes | memoryview) -> None:
 class _File:
     """One output file: bytes written and their CRC-32, counted as they go."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, path: Path, first: np.ndarray | None = None) -> None:
+        self.path, self.first = path, first  # first: what the file starts with (an index's offset 0)
         self.f = open(path, "xb", buffering=1 << 20)  # noqa: SIM115 - closed by finish() or the writer
         self.bytes = self.crc = 0
 
     def write(self, array: np.ndarray) -> None:
+        if self.first is not None:
+            array, self.first = np.concatenate([self.first, array]), None
         data = memoryview(np.ascontiguousarray(array)).cast("B")
         self.crc = zlib.crc32(data, self.crc)
         _write_bytes(self.f, data)
         self.bytes += len(data)
 
     def finish(self) -> dict[str, int]:
+        if self.first is not None:
+            self.write(self.first[:0])
         self.f.flush()
         os.fsync(self.f.fileno())
         self.f.close()
@@ -72,11 +76,8 @@ class _FieldOut:
 
     def __init__(self, directory: Path, name: str, dtype: np.dtype) -> None:
         self.dtype, self.items, self.rows = dtype, 0, 0
-        self.data, self.index = _File(directory / f"{name}.bin"), _File(directory / f"{name}.idx")
-
-    def offsets(self, ends: np.ndarray) -> None:
-        """Append row ends to the index; the index starts with the offset 0 of the first row."""
-        self.index.write(ends if self.index.bytes else np.concatenate([np.zeros(1, OFFSET_DTYPE), ends]))
+        self.data = _File(directory / f"{name}.bin")
+        self.index = _File(directory / f"{name}.idx", first=np.zeros(1, OFFSET_DTYPE))  # then each row's end
 
     def extend(self, values: np.ndarray) -> None:
         self.data.write(values.astype(self.dtype, copy=False))
@@ -84,7 +85,7 @@ class _FieldOut:
 
     def end_rows(self, lengths: np.ndarray) -> None:
         if len(lengths):
-            self.offsets((self.items - int(lengths.sum()) + np.cumsum(lengths)).astype(OFFSET_DTYPE))
+            self.index.write((self.items - int(lengths.sum()) + np.cumsum(lengths)).astype(OFFSET_DTYPE))
             self.rows += len(lengths)
 
     def spec(self) -> dict[str, Any]:
@@ -154,7 +155,7 @@ class CorpusWriter:
 
     def end_row(self, field: str) -> None:
         out = self._field(field, self.dtype)
-        out.offsets(np.array([out.items], OFFSET_DTYPE))
+        out.index.write(np.array([out.items], OFFSET_DTYPE))
         out.rows += 1
 
     def add_texts(self, field: str, texts: Sequence[str]) -> None:

@@ -1,0 +1,79 @@
+"""The shape the code keeps (issue "One task, one place"): small modules and functions, one place that compares a
+task's name, and no import circles.
+
+- every ``.py`` file in ``src/`` has at most 300 lines (``paper.py``, the whole 2017 model in one file: 400);
+- every function has at most 60 lines;
+- only the task registry (``registry.py``) compares a task's name;
+- no two modules import each other, directly or through others (inside functions too).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "scratchformer"
+SOURCES = sorted(PACKAGE.rglob("*.py"))
+LIMITS = {"paper.py": 400}
+
+
+def _name(path: Path) -> str:
+    return path.relative_to(PACKAGE).as_posix()
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=_name)
+def test_files_and_functions_are_small(path):
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= LIMITS.get(_name(path), 300), f"{_name(path)} has {len(lines)} lines"
+    long = [f"{node.name} ({node.end_lineno - node.lineno + 1} lines)" for node in ast.walk(ast.parse("\n".join(lines)))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 60]
+    assert not long, f"{_name(path)}: functions over 60 lines: {', '.join(long)}"
+
+
+def test_only_the_registry_compares_a_task_name():
+    pattern = re.compile(r"task ?(==|!=| in )")
+    found = [f"{_name(p)}:{i}" for p in SOURCES if _name(p) != "registry.py"
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    assert not found, found
+
+
+def _imports(path: Path) -> set[str]:
+    """The scratchformer modules ``path`` imports (``scratchformer.a.b``), resolved to files that exist."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] != "scratchformer":
+                continue
+            target = PACKAGE.joinpath(*parts[1:])
+            for file in (target.with_suffix(".py"), target / "__init__.py"):
+                if file.is_file() and file != path and file.name != "__init__.py":
+                    out.add(_name(file))
+    return out
+
+
+def test_no_import_circles():
+    graph = {_name(p): _imports(p) for p in SOURCES}
+    circles = []
+
+    def visit(node: str, stack: list[str]) -> None:
+        for nxt in graph.get(node, ()):
+            if nxt in stack:
+                circles.append(" -> ".join(stack[stack.index(nxt):] + [nxt]))
+            elif nxt not in done:
+                visit(nxt, stack + [nxt])
+        done.add(node)
+
+    done: set[str] = set()
+    for start in graph:
+        if start not in done:
+            visit(start, [start])
+    assert not circles, "\n".join(sorted(set(circles)))
