@@ -105,10 +105,9 @@ def test_pretrain_then_fine_tune_a_classifier_from_the_run(tmp_path, capsys):
     assert "set max_len=32 or less" in capsys.readouterr().err
 
 
-def test_mask_is_its_own_special_token_and_older_tokenizers_still_load(tmp_path):
+def test_mask_is_its_own_special_token(tmp_path):
     """A tokenizer made for masked-token pretraining has <mask> at id 4, distinct from <bos> (1); the others
-    keep their four special tokens; a tokenizer file written before <mask> existed loads as it was, and a
-    masked-token task given one masks with <bos>, as such runs were trained."""
+    keep their four special tokens."""
     from scratchformer.settings.config import TrainConfig
     from scratchformer.tasks import build_task
     from scratchformer.tokenizers import BPETokenizer
@@ -122,15 +121,7 @@ def test_mask_is_its_own_special_token_and_older_tokenizers_still_load(tmp_path)
         assert load_tokenizer(tmp_path / type(tokenizer).__name__).mask_id == MASK_ID
     plain = CharTokenizer.train(texts)
     assert plain.mask_id is None and plain.vocab_size == len(set("".join(texts))) + 4
-    old = tmp_path / "old"
-    old.mkdir()
-    (old / "tokenizer.json").write_text(json.dumps({"kind": "char", "chars": plain.chars}))  # no "specials"
-    loaded = load_tokenizer(old)
-    assert loaded.specials == SPECIAL_TOKENS and loaded.encode("good") == plain.encode("good")
     data = tmp_path / "lines.txt"
     data.write_text("\n".join(texts) + "\n")
-    task = build_task(TrainConfig(task="mlm", batch_size=8), {"max_len": 16}, [str(data)], lambda s: None,
-                      tokenizer=loaded)
-    assert task.mask_id == BOS_ID
     fresh = build_task(TrainConfig(task="mlm", batch_size=8), {"max_len": 16}, [str(data)], lambda s: None)
     assert fresh.mask_id == MASK_ID and MASK_ID in fresh.global_batch(0)["ids"]

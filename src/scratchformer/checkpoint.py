@@ -125,14 +125,9 @@ def read_meta(ckpt: Path) -> dict[str, Any]:
     return meta
 
 
-# Parameters renamed since checkpoints were first written: old name piece -> new one, applied when loading.
-RENAMED = {".positions.weight": ".position_embedding.weight",  # Embeddings.positions, a module, was renamed
-           ".ffn.gate.": ".ffn.linear3."}  # SwiGLU's W_3 was called "gate", though it is the gated branch
-
-
 def load_weights(model: nn.Module, path: Path, device: str | torch.device = "cpu") -> None:
     """Load ``model.safetensors`` into ``model``: every parameter exactly once (tied weights are stored once
-    and fill all their names), older names upgraded (``RENAMED``). Raises ``CheckpointError``."""
+    and fill all their names). Raises ``CheckpointError``."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
@@ -141,8 +136,6 @@ def load_weights(model: nn.Module, path: Path, device: str | torch.device = "cpu
     except (SafetensorError, OSError, RuntimeError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else err.__class__.__name__
         raise CheckpointError(f"{path} is corrupt or unreadable: {first}") from None
-    for old, new in RENAMED.items():
-        state = {k.replace(old, new): v for k, v in state.items()}
     own = model.state_dict()
     aliases: dict[int, list[str]] = {}
     for name, tensor in own.items():

@@ -21,7 +21,7 @@ from scratchformer.metrics import perplexity
 from scratchformer.nn.config import ModelConfig
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks.base import Batch, EpochBatches, Task, step_generator
-from scratchformer.tokenizers import BOS_ID, MASK_ID, PAD_ID, Tokenizer
+from scratchformer.tokenizers import MASK_ID, PAD_ID, Tokenizer
 
 
 def mask_tokens(ids: Tensor, real: Tensor, prob: float, vocab_size: int, gen: torch.Generator, *,
@@ -66,8 +66,7 @@ class MaskedLMTask(Task):
     def __init__(self, cfg: TrainConfig, model: ModelConfig, data: TaskData, log: Callable[[str], None],
                  tokenizer: Tokenizer | None = None) -> None:
         super().__init__(cfg, model, data, log, tokenizer)
-        # A tokenizer saved before <mask> existed (an older run, resumed): <bos> stood for it, as it did then.
-        self.mask_id = self.tokenizer.mask_id if self.tokenizer.mask_id is not None else BOS_ID
+        self.mask_id = self.tokenizer.mask_id
         self.rows: dict[str, RowSet] = self._views()
         for split, rows in self.rows.items():
             self._check_lengths(rows.lengths("text"), self.max_len, split)

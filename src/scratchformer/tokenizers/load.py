@@ -6,15 +6,13 @@ import json
 from pathlib import Path
 
 from scratchformer.errors import DataError
-from scratchformer.tokenizers.base import SPECIAL_TOKENS, TOKENIZER_FILE, Tokenizer
+from scratchformer.tokenizers.base import TOKENIZER_FILE, Tokenizer
 
 __all__ = ["load_tokenizer"]
 
 
 def load_tokenizer(directory: str | Path) -> Tokenizer:
-    """The tokenizer saved in ``directory/tokenizer.json``; ``DataError`` if it is missing or invalid.
-
-    Files written before ``<mask>`` existed have no ``specials``: they hold the four, as they always did."""
+    """The tokenizer saved in ``directory/tokenizer.json``; ``DataError`` if it is missing or invalid."""
     path = Path(directory) / TOKENIZER_FILE
     if not path.is_file():
         raise DataError(f"no such file: {path} (no tokenizer saved in {directory})")
@@ -24,7 +22,7 @@ def load_tokenizer(directory: str | Path) -> Tokenizer:
         if kind == "char":
             from scratchformer.tokenizers.char import CharTokenizer
 
-            return CharTokenizer(state["chars"], specials=state.get("specials", SPECIAL_TOKENS))
+            return CharTokenizer(state["chars"], specials=state["specials"])
         if kind not in ("bpe", "pretrained"):
             raise ValueError(f"unknown tokenizer kind {kind!r}")
         from tokenizers import Tokenizer as HFTokenizer

@@ -103,7 +103,7 @@ class MuonAdamW(torch.optim.Optimizer):
             buf.mul_(group["momentum"]).add_(p.grad)
             g = p.grad.add(buf, alpha=group["momentum"]) if group["nesterov"] else buf
             g = g.reshape(group["split"], g.size(0) // group["split"], -1)  # W^Q, W^K, W^V apart
-            dtype = group.get("ns_dtype") or fast_ns_dtype(p.device)  # (runs saved before ns_dtype: None)
+            dtype = group["ns_dtype"] or fast_ns_dtype(p.device)
             g = g.mT if g.size(-2) > g.size(-1) else g  # wide: the smaller X X^T
             blocks.setdefault((*g.shape[1:], p.device, dtype, group["ns_steps"]), []).append((i, g))
         for (*_, dtype, steps), members in blocks.items():

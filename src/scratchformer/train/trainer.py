@@ -98,7 +98,7 @@ class Trainer:
             self.schedule = Schedule.of(self.cfg, self.cfg.max_steps or self.estimate_steps())
             return
         self.load_state(state)
-        saved = Schedule.from_dict(state["schedule"]) if "schedule" in state else Schedule.of(self.cfg)
+        saved = Schedule.from_dict(state["schedule"])
         self.schedule, note = saved.resumed(self.step, self.cfg.max_steps or saved.total)
         if note:
             self.log(note)
@@ -252,8 +252,7 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.amp.load_state_dict(state)  # fp16: the loss scale where the run left it
         self.step, self.bad_evals = state["step"], state["bad_evals"]
-        self.best_score = state.get("best_score", math.inf)
-        self.spent_before = state.get("elapsed_s", 0.0)
+        self.best_score, self.spent_before = state["best_score"], state["elapsed_s"]
         if "trained_weights" in state:  # model.safetensors holds their average (ema_decay)
             self.model.load_state_dict(state["trained_weights"])
         if self.average is not None and "weight_average" in state:
