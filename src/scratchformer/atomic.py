@@ -1,30 +1,99 @@
-"""Writing files so that a crash never leaves a half-written file under its final name.
+"""Writing files so that a failure or a crash never leaves a half-written file under its final name, and a failed
+write ends in one line that says what could not be written, where, and (for space) about how much it needed.
 
-A write goes to a temporary file in the destination folder and is moved into place with ``os.replace``.
+A write goes to a temporary name in the destination folder and is moved into place with ``os.replace`` (a
+directory of files, such as a checkpoint, the same way: ``atomic_dir``). When the write fails (no space, an I/O
+error, a read-only or vanished directory, permission denied) the temporary files are removed and a
+``WriteError`` is raised: ``could not write the checkpoint last/ in runs/x: no space left on device (it needs
+about 3.6 MB, 120 kB are free)``. The command line prints that line and exits non-zero.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import shutil
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["atomic_write_text"]
+from scratchformer.errors import WriteError
+
+__all__ = ["atomic_dir", "atomic_write_text", "failed_write", "writing"]
 
 
-def atomic_write_text(path: str | Path, text: str) -> Path:
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n} B"
+
+
+def failed_write(err: BaseException, what: str, where: Path, needed: int | None = None) -> WriteError:
+    """The one-line error of a write that failed with ``err`` (an ``OSError``, or the ``RuntimeError`` with which
+    ``torch.save`` reports a full disk)."""
+    code = getattr(err, "errno", None) or getattr(err, "code", None)
+    # torch.save reports a full disk as "unexpected pos", safetensors as "No space left on device (os error 28)"
+    if code in (errno.ENOSPC, errno.EDQUOT) or any(w in str(err) for w in ("unexpected pos", "No space left")):
+        try:
+            free = f"{_size(shutil.disk_usage(next(p for p in (where, *where.parents) if p.exists())).free)} are free"
+        except (OSError, StopIteration):
+            free = "the free space is unknown"
+        need = f"it needs about {_size(needed)}, " if needed else ""
+        return WriteError(f"could not write {what} in {where}: no space left on device ({need}{free})",
+                          code=errno.ENOSPC)
+    reason = getattr(err, "reason", None) or getattr(err, "strerror", None) \
+        or (str(err).strip().splitlines() or [type(err).__name__])[0]
+    return WriteError(f"could not write {what} in {where}: {reason[:1].lower()}{reason[1:]}", code=code, reason=reason)
+
+
+@contextlib.contextmanager
+def writing(what: str, where: Path, *, needed: int | None = None, leftovers: tuple[Path, ...] = ()) -> Iterator[None]:
+    """Inside the block, a failed write removes ``leftovers`` and becomes one ``WriteError``."""
+    try:
+        yield
+    except Exception as err:
+        if not isinstance(err, (OSError, RuntimeError)) and type(err).__name__ != "SafetensorError":
+            raise  # not a failed write (safetensors' own error type is one: it reports the disk's errors)
+        for path in leftovers:
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+        raise failed_write(err, what, where, needed) from None  # a nested write's error, said of the whole
+
+
+def atomic_write_text(path: str | Path, text: str, what: str | None = None) -> Path:
     """Write ``text`` (UTF-8) to ``path`` through a temporary file and ``os.replace``; returns ``path``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     # A unique name opened with "x" (not mkstemp) so the file gets the usual umask permissions, not 0600.
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(tmp, "x", encoding="utf-8", newline="\n") as f:
-            f.write(text)
+    data = text.encode("utf-8")
+    with writing(what or path.name, path.parent, needed=len(data), leftovers=(tmp,)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "xb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
     return path
+
+
+@contextlib.contextmanager
+def atomic_dir(final: Path, what: str, needed: int | None = None) -> Iterator[Path]:
+    """``with atomic_dir(final, "the checkpoint last/") as tmp:`` write the files into ``tmp``; at the end of the
+    block it replaces ``final`` (the previous copy, if any, moved to ``.NAME.old`` first and deleted after, so a
+    crash at any point leaves a complete directory under one of the two names). A failure removes ``tmp``."""
+    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+    old = final.with_name(f".{final.name}.old")
+    for stale in final.parent.glob(f".{final.name}.tmp-*"):  # left by a process killed mid-write
+        shutil.rmtree(stale, ignore_errors=True)
+    with writing(what, final.parent, needed=needed, leftovers=(tmp,)):
+        tmp.mkdir(parents=True)
+        yield tmp
+        for f in tmp.iterdir():
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+        shutil.rmtree(old, ignore_errors=True)
+        if final.exists():
+            os.replace(final, old)
+        os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)

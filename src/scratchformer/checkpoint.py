@@ -16,8 +16,6 @@ settings as the plain dictionary they were saved as (``train.config.TrainConfig.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from scratchformer.atomic import atomic_dir
 from scratchformer.errors import ConfigError
 from scratchformer.models import build_model
 from scratchformer.nn.config import ModelConfig
@@ -54,34 +53,32 @@ class Checkpoint:
 def save_checkpoint(directory: Path, model: nn.Module, tokenizer: Tokenizer | None, model_config: ModelConfig,
                     train: dict[str, Any], step: int, trainer_state: dict[str, Any] | None = None,
                     extra: dict[str, Any] | None = None) -> None:
-    """Write a checkpoint to ``directory`` atomically (temp directory + rename)."""
+    """Write a checkpoint to ``directory`` atomically (``atomic.atomic_dir``: a temporary directory renamed into
+    place); a failed write removes it, leaves the previous checkpoint as it was and raises ``WriteError``."""
     from safetensors.torch import save_model
 
     directory = Path(directory)
-    tmp = directory.with_name(f".{directory.name}.tmp-{os.getpid()}")
-    old = directory.with_name(f".{directory.name}.old")
-    for stale in directory.parent.glob(f".{directory.name}.tmp-*"):  # left by a process killed mid-write
-        shutil.rmtree(stale, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    save_model(model, str(tmp / "model.safetensors"))
-    meta = {"model": model_config.to_dict(), "train": dict(train), "step": step, **(extra or {})}
-    (tmp / "config.json").write_text(json.dumps(meta, indent=2))
-    if tokenizer is not None:
-        tokenizer.save(tmp)
-    if trainer_state is not None:
-        torch.save(trainer_state, tmp / "trainer_state.pt")
-    _fsync_dir(tmp)
-    shutil.rmtree(old, ignore_errors=True)
-    if directory.exists():
-        os.replace(directory, old)
-    os.replace(tmp, directory)
-    shutil.rmtree(old, ignore_errors=True)
+    with atomic_dir(directory, f"the checkpoint {directory.name}/", _nbytes(model.state_dict(), trainer_state)) as tmp:
+        save_model(model, str(tmp / "model.safetensors"))
+        meta = {"model": model_config.to_dict(), "train": dict(train), "step": step, **(extra or {})}
+        (tmp / "config.json").write_text(json.dumps(meta, indent=2))
+        if tokenizer is not None:
+            tokenizer.save(tmp)
+        if trainer_state is not None:
+            torch.save(trainer_state, tmp / "trainer_state.pt")
 
 
-def _fsync_dir(path: Path) -> None:
-    for f in path.iterdir():
-        with open(f, "rb") as fh:
-            os.fsync(fh.fileno())
+def _nbytes(*values: Any) -> int:
+    """The bytes of the tensors in nested dicts and lists (about what a checkpoint of them takes on disk)."""
+    total = 0
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            total += value.numel() * value.element_size()
+        elif isinstance(value, dict):
+            total += _nbytes(*value.values())
+        elif isinstance(value, (list, tuple)):
+            total += _nbytes(*value)
+    return total
 
 
 def resolve(path: str | Path) -> Path:

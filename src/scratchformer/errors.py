@@ -17,6 +17,11 @@ class DataError(ValueError):
     """A problem with user-supplied data; ``str(err)`` is one line naming the file and the problem."""
 
 
+class RunDirError(ValueError):
+    """The output directory cannot be used as asked (it exists, another process trains into it, or there is
+    nothing to resume)."""
+
+
 class TrainingError(RuntimeError):
     """Training cannot go on (a NaN/inf loss, say); the last good checkpoint is kept."""
 
@@ -28,3 +33,13 @@ class Interrupted(Exception):
         super().__init__(f"interrupted at step {step:,}; the run is saved in {out}/last. Resume it with: "
                          f"scratchformer train --out {out} --resume")
         self.step, self.out = step, out
+
+
+class WriteError(OSError):
+    """A file could not be written (no space, an I/O error, a read-only or vanished directory, no permission);
+    ``str(err)`` is one line: what, where, and for space about how much was needed. Nothing half-written is left.
+    ``code``: the errno of the failure; ``reason``: its words (kept when an outer write restates it)."""
+
+    def __init__(self, message: str, code: int | None = None, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.code, self.reason = code, reason

@@ -137,7 +137,11 @@ def _trained_tokenizer(cfg: TokenizerSettings, plan: DataPlan, prints: dict[Sour
     else:
         tokenizer = CharTokenizer.train(texts, with_mask=mask)
     seconds = bar.close()
-    tokenizer.save(directory)
+    try:
+        tokenizer.save(directory)
+    except OSError:
+        shutil.rmtree(directory, ignore_errors=True)  # no empty folder in place of a tokenizer
+        raise
     if not quiet:
         say(f"trained a {kind} on {source}{sample} in {seconds:.0f} s")
     return str(directory)

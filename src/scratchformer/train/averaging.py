@@ -34,6 +34,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from scratchformer.atomic import writing
+
 
 class WeightAverage:
     """``update()`` after each optimizer step; ``swapped_in(model)`` to evaluate or save the average."""
@@ -100,10 +102,12 @@ class CheckpointHistory:
         """Keep the model's weights at ``step`` (written atomically); forget all but the last ``keep``."""
         from safetensors.torch import save_model
 
-        self.directory.mkdir(parents=True, exist_ok=True)
         tmp = self.directory / f".step-{step:07d}.tmp-{os.getpid()}"
-        save_model(model, str(tmp))
-        os.replace(tmp, self.path(step))
+        needed = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+        with writing(f"the weights of step {step:,} in history/", self.directory, needed=needed, leftovers=(tmp,)):
+            self.directory.mkdir(parents=True, exist_ok=True)
+            save_model(model, str(tmp))
+            os.replace(tmp, self.path(step))
         for old in self.steps()[:-self.keep]:
             self.path(old).unlink()
 

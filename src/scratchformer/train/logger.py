@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from scratchformer.atomic import atomic_write_text
+from scratchformer.atomic import atomic_write_text, writing
 
 
 class MetricsLogger:
@@ -37,20 +38,47 @@ class MetricsLogger:
                 self.writer = SummaryWriter(log_dir=str(run_dir / "tensorboard"), purge_step=purge_step)
 
     def log(self, step: int, split: str, **metrics: Any) -> None:
+        """Append one event; a write that fails leaves no part of its line and raises ``WriteError``."""
         if not self.enabled:
             return
         record = {"step": step, "split": split, **{k: _plain(v) for k, v in metrics.items()}}
-        with self.path.open("a") as f:
-            f.write(json.dumps(record) + "\n")
+        data = (json.dumps(record) + "\n").encode("utf-8")
+        with writing("metrics.jsonl", self.path.parent, needed=len(data)):
+            append_line(self.path, data)
         if self.writer is not None:
-            for name, value in metrics.items():
-                if isinstance(value, (int, float)) and math.isfinite(value):
-                    self.writer.add_scalar(f"{split}/{name}", value, step)
-            self.writer.flush()
+            with writing("the TensorBoard files", self.path.parent / "tensorboard"):
+                for name, value in metrics.items():
+                    if isinstance(value, (int, float)) and math.isfinite(value):
+                        self.writer.add_scalar(f"{split}/{name}", value, step)
+                self.writer.flush()
 
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
+    def close(self, failing: bool = False) -> None:
+        """Close the TensorBoard files; ``failing``: the run is already ending on an error, which a second one
+        (the same full disk, say) must not hide."""
+        if self.writer is None:
+            return
+        writer, self.writer = self.writer, None
+        try:
+            with writing("the TensorBoard files", self.path.parent / "tensorboard"):
+                writer.close()
+        except OSError:
+            if not failing:
+                raise
+
+
+def append_line(path: Path, data: bytes) -> None:
+    """Append ``data`` (one line) to ``path``, whole or not at all: a write that fails part-way is cut off again."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        start, done = os.lseek(fd, 0, os.SEEK_END), 0
+        try:
+            while done < len(data):
+                done += os.write(fd, data[done:])
+        except OSError:
+            os.ftruncate(fd, start)  # the file ends with a whole line, as before
+            raise
+    finally:
+        os.close(fd)
 
 
 def _plain(v: Any) -> Any:
@@ -80,4 +108,4 @@ def prune(run_dir: Path, step: int) -> None:
         if row.get("step", 0) <= step and row.get("split") != "test":
             kept.append(line)
     if len(kept) != len(lines):
-        atomic_write_text(path, "".join(line + "\n" for line in kept))
+        atomic_write_text(path, "".join(line + "\n" for line in kept), "metrics.jsonl")

@@ -9,6 +9,7 @@ with its own settings.
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,8 @@ import torch
 from torch import nn
 
 from scratchformer.checkpoint import CheckpointError, checkpoint_tokenizer, load_trainer_state, load_weights, read_meta
-
-
-class RunDirError(ValueError):
-    """The output directory cannot be used as asked (it exists, or there is nothing to resume)."""
+from scratchformer.errors import RunDirError
+from scratchformer.train.lock import LOCK
 
 
 def check_out_dir(out: Path, resume: bool) -> None:
@@ -28,10 +27,20 @@ def check_out_dir(out: Path, resume: bool) -> None:
     if resume:
         if not (out / "config.json").is_file():
             raise RunDirError(f"nothing to resume: {out} holds no run (start it without --resume)")
-    elif out.exists() and (not out.is_dir() or any(out.iterdir())):
+    elif out.exists() and (not out.is_dir() or any(p.name != LOCK for p in out.iterdir())):
         if (out / "config.json").is_file():
             raise RunDirError(f"{out} already holds a run; continue it with --resume, or choose another --out")
         raise RunDirError(f"{out} already exists and is not empty; choose another --out")
+
+
+def remove_leftovers(out: Path) -> list[Path]:
+    """Delete the temporary files and folders of writes that a killed process left in a run directory (and its
+    ``history/``); returns them. Only the run's own writer calls this, under its lock."""
+    found = [p for folder in (out, out / "history") if folder.is_dir() for p in folder.iterdir()
+             if p.name.startswith(".") and (".tmp" in p.name)]
+    for path in found:
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+    return found
 
 
 def saved_run(out: Path) -> dict[str, Any]:

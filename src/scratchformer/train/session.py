@@ -14,8 +14,9 @@ from scratchformer.distributed import DistInfo, cleanup, init_distributed
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tokenizers import Tokenizer
 from scratchformer.train.device import pick_device
+from scratchformer.train.lock import RunLock
 from scratchformer.train.progress import Progress
-from scratchformer.train.resume import check_out_dir, pick_checkpoint
+from scratchformer.train.resume import check_out_dir, pick_checkpoint, remove_leftovers
 
 __all__ = ["Session", "open_run"]
 
@@ -32,6 +33,7 @@ class Session:
     progress: Progress
     checkpoint: Path | None
     tokenizer: Tokenizer | None  # the resumed checkpoint's, or the one of the model fine-tuned from
+    lock: RunLock | None = None  # held by the process that writes the run (rank 0)
 
     @property
     def log(self) -> Callable[[str], None]:
@@ -41,14 +43,18 @@ class Session:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None) -> None:
-        cleanup(self.dist, finished=kind is None)
+        try:
+            cleanup(self.dist, finished=kind is None)
+        finally:
+            if self.lock is not None:
+                self.lock.release()
 
 
 def open_run(out: Path, cfg: TrainConfig, *, resume: bool = False, quiet: bool = False,
              echo: Callable[[str], None] | None = None) -> Session:
-    """Refuse a directory that holds another run (or, resuming, nothing); pick the device; join the process
-    group when started by ``torchrun``; find the checkpoint a resumed run continues from."""
-    check_out_dir(out, resume)
+    """Pick the device; join the process group when started by ``torchrun``; take the run directory's lock
+    (``lock.py``: one writer); refuse a directory that holds another run (or, resuming, nothing); remove what a
+    killed write left; find the checkpoint a resumed run continues from."""
     device = pick_device(cfg.device)
     dist = init_distributed(device)
     if dist.enabled and device.type == "cuda":
@@ -56,11 +62,28 @@ def open_run(out: Path, cfg: TrainConfig, *, resume: bool = False, quiet: bool =
         torch.cuda.set_device(device)
     say = echo or (lambda s: print(s, file=sys.stderr))
     progress = Progress(say if dist.is_main else None, quiet=quiet)
-    ckpt = pick_checkpoint(out, progress.say) if resume else None
-    tokenizer = None
-    if ckpt is not None or cfg.init_from:
-        from scratchformer.checkpoint import checkpoint_tokenizer
-        from scratchformer.tasks.build import starting_tokenizer
+    lock = RunLock(out) if dist.is_main else None
+    try:
+        if lock is not None:
+            lock.acquire(progress.say)
+        check_out_dir(out, resume)
+        if lock is not None:
+            remove_leftovers(out)
+        ckpt = pick_checkpoint(out, progress.say) if resume else None
+        return Session(out, resume, device, dist, progress, ckpt, _tokenizer(ckpt, cfg), lock)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        cleanup(dist)
+        raise
 
-        tokenizer = checkpoint_tokenizer(ckpt) if ckpt is not None else starting_tokenizer(cfg)
-    return Session(out, resume, device, dist, progress, ckpt, tokenizer)
+
+def _tokenizer(ckpt: Path | None, cfg: TrainConfig) -> Tokenizer | None:
+    """A resumed checkpoint's tokenizer, or the one of the encoder a classifier is fine-tuned from (``init_from``);
+    None: the data pipeline trains one."""
+    if ckpt is None and not cfg.init_from:
+        return None
+    from scratchformer.checkpoint import checkpoint_tokenizer
+    from scratchformer.tasks.build import starting_tokenizer
+
+    return checkpoint_tokenizer(ckpt) if ckpt is not None else starting_tokenizer(cfg)

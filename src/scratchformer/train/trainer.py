@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import sys
 import time
 from typing import Any
 
@@ -86,7 +87,7 @@ class Trainer:
                 self.loop()
             finally:
                 self.progress.close()
-                self.metrics.close()
+                self.metrics.close(failing=sys.exc_info()[0] is not None)
         if self.interrupt and self.step < self.schedule.total:
             raise Interrupted(self.step, self.out)
         return self.finish()
@@ -120,7 +121,7 @@ class Trainer:
             if self.history is not None:
                 self.history.forget_after(self.step)
             atomic_write_text(out / "config.json", run_json(self.run_settings, self.resolved_cfg, self.task, self.model,
-                                                            lines))
+                                                            lines), "the run's config.json")
         self.metrics = MetricsLogger(out, enabled=self.info.is_main, say=self.log,
                                      purge_step=self.step + 1 if self.session.resume else None)
         self.progress.start(self.schedule.total, self.step, self.cfg.task, self.cfg.log_every)

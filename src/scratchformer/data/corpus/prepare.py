@@ -68,7 +68,9 @@ def write_corpus(source: Source, encoder: Encoder, directory: Path, meta: dict[s
     complete); ``meta`` goes into its manifest. Problems in the files raise ``DataError`` and leave nothing."""
     started = time.perf_counter()
     notes: list[str] = []
-    with CorpusWriter(directory, encoder.vocab_size) as writer:
+    # about what it takes: the ids (2 or 4 bytes a token, a token for every character or two) and, for rows, the
+    # text kept beside them
+    with CorpusWriter(directory, encoder.vocab_size, needed=3 * source_bytes(source)) as writer:
         extra = _WRITERS[source.kind](source, encoder, writer, notes, progress)
         return writer.commit({**meta, **extra, "kind": source.kind, "source": [str(p) for p in source.paths],
                               "notes": notes, "input_bytes": source_bytes(source),

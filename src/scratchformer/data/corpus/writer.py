@@ -95,8 +95,10 @@ class _FieldOut:
 class CorpusWriter:
     """``with CorpusWriter(final_dir, vocab_size) as w: w.add_rows(...); ...; corpus = w.commit(manifest)``."""
 
-    def __init__(self, final: Path, vocab_size: int) -> None:
+    def __init__(self, final: Path, vocab_size: int, needed: int | None = None) -> None:
+        """``needed``: about how many bytes the corpus will take (said if the disk fills up)."""
         self.final, self.vocab_size, self.dtype = Path(final), int(vocab_size), id_dtype(vocab_size)
+        self.needed = needed
         host = socket.gethostname().replace("-", "_")
         self.tmp = self.final.parent / f"{temp_name_prefix(self.final)}{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.fields: dict[str, _FieldOut] = {}
@@ -107,14 +109,14 @@ class CorpusWriter:
         try:
             self.tmp.mkdir(parents=True)
         except OSError as err:
-            raise _disk_error(err, self.tmp) from None
+            raise _disk_error(err, self.tmp, self.needed) from None
         return self
 
     def __exit__(self, kind: type[BaseException] | None, err: BaseException | None, tb: Any) -> None:
         if kind is not None:
             self.discard()
             if isinstance(err, OSError):
-                raise _disk_error(err, self.final.parent) from None
+                raise _disk_error(err, self.final.parent, self.needed) from None
 
     def discard(self) -> None:
         for out in self._files():
@@ -211,11 +213,13 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _disk_error(err: OSError, where: Path) -> DataError:
+def _disk_error(err: OSError, where: Path, needed: int | None = None) -> DataError:
+    from scratchformer.atomic import failed_write
     from scratchformer.data.corpus.cache import ENV_VAR
 
     if err.errno in (errno.ENOSPC, errno.EDQUOT):
-        return DataError(f"no space left on the disk of {where} while writing a prepared corpus (the partial "
-                         f"files were deleted; your data files are untouched); free some space or set {ENV_VAR} "
-                         "to a folder on a larger disk")
+        space = str(failed_write(err, "", where, needed)).partition("(")[2].rstrip(")")  # "it needs about ..."
+        return DataError(f"no space left on the disk of {where} while writing a prepared corpus ({space}; the "
+                         f"partial files were deleted; your data files are untouched); free some space or set "
+                         f"{ENV_VAR} to a folder on a larger disk")
     return DataError(f"cannot write a prepared corpus in {where}: {err.strerror or err}")
