@@ -9,8 +9,8 @@
     scratchformer classify --ckpt DIR [TEXT ... | IMAGE ... | --input FILE]
     scratchformer evaluate --ckpt DIR [DIR ...] [--split test | --data PATH ...]   (several DIRs: an ensemble)
     scratchformer export --ckpt DIR --format onnx|torchscript|hf --out PATH
-    scratchformer plot attention|positions|schedule|curves --out FILE.png ...
-    scratchformer explore --ckpt DIR [--port N]
+    scratchformer plot attention|positions|schedule|curves --out FILE.png|FILE.svg ...
+    scratchformer explore --ckpt DIR [--port N]   (or --text TEXT --export FILE.html|.png|.svg [--layer L --head H])
     scratchformer explain [--preset NAME] [key=value ...]
     scratchformer demo [--preset MODEL_PRESET] [key=value ...]
 
@@ -147,7 +147,7 @@ def _decoding_options(p: argparse.ArgumentParser) -> None:
 def _model_parsers(sub: Any) -> None:
     p = sub.add_parser("plot", help="draw attention maps, positional encodings, the LR schedule or training curves")
     p.add_argument("what", choices=["attention", "positions", "schedule", "curves"])
-    p.add_argument("--out", required=True, help="PNG file to write")
+    p.add_argument("--out", required=True, help="PNG (or SVG, by the name's ending) file to write")
     p.add_argument("--ckpt", help="attention / schedule: a checkpoint or run directory")
     p.add_argument("--text", help="attention: the input text")
     p.add_argument("--image", help="attention (an image classifier, ViT): an image file; the picture shows the class "
@@ -166,7 +166,11 @@ def _model_parsers(sub: Any) -> None:
                                    "and see its tokens, every layer's and head's attention, and the model's output: "
                                    "next-token probabilities and a sampled continuation (GPT), the beam-search "
                                    "translation (encoder-decoder) or the class probabilities (classifier). "
-                                   "POST /api/explore serves the same numbers as JSON.")
+                                   "POST /api/explore serves the same numbers as JSON. With --export FILE it writes "
+                                   "instead, for the --text inputs: FILE.html, the page as one file that works "
+                                   "offline; FILE.png or FILE.svg, one view as a picture.",
+                       epilog='example: scratchformer explore --ckpt runs/copy --text "abcdefg" --export view.html; '
+                              "... --export cross.svg --kind decoder.cross_attn --layer 1 --head 0")
     p.add_argument("--ckpt", required=True, help="checkpoint or run directory")
     p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000; 0: any free port)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this computer only)")
@@ -174,6 +178,16 @@ def _model_parsers(sub: Any) -> None:
     p.add_argument("--max-tokens", type=int, help="longest input accepted, in tokens (default 128; "
                    "never more than the model's max_len)")
     p.add_argument("--verbose", action="store_true", help="log every request")
+    p.add_argument("--export", metavar="FILE", help="write FILE instead of serving: .html (the page with the numbers "
+                   "of --text inside, one file that opens offline), .png or .svg (one view as a picture)")
+    p.add_argument("--text", action="append", help="--export: an input (repeat it for several in one .html page)")
+    p.add_argument("--kind", help="--export: which attention, by the explorer's names: encoder.self_attn | "
+                   "decoder.self_attn | decoder.cross_attn (needed for an encoder-decoder's .png or .svg)")
+    p.add_argument("--layer", type=at_least(0), help="--export: the layer (a picture: default every layer)")
+    p.add_argument("--head", type=at_least(0), help="--export: the head (a picture: default every head)")
+    p.add_argument("--option", action="append", metavar="NAME=VALUE", help="--export: an option as the page sets it "
+                   "(top_k, max_new_tokens, temperature, sample_top_k, seed; beam, length_penalty, target)")
+    p.add_argument("--force", action="store_true", help="--export: replace FILE if it exists")
 
     p = sub.add_parser("explain", help="print a model's data flow: each stage's tensor shape and parameters",
                        description="Build the model of a preset (model presets: "
