@@ -9,7 +9,9 @@ import base64
 import hashlib
 import io
 import json
+import os
 import re
+import threading
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -88,8 +90,6 @@ def test_text_that_could_close_the_script_stays_data(ckpts):
 def test_the_export_button_s_file_is_the_command_s_file(ckpts, tmp_path):
     server = make_server(str(ckpts["seq2seq"]), port=0)
     try:
-        import threading
-
         threading.Thread(target=server.serve_forever, daemon=True).start()
         body = {"text": "abcab", "beam": 2, "view": {"kind": "encoder.self_attn", "layer": 1, "head": 3}}
         status, headers, served = _request(server, "POST", "/api/export", json.dumps(body))
@@ -208,6 +208,12 @@ def test_export_mistakes_end_in_one_line_and_write_nothing(ckpts, tmp_path, caps
     assert sorted(p.name for p in tmp_path.iterdir()) == before and (tmp_path / "exists.html").read_text() == "mine"
 
 
+def test_view_flags_without_export_are_refused_not_ignored(ckpts, capsys):
+    assert main(["explore", "--ckpt", str(ckpts["gpt"]), "--layer", "0", "--port", "0"]) == 2  # 0 is a layer too
+    err = capsys.readouterr().err
+    assert err == "scratchformer: error: --layer goes with --export FILE (without it, explore serves the page)\n"
+
+
 # ================================================================================== the browser
 
 
@@ -256,8 +262,6 @@ def _open_served(driver, server, text: str) -> dict:
 
 @pytest.fixture
 def served(ckpts, request):
-    import threading
-
     server = make_server(str(ckpts[request.param]), port=0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     server.family = request.param
@@ -268,8 +272,6 @@ def served(ckpts, request):
 
 def _screenshot(driver, path: Path) -> None:
     """A screenshot of the whole window, kept in ``$SCRATCHFORMER_SCREENSHOTS`` when that is set (to look at)."""
-    import os
-
     driver.save_screenshot(str(path))
     assert path.read_bytes()[:8] == PNG and path.stat().st_size > 20_000  # a drawn page, not a blank one
     if os.environ.get("SCRATCHFORMER_SCREENSHOTS"):

@@ -263,8 +263,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
                            layer=args.layer, head=args.head, force=args.force, limits=limits)
         print(f"wrote {path}")
         return 0
-    stray = [f"--{name}" for name in ("text", "kind", "layer", "head", "option", "force") if getattr(args, name)
-             not in (None, False)]
+    stray = [f"--{name}" for name in ("text", "kind", "layer", "head", "option", "force")
+             if getattr(args, name) is not None and getattr(args, name) is not False]  # --layer 0 counts
     if stray:
         raise ConfigError(f"{stray[0]} goes with --export FILE (without it, explore serves the page)")
     serve(args.ckpt, args.host, args.port, limits=limits, quiet=not args.verbose)
