@@ -10,8 +10,8 @@ runs it; a thin layer over importable functions.
     scratchformer classify --ckpt DIR [TEXT ... | IMAGE ... | --input FILE]
     scratchformer evaluate --ckpt DIR [DIR ...] [--split test | --data PATH ...]   (several DIRs: an ensemble)
     scratchformer export --ckpt DIR --format onnx|torchscript|hf --out PATH
-    scratchformer plot attention|positions|schedule|curves --out FILE.png ...
-    scratchformer explore --ckpt DIR [--port N]
+    scratchformer plot attention|positions|schedule|curves --out FILE.png|FILE.svg ...
+    scratchformer explore --ckpt DIR [--port N]   (or --text TEXT --export FILE.html|.png|.svg [--layer L --head H])
     scratchformer explain [--preset NAME] [key=value ...]
     scratchformer demo [--preset MODEL_PRESET] [key=value ...]
 

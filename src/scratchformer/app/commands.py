@@ -175,11 +175,20 @@ def _schedule_of(args: argparse.Namespace) -> Any:
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
-    from scratchformer.app.explore import Limits, serve
+    from scratchformer.app.explore import Limits, export_view, serve
 
     caps = {"max_chars": args.max_chars, "max_tokens": args.max_tokens}
-    serve(args.ckpt, args.host, args.port, limits=Limits(**{k: v for k, v in caps.items() if v is not None}),
-          quiet=not args.verbose)
+    limits = Limits(**{k: v for k, v in caps.items() if v is not None})
+    if args.export:
+        path = export_view(args.ckpt, args.export, args.text or [], options=args.option or [], kind=args.kind,
+                           layer=args.layer, head=args.head, force=args.force, limits=limits)
+        print(f"wrote {path}")
+        return 0
+    stray = [f"--{name}" for name in ("text", "kind", "layer", "head", "option", "force")
+             if getattr(args, name) is not None and getattr(args, name) is not False]  # --layer 0 counts
+    if stray:
+        raise ConfigError(f"{stray[0]} goes with --export FILE (without it, explore serves the page)")
+    serve(args.ckpt, args.host, args.port, limits=limits, quiet=not args.verbose)
     return 0
 
 

@@ -28,6 +28,7 @@ from scratchformer.nn.feedforward import FeedForward
 from scratchformer.nn.layers import DecoderLayer, EncoderLayer, ResidualNorm
 from scratchformer.nn.norms import NORMS, RMSNorm
 from scratchformer.nn.patches import PatchEmbeddings
+from scratchformer.nn.recording import record_attention
 
 __all__ = ["explain"]
 
@@ -41,6 +42,7 @@ class _Trace:
 
     def __init__(self, model: nn.Module, cfg: ModelConfig) -> None:
         self.model, self.cfg = model, cfg
+        self.maps: dict[str, Tensor] = {}  # the run's attention weights (record_attention), for their shapes
         self.rows: list[tuple[int, str, str, int | None]] = []
         self.seen: set[int] = set()  # ids of parameters already counted
 
@@ -76,7 +78,7 @@ class _Trace:
                 table = "scores"
                 if mod.kind == "linear":  # its weights phi(q).phi(k) / sum are formed here only to show their shape
                     kind, table = kind.replace("self-", "linear self-").replace("cross-", "linear cross-"), "weights"
-                w = mod.last_weights
+                w = self.maps.get(name)
                 scores = f"{table} {_shape(w)} -> " if w is not None else ""
                 qk = ", QK-norm" if mod.q_norm is not None else ""
                 self.rows.append((depth, f"{kind}, {mod.n_heads} heads of d_k={cfg.d_model // cfg.n_heads}{qk}",
@@ -123,7 +125,6 @@ def explain(cfg: ModelConfig, *, batch: int = 1, length: int = 8, target_length:
     torch.manual_seed(seed)
     model = build_model(cfg).eval()
     length = min(length, cfg.max_len)
-    T = min(target_length or length, cfg.max_len)
     trace = _Trace(model, cfg)
     handles = []
     for name, mod in model.named_modules():
@@ -134,9 +135,6 @@ def explain(cfg: ModelConfig, *, batch: int = 1, length: int = 8, target_length:
         if isinstance(mod, blocks) or top_norm or (
                 isinstance(mod, nn.Linear) and name in ("head", "lm_head", "pooler")):
             handles.append(mod.register_forward_hook(trace.hook(name, mod)))
-        if isinstance(mod, MultiHeadAttention):
-            mod.record = True
-    ids = torch.randint(4, max(cfg.vocab_size, 5), (batch, length))
     inputs = (f"images {cfg.image_size} x {cfg.image_size} x {cfg.channels}" if cfg.arch == "vit"
               else f"vocab V={cfg.vocab_size}")
     lines = [f"{cfg.arch} model: d_model C={cfg.d_model}, heads H={cfg.n_heads} (d_k={cfg.d_model // cfg.n_heads}), "
@@ -144,27 +142,37 @@ def explain(cfg: ModelConfig, *, batch: int = 1, length: int = 8, target_length:
     if cfg.attention != "softmax":
         lines[0] += f", attention={cfg.attention} (phi(q) . phi(k), phi = elu + 1, in place of softmax)"
     try:
-        with torch.no_grad():
-            if cfg.arch == "vit":
-                images = torch.rand(batch, cfg.channels, cfg.image_size, cfg.image_size)
-                lines.append(f"input: images (B={batch}, ch={cfg.channels}, {cfg.image_size}, {cfg.image_size}) "
-                             "(random pixels: shapes, not meaning)")
-                out = model(images)
-            elif cfg.arch == "seq2seq":
-                tgt = torch.randint(4, cfg.target_vocab_size, (batch, T))
-                lines.append(f"input: source ids (B={batch}, S={length}), target ids so far (B={batch}, T={T}) "
-                             "(random ids: shapes, not meaning)")
-                out = model(ids, tgt)
-            else:
-                lines.append(f"input: token ids (B={batch}, T={length}) (random ids: shapes, not meaning)")
-                every = torch.ones_like(ids, dtype=torch.bool)
-                out = model.predict_tokens(ids, None, every) if predict_tokens else model(ids)
+        with torch.no_grad(), record_attention(model) as trace.maps:  # the hooks read the weights' shapes
+            what, out = _run(model, cfg, batch, length, min(target_length or length, cfg.max_len), predict_tokens)
     finally:
         for h in handles:
             h.remove()
-        for mod in model.modules():
-            if isinstance(mod, MultiHeadAttention):
-                mod.record, mod.last_weights = False, None
+    lines.append(what)
+    _closing_rows(trace, model, out, batch, length, predict_tokens)
+    return "\n".join(lines + _table(trace, model, cfg, out))
+
+
+def _run(model: nn.Module, cfg: ModelConfig, batch: int, length: int, T: int,
+         predict_tokens: bool) -> tuple[str, Tensor]:
+    """Run the model on random inputs: the line that says what they were, and the output."""
+    if cfg.arch == "vit":
+        images = torch.rand(batch, cfg.channels, cfg.image_size, cfg.image_size)
+        return (f"input: images (B={batch}, ch={cfg.channels}, {cfg.image_size}, {cfg.image_size}) "
+                "(random pixels: shapes, not meaning)", model(images))
+    ids = torch.randint(4, max(cfg.vocab_size, 5), (batch, length))
+    if cfg.arch == "seq2seq":
+        tgt = torch.randint(4, cfg.target_vocab_size, (batch, T))
+        return (f"input: source ids (B={batch}, S={length}), target ids so far (B={batch}, T={T}) "
+                "(random ids: shapes, not meaning)", model(ids, tgt))
+    every = torch.ones_like(ids, dtype=torch.bool)
+    out = model.predict_tokens(ids, None, every) if predict_tokens else model(ids)
+    return f"input: token ids (B={batch}, T={length}) (random ids: shapes, not meaning)", out
+
+
+def _closing_rows(trace: _Trace, model: nn.Module, out: Tensor, batch: int, length: int,
+                  predict_tokens: bool) -> None:
+    """The stages no hook sees: tied output projections, pooling, the class token."""
+    cfg = trace.cfg
     if cfg.arch in ("gpt", "seq2seq") and getattr(model, "lm_head", None) is None:
         trace.rows.append((0, "logits = h @ table^T (tied embedding)",
                            _shape(out), 0))
@@ -182,9 +190,12 @@ def explain(cfg: ModelConfig, *, batch: int = 1, length: int = 8, target_length:
     elif cfg.arch == "vit":
         trace.rows.insert(len(trace.rows) - 1, (0, "the class token's final state [:, 0]",
                                                 f"({batch}, {cfg.d_model})", 0))
+
+
+def _table(trace: _Trace, model: nn.Module, cfg: ModelConfig, out: Tensor) -> list[str]:
+    """The rows as a table, then the parameter totals and the output's shape."""
     width = max(2 * d + len(s) for d, s, _, _ in trace.rows) + 2
-    lines.append("")
-    lines.append(f"{'stage':<{width}}{'output shape':<36}{'parameters':>12}")
+    lines = ["", f"{'stage':<{width}}{'output shape':<36}{'parameters':>12}"]
     for depth, stage, shape, n in trace.rows:
         count = "" if n is None else f"{n:,}"
         lines.append(f"{'  ' * depth + stage:<{width}}{shape:<36}{count:>12}".rstrip())
@@ -195,4 +206,4 @@ def explain(cfg: ModelConfig, *, batch: int = 1, length: int = 8, target_length:
     lines.append(f"total parameters: {total:,} (sum of the stages: {counted:,}; analytic formula: {formula:,}: "
                  f"{'match' if total == formula == counted else 'MISMATCH'})")
     lines.append(f"output: {_shape(out)}")
-    return "\n".join(lines)
+    return lines

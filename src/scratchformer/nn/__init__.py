@@ -2,7 +2,8 @@
 
 masks -> attention (scaled dot-product, multi-head) -> kv_cache -> feedforward -> embedding
 (tokens, positions) -> patches (an image as a sequence, for the Vision Transformer) -> layers (residual +
-LayerNorm, encoder/decoder layers and stacks).
+LayerNorm, encoder/decoder layers and stacks). Beside them, recording: the attention weights of a run,
+returned as values (``record_attention``, ``attention_maps``).
 """
 
 from scratchformer.lazy import lazy_exports
@@ -10,8 +11,9 @@ from scratchformer.lazy import lazy_exports
 _EXPORTS = {  # name -> the module that defines it
     **dict.fromkeys(["causal_mask", "combine_masks", "key_padding_to_attention_mask", "padding_mask"],
                     "scratchformer.nn.masks"),
-    **dict.fromkeys(["attend", "attention_reference", "CrossAttention", "MultiHeadAttention", "record_attention",
-                     "set_attention_impl"], "scratchformer.nn.attention"),
+    **dict.fromkeys(["attend", "attention_reference", "CrossAttention", "MultiHeadAttention", "set_attention_impl"],
+                    "scratchformer.nn.attention"),
+    **dict.fromkeys(["attention_maps", "record_attention"], "scratchformer.nn.recording"),
     **dict.fromkeys(["DecoderCache", "KVCache"], "scratchformer.nn.kv_cache"),
     **dict.fromkeys(["FeedForward"], "scratchformer.nn.feedforward"),
     **dict.fromkeys(["Embeddings", "LearnedPositionalEmbedding", "RotaryEmbedding", "sinusoidal_table",

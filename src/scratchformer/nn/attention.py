@@ -19,6 +19,8 @@ Two implementations of equation 1, one definition:
 - ``F.scaled_dot_product_attention``: PyTorch's fused kernel (flash / memory-efficient on GPU).
 
 ``attend`` is the one place that chooses between them. Tests prove the two agree, forward and backward.
+Inside a ``record_attention`` block (``recording.py``) the recorded modules ask ``attend`` for the weights
+and hand them to the block's record; the modules themselves keep nothing.
 
 ``attention="linear"`` (``ModelConfig``) swaps equation 1 for linear attention (Katharopoulos et al. 2020,
 ``linear_attention.py``) in every ``MultiHeadAttention`` of a model, with the same projections and no new
@@ -28,11 +30,8 @@ parameters; ``MultiHeadAttention._attend`` is the one place where the two kinds 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Literal, get_args
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -40,6 +39,7 @@ from scratchformer.nn.config import AttentionKind, choices
 from scratchformer.nn.kv_cache import KVCache, LinearAttentionState
 from scratchformer.nn.linear_attention import linear_attend
 from scratchformer.nn.masks import causal_mask
+from scratchformer.nn.recording import records_for
 
 AttentionImpl = Literal["auto", "reference", "sdpa"]  # for linear attention: "sdpa" = its fast path (the sums)
 
@@ -117,8 +117,7 @@ class MultiHeadAttention(nn.Module):
     loss spikes in long or fast training.
     ``kind``: ``"softmax"`` (equation 1) or ``"linear"`` (``linear_attention.py``: causal self-attention then
     decodes with a ``LinearAttentionState`` instead of a ``KVCache``). ``impl``: which attention path to use
-    (see ``attend`` and ``linear_attend``); ``record`` makes the module keep its last attention weights in
-    ``last_weights`` (see ``record_attention``).
+    (see ``attend`` and ``linear_attend``). The attention weights come out through ``record_attention``.
     """
 
     def __init__(self, d_model: int, n_heads: int, *, bias: bool = True, dropout: float = 0.0,
@@ -139,8 +138,6 @@ class MultiHeadAttention(nn.Module):
         self.rope = rope
         self.q_norm, self.k_norm = q_norm, k_norm  # over D, each head's vectors (None: not normalised)
         self.impl: AttentionImpl = "auto"
-        self.record = False
-        self.last_weights: Tensor | None = None
 
     # W^Q, W^K, W^V and their biases by name: views of in_proj's three row blocks
     def _block(self, i: int, bias: bool = False) -> Tensor | None:
@@ -199,21 +196,22 @@ class MultiHeadAttention(nn.Module):
                 cache: KVCache | LinearAttentionState | None = None) -> Tensor:
         """Equation 1 (or linear attention) for every head, then the heads concatenated and projected by W^O."""
         B, _, T, _ = q.shape
+        records = records_for(self)  # open record_attention blocks that want this module's weights
         expected = LinearAttentionState if self.kind == "linear" else KVCache
         if cache is not None and not isinstance(cache, expected):
             raise TypeError(f"{self.kind} attention decodes with a {expected.__name__}, not a {type(cache).__name__}: "
                             "make the cache with the model's new_cache()")
         if self.kind == "linear":  # the one place where softmax and linear attention part ways
             out, weights = linear_attend(q, k, v, mask=mask, is_causal=is_causal, state=cache,  # type: ignore[arg-type]
-                                         need_weights=self.record, impl=self.impl)
+                                         need_weights=bool(records), impl=self.impl)
         else:
             if cache is not None:
                 k, v = cache.update(k, v)  # type: ignore[union-attr]  # (B, H, S, D): the past and this step
             out, weights = attend(q, k, v, mask=mask, is_causal=is_causal,
                                   dropout_p=self.dropout if self.training else 0.0,
-                                  need_weights=self.record, impl=self.impl)
-        if self.record:
-            self.last_weights = weights.detach()
+                                  need_weights=bool(records), impl=self.impl)
+        for record in records:
+            record.add(self, weights)  # type: ignore[arg-type]  # the reference path returned them
         out = out.transpose(1, 2).reshape(B, T, self.d_model)  # (B, H, T, D) -> (B, T, C): concatenate the heads
         return self.out_proj(out)
 
@@ -234,48 +232,3 @@ def set_attention_impl(model: nn.Module, impl: AttentionImpl) -> None:
     for module in model.modules():
         if isinstance(module, MultiHeadAttention):
             module.impl = impl
-
-
-@contextmanager
-def record_attention(model: nn.Module) -> Iterator[dict[str, Tensor]]:
-    """Collect attention weights while the block runs, keyed by module name.
-
-    >>> with record_attention(model) as maps:
-    ...     model(src, tgt)
-    >>> maps["decoder.layers.0.cross_attn"].shape  # (B, H, T, S)
-
-    The modules use the reference path meanwhile (the fused kernel does not return weights).
-    """
-    modules = {name: m for name, m in model.named_modules() if isinstance(m, MultiHeadAttention)}
-    maps: dict[str, Tensor] = {}
-    for m in modules.values():
-        m.record, m.last_weights = True, None
-    try:
-        yield maps
-    finally:
-        for name, m in modules.items():
-            if m.last_weights is not None:
-                maps[name] = m.last_weights
-            m.record, m.last_weights = False, None
-
-
-# The kinds of attention a model has, as attention_maps' keys name them: "{stack}.layers.{i}.{kind}".
-ATTENTION_KINDS = ("encoder.self_attn", "decoder.self_attn", "decoder.cross_attn")
-
-
-@torch.no_grad()
-def attention_maps(model: nn.Module, *args: Tensor, **inputs: Tensor) -> dict[str, Tensor]:
-    """Run ``model(*args, **inputs)`` once (eval mode, no gradients) and return its attention weights.
-
-    Keys are module names (``"encoder.layers.0.self_attn"``, ``"decoder.layers.1.cross_attn"``; GPT's are
-    ``"decoder.layers.i.self_attn"``), values ``(B, H, T, S)`` tensors on the CPU. The model runs on the
-    reference attention path meanwhile (see ``record_attention``) and is handed back in its mode.
-    """
-    was_training = model.training
-    model.eval()  # attention dropout would blot out the maps
-    try:
-        with record_attention(model) as maps:
-            model(*args, **inputs)
-    finally:
-        model.train(was_training)
-    return {name: w.float().cpu() for name, w in maps.items()}

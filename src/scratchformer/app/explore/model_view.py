@@ -5,7 +5,7 @@ ready for ``json.dumps``. The web server (``server.py``) only moves these dicts;
     view["attention"][0]["weights"][layer][head][q][k]   # the weight query q gives key k (§3.2.1)
 
 The attention weights are the reference path's softmax(QK^T / sqrt(d_k)), recorded by
-``nn.attention.attention_maps`` (the same numbers ``scratchformer plot attention`` draws), rounded to
+``nn.recording.attention_maps`` (the same numbers ``scratchformer plot attention`` draws), rounded to
 ``DECIMALS`` places. Per family, besides the maps:
 
 - GPT: the next token's ``top_k`` most likely candidates and a sampled continuation (``generate``);
@@ -27,10 +27,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from scratchformer.checkpoint import Checkpoint
+from scratchformer.checkpoint import Checkpoint, load_checkpoint
+from scratchformer.errors import ConfigError
 from scratchformer.generation import generate
 from scratchformer.inference import KIND_NAMES, encode_checked, translate_ids
-from scratchformer.nn.attention import ATTENTION_KINDS, attention_maps
+from scratchformer.nn.recording import ATTENTION_KINDS, attention_maps
 from scratchformer.registry import pretrains
 from scratchformer.tokenizers import BOS_ID
 
@@ -257,6 +258,16 @@ def explore(ckpt: Checkpoint, text: str, limits: Limits = DEFAULT_LIMITS, **opti
     return result
 
 
+def load_explorable(path: str | Path) -> Checkpoint:
+    """The checkpoint at ``path`` if the explorer reads its family (text: GPT, encoder-decoder, classifier);
+    ``CheckpointError`` for a bad checkpoint, ``ConfigError`` for an image classifier."""
+    ckpt = load_checkpoint(path)
+    if ckpt.model_config.arch == "vit":
+        raise ConfigError("the attention explorer reads text; draw an image classifier's (ViT) attention with "
+                          "scratchformer plot attention --ckpt RUN --image FILE --out attention.png")
+    return ckpt
+
+
 def checkpoint_name(path: str | Path) -> str:
     """A short name for the page's header: the run's and the checkpoint's folder (``copy/best``)."""
     path = Path(path).resolve()
@@ -264,4 +275,4 @@ def checkpoint_name(path: str | Path) -> str:
 
 
 __all__ = ["DECIMALS", "DEFAULT_LIMITS", "MAX_CHARS", "MAX_TOKENS", "OPTIONS", "Limits", "RequestError",
-           "checkpoint_name", "default_options", "explore", "model_info", "parse_request"]
+           "checkpoint_name", "default_options", "explore", "load_explorable", "model_info", "parse_request"]

@@ -1,8 +1,10 @@
 """The attention explorer's web server: the standard library's ``ThreadingHTTPServer``, no framework.
 
-    GET  /              the page (static/index.html), which loads /explore.css and /explore.js
+    GET  /              the page (static/index.html), which loads /explore.css, /figures.js and /explore.js
     GET  /api/model     the model's family, sizes, option defaults and input caps (JSON)
     POST /api/explore   {"text": "...", options...} -> tokens, attention maps, outputs (JSON; model_view.explore)
+    POST /api/export    the same, and "view": {"kind", "layer", "head"} to open on -> the page as one HTML file
+                        with those numbers inside (standalone.py; what ``explore --export page.html`` writes)
 
 It serves three files of its own package by a fixed table and the one checkpoint it was started with;
 nothing in a request is ever used as a path. A bad request gets a 4xx with a one-line JSON message
@@ -23,22 +25,26 @@ from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit
 
+from scratchformer.app.explore.export import choose_view
 from scratchformer.app.explore.model_view import (
     DEFAULT_LIMITS,
     Limits,
     RequestError,
     checkpoint_name,
     explore,
+    load_explorable,
     model_info,
     parse_request,
 )
-from scratchformer.checkpoint import Checkpoint, load_checkpoint
+from scratchformer.app.explore.standalone import standalone_page
+from scratchformer.checkpoint import Checkpoint
 from scratchformer.errors import ConfigError, DataError
 
 # URL path -> (file in this package's static/ folder, content type). The whole of what is served from disk.
 STATIC = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/explore.css": ("explore.css", "text/css; charset=utf-8"),
+    "/figures.js": ("figures.js", "text/javascript; charset=utf-8"),
     "/explore.js": ("explore.js", "text/javascript; charset=utf-8"),
 }
 MAX_BODY = 64 * 1024  # bytes of one request body; the text itself is capped far below this
@@ -58,8 +64,8 @@ def _static_file(name: str) -> bytes:
 
 
 class ExploreServer(ThreadingHTTPServer):
-    """An HTTP server holding one loaded checkpoint. Requests run in threads; the model one at a time
-    (recording attention switches state inside its modules)."""
+    """An HTTP server holding one loaded checkpoint. Requests run in threads; the model one at a time (the
+    cores go to one request, and the model's mode is switched to eval around each run)."""
 
     daemon_threads = True
 
@@ -151,7 +157,7 @@ class ExploreHandler(BaseHTTPRequestHandler):
         path = self._route()
         if path is None:
             return
-        if path != "/api/explore":
+        if path not in ("/api/explore", "/api/export"):
             self.send_error(HTTPStatus.NOT_FOUND if path not in self.server.files and path != "/api/model"
                             else HTTPStatus.METHOD_NOT_ALLOWED, f"cannot POST to {path[:80]!r}")
             return
@@ -159,17 +165,39 @@ class ExploreHandler(BaseHTTPRequestHandler):
         if payload is None:
             return
         try:
-            text, options = parse_request(payload, self.server.ckpt, self.server.limits)
-            with self.server.model_lock:
-                result = explore(self.server.ckpt, text, self.server.limits, **options)
-        except (RequestError, DataError) as err:
+            if path == "/api/export":
+                page = self._export_page(payload)
+            else:
+                text, options = parse_request(payload, self.server.ckpt, self.server.limits)
+                with self.server.model_lock:
+                    result = explore(self.server.ckpt, text, self.server.limits, **options)
+        except (RequestError, DataError, ConfigError) as err:
             self.send_error(HTTPStatus.BAD_REQUEST, str(err))
             return
         except Exception:  # noqa: BLE001 - the client gets a line, the console the traceback
             traceback.print_exc(file=sys.stderr)
             self.send_error(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error; the server's console has the details")
             return
-        self._send_json(HTTPStatus.OK, result)
+        if path == "/api/export":
+            self._send(HTTPStatus.OK, page, "text/html; charset=utf-8",
+                       {"Content-Disposition": 'attachment; filename="attention-view.html"'})
+        else:
+            self._send_json(HTTPStatus.OK, result)
+
+    def _export_page(self, payload: Any) -> bytes:
+        """The page as one file for a request's input, opening on its ``view``."""
+        view = payload.pop("view", None) if isinstance(payload, dict) else None
+        view = {} if view is None else view
+        if not isinstance(view, dict) or not set(view) <= {"kind", "layer", "head"} or not all(
+                isinstance(view.get(k, 0), int) and not isinstance(view.get(k), bool) for k in ("layer", "head")):
+            raise RequestError("'view' must be an object such as {\"kind\": \"decoder.self_attn\", \"layer\": 0, "
+                               "\"head\": 0}")
+        text, options = parse_request(payload, self.server.ckpt, self.server.limits)
+        with self.server.model_lock:
+            result = explore(self.server.ckpt, text, self.server.limits, **options)
+        _, initial = choose_view(result["attention"], view.get("kind"), view.get("layer"), view.get("head"),
+                                 need_kind=False)
+        return standalone_page(self.server.info, [result], initial).encode("utf-8")
 
     def _read_json(self) -> Any | None:
         length = self.headers.get("Content-Length")
@@ -203,10 +231,7 @@ def make_server(ckpt_path: str, host: str = "127.0.0.1", port: int = 8000, *, li
                 quiet: bool = True) -> ExploreServer:
     """Load the checkpoint and bind the server (not yet serving). ``CheckpointError`` for a bad checkpoint,
     ``ConfigError`` for an address that cannot be bound."""
-    ckpt = load_checkpoint(ckpt_path)
-    if ckpt.model_config.arch == "vit":
-        raise ConfigError("the attention explorer reads text; draw an image classifier's (ViT) attention with "
-                          "scratchformer plot attention --ckpt RUN --image FILE --out attention.png")
+    ckpt = load_explorable(ckpt_path)
     try:
         return ExploreServer(ckpt, (host, port), limits=limits, name=checkpoint_name(ckpt_path), quiet=quiet)
     except OSError as err:

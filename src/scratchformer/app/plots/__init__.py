@@ -1,13 +1,14 @@
-"""Pictures of a model and its training, as PNG files (the ``plots`` extra: matplotlib).
+"""Pictures of a model and its training, as PNG (or SVG) files (the ``plots`` extra: matplotlib).
 
 - ``attention``: attention maps as heatmaps, per layer and head (§3.2); a trained checkpoint's for a text;
 - ``image_attention``: a Vision Transformer's class-token attention over an image, and its rollout;
 - ``training``: the sinusoidal positional encoding (§3.5), the learning-rate schedule (§5.3), the curves of
   a training run.
 
-Every function writes one PNG and returns its path. Figures are built with ``matplotlib.figure.Figure``
-and rendered by the Agg (PNG) renderer, never through ``pyplot``: no display is needed, the caller's
-pyplot backend is left as it is (a notebook keeps its inline one), and no figure outlives its call.
+Every function writes one PNG (an SVG for a ``.svg`` file name) and returns its path. Figures are built with
+``matplotlib.figure.Figure`` and rendered by the Agg (PNG) or SVG renderer, never through ``pyplot``: no display
+is needed, the caller's pyplot backend is left as it is (a notebook keeps its inline one), and no figure outlives
+its call.
 """
 
 from scratchformer.lazy import lazy_exports
@@ -20,7 +21,7 @@ _EXPORTS = {  # name -> the module that defines it
     **dict.fromkeys(["plot_curves", "plot_lr_schedule", "plot_positional_encoding"],
                     "scratchformer.app.plots.training"),
     **dict.fromkeys(["DPI"], "scratchformer.app.plots.common"),
-    **dict.fromkeys(["attention_maps"], "scratchformer.nn.attention"),
+    **dict.fromkeys(["attention_maps"], "scratchformer.nn.recording"),
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = list(_EXPORTS)

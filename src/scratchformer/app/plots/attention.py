@@ -22,7 +22,7 @@ from torch import Tensor
 from scratchformer.app.plots.common import DPI, Figure, save
 from scratchformer.checkpoint import Checkpoint
 from scratchformer.inference import encode_checked, translate_texts
-from scratchformer.nn.attention import ATTENTION_KINDS, attention_maps
+from scratchformer.nn.recording import ATTENTION_KINDS, attention_maps
 from scratchformer.tokenizers import BOS_ID, WORD_START
 
 __all__ = ["ATTENTION_KINDS", "MAX_FIGURE_INCHES", "attention_maps", "plot_attention", "plot_checkpoint_attention"]
@@ -173,13 +173,19 @@ def plot_attention(maps: dict[str, Tensor], path: str | os.PathLike, *, query_to
               for li in grid.layers]  # [row][col] -> (T, S)
     shown = ""
     if len(grid.layers) < len(names) or len(grid.heads) < H:
-        shown = f"\nshowing layers {', '.join(str(_layer(names[i])) for i in grid.layers)} of {len(names)}"
-        shown += f", heads {', '.join(map(str, grid.heads))} of {H}" if len(grid.heads) < H else ""
+        parts = [_subset("layer", [_layer(names[i]) for i in grid.layers], len(names))]
+        parts += [_subset("head", grid.heads, H)] if len(grid.heads) < H else []
+        shown = "\nshowing " + ", ".join(parts)
     if any(t.startswith(WORD_START) and len(t) > 1 for t in (*query_tokens, *key_tokens)):
         shown += f"\n{WORD_START} marks a token that starts a word"
     fig = _draw(panels, grid, [_layer(names[i]) for i in grid.layers], query_tokens, key_tokens,
                 kind.endswith("cross_attn"), (title or f"{kind} attention") + shown)
     return save(fig, path)
+
+
+def _subset(what: str, chosen: Sequence[int], n: int) -> str:
+    """``"layers 0, 3, 5 of 6"`` or ``"layer 1 of 2"``."""
+    return f"{what}{'s' if len(chosen) > 1 else ''} {', '.join(map(str, chosen))} of {n}"
 
 
 def _draw(panels: list[list[np.ndarray]], grid: _Grid, layer_numbers: list[int], query_tokens: Sequence[str],
@@ -193,7 +199,8 @@ def _draw(panels: list[list[np.ndarray]], grid: _Grid, layer_numbers: list[int],
     bottom = 0.35 + _text_inches(x_ticks[1], x_ticks[2])
     top_margin, right = 0.6 + 0.22 * title.count("\n"), 1.15
     grid_w, grid_h = grid.size
-    fig_w, fig_h = left + grid_w + right, bottom + grid_h + top_margin
+    title_w = max(len(line) for line in title.split("\n")) * 12 * 0.58 / 72 + 0.3  # inches, at 12 points
+    fig_w, fig_h = max(left + grid_w + right, title_w), bottom + grid_h + top_margin
     fig = Figure(figsize=(fig_w, fig_h), dpi=DPI)
     fig.subplots_adjust(left=left / fig_w, right=(left + grid_w) / fig_w, bottom=bottom / fig_h,
                         top=(bottom + grid_h) / fig_h, wspace=grid.gap / grid.panel_w, hspace=grid.gap / grid.panel_h)

@@ -1,4 +1,4 @@
-"""What the pictures share: their resolution, and writing a figure as PNG atomically."""
+"""What the pictures share: their resolution, and writing a figure as PNG or SVG atomically."""
 
 from __future__ import annotations
 
@@ -9,24 +9,29 @@ from scratchformer.extras import require
 
 require("matplotlib", "plots")
 
-from matplotlib.figure import Figure  # noqa: E402 - after the check that it is installed
+from matplotlib import rc_context  # noqa: E402 - after the check that it is installed
+from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-__all__ = ["DPI", "Figure", "MaxNLocator", "save"]
+__all__ = ["DPI", "FORMATS", "Figure", "MaxNLocator", "save"]
 
 DPI = 130
+# File name ending -> (matplotlib's format, metadata). No date or version inside: the same figure, the same file.
+FORMATS = {".png": ("png", {"Software": None}), ".svg": ("svg", {"Date": None, "Creator": None})}
 
 
 def save(fig: Figure, path: str | os.PathLike) -> Path:
-    """Write the figure as PNG, atomically (temporary name, then rename)."""
+    """Write the figure as PNG or SVG (by the file name's ending), atomically (temporary name, then rename)."""
     path = Path(path)
-    if path.suffix.lower() != ".png":
-        raise ValueError(f"{path}: these plots are written as PNG; use a .png file name")
+    if path.suffix.lower() not in FORMATS:
+        raise ValueError(f"{path}: these plots are written as PNG or SVG; use a .png or .svg file name")
     if not path.parent.is_dir():
         raise ValueError(f"cannot write {path}: directory {path.parent} does not exist")
+    fmt, metadata = FORMATS[path.suffix.lower()]
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        fig.savefig(tmp, format="png", dpi=DPI, metadata={"Software": None})
+        with rc_context({"svg.hashsalt": "scratchformer"}):  # fixed ids inside an SVG
+            fig.savefig(tmp, format=fmt, dpi=DPI, metadata=metadata)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

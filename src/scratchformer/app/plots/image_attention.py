@@ -27,7 +27,7 @@ from scratchformer.app.plots.common import DPI, Figure, save
 from scratchformer.checkpoint import Checkpoint
 from scratchformer.data.images import as_input, read_image
 from scratchformer.models import ViT
-from scratchformer.nn.attention import attention_maps
+from scratchformer.nn.recording import attention_maps
 
 __all__ = ["attention_rollout", "class_token_attention", "plot_checkpoint_image_attention", "plot_image_attention",
            "vit_attention"]

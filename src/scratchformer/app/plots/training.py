@@ -97,6 +97,18 @@ def plot_lr_schedule(schedule: Schedule | TrainConfig, path: str | os.PathLike) 
 
 # =========================================================================================== curves
 
+def _series(records: Iterable[dict[str, Any]]) -> dict[tuple[str, str], dict[int, float]]:
+    """``{(split, metric): {step: value}}`` of the finite numbers in ``metrics.jsonl``'s records."""
+    series: dict[tuple[str, str], dict[int, float]] = {}
+    for rec in records:
+        for key, value in rec.items():
+            if key in ("step", "split") or isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue  # non-finite values are logged as strings: leave them out
+            if math.isfinite(value):
+                series.setdefault((str(rec.get("split")), key), {})[int(rec["step"])] = float(value)
+    return series
+
+
 def plot_curves(run_dir: str | os.PathLike, path: str | os.PathLike, metrics: Iterable[str] = ("loss",)) -> Path:
     """Training curves from ``run_dir/metrics.jsonl``: ``metrics`` (default the loss) for the train
     and validation splits on one panel (test results as stars), and, when the run logged them, quality
@@ -105,14 +117,7 @@ def plot_curves(run_dir: str | os.PathLike, path: str | os.PathLike, metrics: It
     After ``--resume`` a step can appear twice; the later record wins.
     """
     metrics = list(metrics)
-    records = read_metrics(run_dir)
-    series: dict[tuple[str, str], dict[int, float]] = {}  # (split, metric) -> {step: value}
-    for rec in records:
-        for key, value in rec.items():
-            if key in ("step", "split") or isinstance(value, bool) or not isinstance(value, (int, float)):
-                continue  # non-finite values are logged as strings: leave them out
-            if math.isfinite(value):
-                series.setdefault((str(rec.get("split")), key), {})[int(rec["step"])] = float(value)
+    series = _series(read_metrics(run_dir))
     if not any(key[1] in metrics for key in series):
         raise ValueError(f"{Path(run_dir) / 'metrics.jsonl'} has no {', '.join(metrics)} values to plot")
     scores = [m for m in _SCORE_METRICS if m not in metrics and any(key[1] == m for key in series)]

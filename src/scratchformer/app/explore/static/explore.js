@@ -1,6 +1,8 @@
 // scratchformer's attention explorer: asks the server for the numbers (/api/model, /api/explore) and
-// draws them. Plain JavaScript, no libraries. Text from the model (tokens, outputs) is only ever set as
-// textContent, never parsed as HTML.
+// draws them; in a page exported to one file (`explore --export`, the Export button) the numbers are inside
+// the page instead and nothing is asked of a server. Plain JavaScript, no libraries (figures.js, loaded
+// first, holds the colours and the SVG and PNG files). Text from the model (tokens, outputs) is only ever
+// set as textContent, never parsed as HTML.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -23,30 +25,7 @@ const PLACEHOLDERS = {
   encoder: "type a text to classify",
 };
 
-// viridis (matplotlib's default map), sampled at 9 points and interpolated linearly
-const VIRIDIS = [[68, 1, 84], [71, 44, 122], [59, 81, 139], [44, 113, 142], [33, 144, 141],
-  [39, 173, 129], [92, 200, 99], [170, 220, 50], [253, 231, 37]];
-
-const state = { info: null, result: null, view: 0, layer: 0, head: 0, kindChosen: false };
-
-function color(t) {
-  const x = Math.min(Math.max(t, 0), 1) * (VIRIDIS.length - 1);
-  const i = Math.min(Math.floor(x), VIRIDIS.length - 2);
-  const f = x - i;
-  const [a, b] = [VIRIDIS[i], VIRIDIS[i + 1]];
-  return [0, 1, 2].map((c) => Math.round(a[c] + f * (b[c] - a[c])));
-}
-
-function rgb(t) {
-  const [r, g, b] = color(t);
-  return `rgb(${r}, ${g}, ${b})`;
-}
-
-// Whitespace made visible: a token that is a space would otherwise be an empty box.
-function shown(token) {
-  if (token === "") return "∅";
-  return token.replace(/ /g, "␣").replace(/\n/g, "⏎").replace(/\t/g, "⇥");
-}
+const state = { info: null, result: null, view: 0, layer: 0, head: 0, kindChosen: false, request: null };
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -72,6 +51,12 @@ async function loadModel() {
   const response = await fetch("/api/model");
   const info = await response.json();
   if (!response.ok) throw new Error(info.error || response.statusText);
+  showModel(info);
+  setStatus(`at most ${info.limits.max_chars} characters and ${info.limits.max_tokens} tokens`);
+  $("text").focus();
+}
+
+function showModel(info) {
   state.info = info;
   const layers = Object.entries(info.layers).map(([stack, n]) => `${n} ${stack} layers`).join(" + ");
   $("model-summary").textContent = [
@@ -83,8 +68,6 @@ async function loadModel() {
   text.placeholder = PLACEHOLDERS[info.family];
   text.maxLength = info.limits.max_chars;
   buildOptions(info.options);
-  setStatus(`at most ${info.limits.max_chars} characters and ${info.limits.max_tokens} tokens`);
-  text.focus();
 }
 
 function buildOptions(options) {
@@ -126,15 +109,18 @@ async function run(event) {
   setStatus("running the model…");
   const started = performance.now();
   try {
+    const request = { text, ...readOptions() };
     const response = await fetch("/api/explore", {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ text, ...readOptions() }),
+      body: JSON.stringify(request),
     });
     const data = await response.json();
     if (!response.ok) throw new Error(data.error || response.statusText);
     const previous = state.result && state.kindChosen ? state.result.attention[state.view].kind : null;
     state.result = data;
+    state.request = request;
+    $("export-html").disabled = false;
     render(data, previous);
     setStatus(`${data.tokens.length} tokens · ${Math.round(performance.now() - started)} ms`);
   } catch (err) {
@@ -264,8 +250,7 @@ function drawHeatmap() {
   box.dataset.kind = view.kind;
   box.dataset.layer = String(state.layer);
   box.dataset.head = String(state.head);
-  let max = 0;
-  for (const row of matrix) for (const v of row) max = Math.max(max, v);
+  const max = largest(matrix);
   const scale = max > 0 ? max : 1;
 
   const nodes = [el("div", { class: "corner", text: view.kind.endsWith("cross_attn") ? "target ↓ · source →" : "query ↓ · key →" })];
@@ -316,18 +301,6 @@ function drawOverview(view) {
   box.replaceChildren(...nodes);
 }
 
-function paint(canvas, matrix) {
-  const ctx = canvas.getContext("2d");
-  const image = ctx.createImageData(canvas.width, canvas.height);
-  let max = 0;
-  for (const row of matrix) for (const v of row) max = Math.max(max, v);
-  matrix.forEach((row, i) => row.forEach((v, j) => {
-    const [r, g, b] = color(max > 0 ? v / max : 0);
-    image.data.set([r, g, b, 255], 4 * (i * canvas.width + j));
-  }));
-  ctx.putImageData(image, 0, 0);
-}
-
 // ---------------------------------------------------------------------------------------- tooltip
 
 function hover(event) {
@@ -355,16 +328,104 @@ function hover(event) {
   tip.style.top = `${event.clientY + 16}px`;
 }
 
+// ---------------------------------------------------------------------------------- files to keep
+
+// Save the drawn map ("heatmap") or every layer and head ("overview") as an SVG or PNG file.
+async function save(which, format) {
+  if (!state.result) return;
+  const view = state.result.attention[state.view];
+  const input = `“${clipped(state.result.input, 60)}”`;
+  try {
+    if (which === "heatmap") {
+      const caption = `${view.title}, layer ${state.layer}, head ${state.head}: ${input}`;
+      await saveFigure(heatmapFigure(view, state.layer, state.head, caption), format,
+        `${view.kind}-layer${state.layer}-head${state.head}`);
+    } else {
+      await saveFigure(overviewFigure(view, `${view.title}, every layer and head: ${input}`), format, `${view.kind}-all`);
+    }
+  } catch (err) {
+    setStatus(`cannot save the ${format.toUpperCase()}: ${err.message}`, true);
+  }
+}
+
+// The page as one file, the numbers of the input shown inside it: the server writes it (/api/export), the
+// same file `scratchformer explore --export` writes, and opens it on the view drawn now.
+async function exportHtml() {
+  const button = $("export-html");
+  button.disabled = true;
+  setStatus("writing the page…");
+  try {
+    const view = { kind: state.result.attention[state.view].kind, layer: state.layer, head: state.head };
+    const response = await fetch("/api/export", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ ...state.request, view }),
+    });
+    if (!response.ok) throw new Error((await response.json()).error || response.statusText);
+    download(await response.blob(), "attention-view.html");
+    setStatus("saved attention-view.html: it opens in a browser from the disk, offline");
+  } catch (err) {
+    setStatus(`cannot export: ${err.message}`, true);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+// ------------------------------------------------------------------------------------ a saved page
+
+// A page exported to one file: its inputs' numbers are in the JSON block "explore-data"; the input and
+// options are shown as they were run, and the views work as in the served page.
+function startOffline(saved) {
+  document.body.classList.add("offline");
+  showModel(saved.info);
+  $("text").readOnly = true;
+  for (const input of $("options").querySelectorAll("input")) {
+    input.disabled = true;
+    input.placeholder = "not set";
+  }
+  const picker = $("inputs");
+  if (saved.results.length > 1) {
+    picker.replaceChildren(...saved.results.map((r, i) => el("option", { value: String(i),
+      text: `input ${i + 1} of ${saved.results.length}: ${clipped(r.input, 80)}` })));
+    picker.hidden = false;
+    picker.addEventListener("change", () => showSaved(saved.results[Number(picker.value)]));
+  }
+  const first = saved.initial || {};
+  state.layer = first.layer ?? 0;
+  state.head = first.head ?? 0;
+  state.kindChosen = Boolean(first.kind);
+  showSaved(saved.results[0], first.kind || null);
+  const n = saved.results.length;
+  setStatus(`a saved page: ${n} input${n > 1 ? "s" : ""}, every number inside this file; it asks no server`);
+}
+
+function showSaved(result, kind = null) {
+  $("text").value = result.input;
+  for (const [name, value] of Object.entries(result.options)) {
+    const input = $(`opt-${name}`);
+    if (input) input.value = value === null ? "" : String(value);
+  }
+  const previous = kind || (state.result && state.kindChosen ? state.result.attention[state.view].kind : null);
+  state.result = result;
+  render(result, previous);
+}
+
 // ------------------------------------------------------------------------------------------- start
 
 document.addEventListener("DOMContentLoaded", () => {
-  $("form").addEventListener("submit", run);
+  const saved = $("explore-data");
+  $("form").addEventListener("submit", saved ? (event) => event.preventDefault() : run);
   $("text").addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey) {
       event.preventDefault();
-      $("form").requestSubmit();
+      if (!saved) $("form").requestSubmit();
     }
   });
+  $("export-html").addEventListener("click", exportHtml);
+  for (const format of ["svg", "png"]) {
+    $(`save-${format}`).addEventListener("click", () => save("heatmap", format));
+    $(`save-overview-${format}`).addEventListener("click", () => save("overview", format));
+  }
   $("layer").addEventListener("change", (e) => { state.layer = Number(e.target.value); drawHeatmap(); });
   $("head").addEventListener("change", (e) => { state.head = Number(e.target.value); drawHeatmap(); });
   $("heatmap").addEventListener("mousemove", hover);
@@ -372,5 +433,6 @@ document.addEventListener("DOMContentLoaded", () => {
     $("tooltip").hidden = true;
     for (const old of document.querySelectorAll(".heatmap .lit")) old.classList.remove("lit");
   });
-  loadModel().catch((err) => setStatus(`cannot load the model: ${err.message}`, true));
+  if (saved) startOffline(JSON.parse(saved.textContent));
+  else loadModel().catch((err) => setStatus(`cannot load the model: ${err.message}`, true));
 });
