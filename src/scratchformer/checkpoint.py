@@ -10,7 +10,7 @@ to a temporary sibling directory that is renamed into place, so a crash (even SI
 the previous checkpoint intact.
 
 Training and inference both use this module; it knows models and tokenizers, and keeps the training
-settings as the plain dictionary they were saved as (``train.config.TrainConfig.from_dict`` types them).
+settings as the plain dictionary they were saved as (``settings.config.TrainConfig.from_dict`` types them).
 """
 
 from __future__ import annotations

@@ -111,7 +111,7 @@ def translate_texts(ckpt: Checkpoint, texts: list[str], *, beam: int = 4, length
 def classify_texts(ckpt: Checkpoint, texts: list[str], max_tokens: int = CLASSIFY_TOKENS) -> list[tuple[str, float]]:
     """The most likely label of each text and its probability, in input order. The texts are encoded in one
     call and run sorted by length, in batches of at most ``max_tokens`` padded tokens
-    (``train.tasks.classify.class_probabilities``); texts longer than the model's ``max_len`` are cut."""
+    (``tasks.classify.class_probabilities``); texts longer than the model's ``max_len`` are cut."""
     require(ckpt, "encoder", "classify")
     model = ckpt.model
     assert isinstance(model, EncoderClassifier)

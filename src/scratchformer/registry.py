@@ -72,6 +72,7 @@ class TaskSpec:
     mask_token: bool = False  # its tokenizer reserves <mask> (masked-token pretraining)
     pretrains: bool = False  # it trains an encoder for fine-tuning; its classification head stays untrained
     own_settings: tuple[str, ...] = ()  # settings that mean something for this task only
+    output_name: str = "Output"  # what a person calls the model's output (the explorer's heading)
     fine_tune_defaults: dict[str, Any] = field(default_factory=dict)  # with init_from (a pretrained encoder)
 
     @property
@@ -129,7 +130,7 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
                   dropout=0.2, max_steps=1800, max_tokens=4000, batch_size=128, lr=1e-3, min_lr=1e-5,
                   schedule="cosine", warmup_fraction=0.2, weight_decay=0.0, label_smoothing=0.1, eval_every=500,
                   eval_decode=200, log_every=50),
-             metrics=("bleu",), datasets=("multi30k",),
+             metrics=("bleu",), datasets=("multi30k",), output_name="Translation",
              data=DataForm("pairs", "a TSV of source<TAB>target lines, or two line-aligned files (source, target)",
                            paths=2)),
     # the sst2 preset's recipe, with room for longer texts (reviews)
@@ -178,6 +179,11 @@ def pretrains(name: str | None) -> bool:
     """Whether a run of task ``name`` (a checkpoint's, say; None or "" for none) pretrains an encoder whose
     classification head stays untrained."""
     return bool(name) and name in TASKS and TASKS[name].pretrains  # type: ignore[operator]
+
+
+def output_name(name: str | None) -> str:
+    """What a person calls the output of a model trained on task ``name`` (a checkpoint's; "Output" if unknown)."""
+    return TASKS[name].output_name if name and name in TASKS else "Output"
 
 
 def data_formats() -> str:

@@ -42,7 +42,7 @@ class Command:
     options: list[Option]
     run: str
     description: str | None = None
-    epilog: Callable[[], str] | None = None
+    epilog: str | Callable[[], str] | None = None  # a callable: made when the parser is built
     settings: bool = False  # takes key=value words anywhere on the line
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -53,7 +53,7 @@ def build(prog: str, description: str, commands: list[Command]) -> Parser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in commands:
         p = sub.add_parser(command.name, help=command.help, description=command.description or command.help,
-                           epilog=command.epilog() if command.epilog else None)
+                           epilog=command.epilog() if callable(command.epilog) else command.epilog)
         for option in command.options:
             p.add_argument(*option.flags, **option.kw)
     return parser

@@ -35,7 +35,7 @@ from typing import Literal, get_args
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from scratchformer.nn.config import AttentionKind, choices
+from scratchformer.nn.config import CHOICES, AttentionKind
 from scratchformer.nn.kv_cache import KVCache, LinearAttentionState
 from scratchformer.nn.linear_attention import linear_attend
 from scratchformer.nn.masks import causal_mask
@@ -126,8 +126,8 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
-        if kind not in choices(AttentionKind):
-            raise ValueError(f"kind={kind!r} is not one of {', '.join(choices(AttentionKind))}")
+        if kind not in CHOICES["attention"]:
+            raise ValueError(f"kind={kind!r} is not one of {', '.join(CHOICES['attention'])}")
         if kind == "linear" and dropout:
             raise ValueError("attention dropout drops attention weights, which linear attention never forms")
         self.kind = kind

@@ -37,7 +37,7 @@ from scratchformer.app.explore.model_view import (
     model_info,
 )
 from scratchformer.app.explore.standalone import standalone_page
-from scratchformer.nn.config import ConfigError
+from scratchformer.errors import ConfigError
 
 EXPORT_SUFFIXES = (".html", ".png", ".svg")
 

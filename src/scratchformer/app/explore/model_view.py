@@ -32,7 +32,7 @@ from scratchformer.errors import ConfigError
 from scratchformer.generation import generate
 from scratchformer.inference import KIND_NAMES, encode_checked, translate_ids
 from scratchformer.nn.recording import ATTENTION_KINDS, attention_maps
-from scratchformer.registry import pretrains
+from scratchformer.registry import output_name, pretrains
 from scratchformer.tokenizers import BOS_ID
 
 # Defaults for the caps on one request. Tokens: also never more than the model's max_len. The maps grow
@@ -182,6 +182,7 @@ def model_info(ckpt: Checkpoint, limits: Limits = DEFAULT_LIMITS, name: str | No
     cfg = ckpt.model_config
     info: dict[str, Any] = {
         "name": name, "family": cfg.arch, "family_name": KIND_NAMES[cfg.arch], "task": ckpt.task,
+        "output_name": output_name(ckpt.task),
         "step": ckpt.step, "parameters": sum(p.numel() for p in ckpt.model.parameters()),
         "d_model": cfg.d_model, "n_heads": cfg.n_heads, "max_len": cfg.max_len,
         "layers": {"encoder": cfg.n_encoder_layers, "decoder": cfg.n_decoder_layers} if cfg.arch == "seq2seq"

@@ -190,7 +190,7 @@ function renderOutput(data) {
     const given = data.target !== undefined;
     const t = given ? data.target : data.translation;
     $("output-title").textContent = given ? "Teacher-forced target"
-      : (state.info.task === "translate" ? "Translation" : "Output");
+      : (state.info.output_name || "Output");
     const how = given ? "the decoder reads the target you gave"
       : `beam search: beam ${t.beam}, length penalty α ${t.length_penalty}`;
     out.append(el("p", { id: "translation", class: "translation", text: t.text || "(empty)" }),
