@@ -9,9 +9,10 @@ import random
 import pytest
 import torch
 
-from scratchformer import EncoderClassifier, ModelConfig, Seq2SeqTransformer, inference
+from scratchformer import EncoderClassifier, ModelConfig, Seq2SeqTransformer
 from scratchformer.checkpoint import Checkpoint
 from scratchformer.data.batching import sorted_batches
+from scratchformer.generation import batched as inference
 from scratchformer.inference import classify_texts, translate_ids
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks import build_task, seq2seq

@@ -1,5 +1,4 @@
-"""``scratchformer export --format hf``: a checkpoint as a ``transformers`` model directory that gives the same
-outputs.
+"""``scratchformer export --format hf``: a checkpoint as a ``transformers`` model directory that gives the same outputs.
 
     scratchformer export --format hf --ckpt RUN --out DIR
     AutoModelForCausalLM.from_pretrained(DIR)                 # a GPT
@@ -7,20 +6,17 @@ outputs.
     AutoModel.from_pretrained(DIR)                            # an encoder alone (--hf-class BertModel)
     AutoTokenizer.from_pretrained(DIR)
 
-What maps to what is ``interop.hf_models`` (the weights) and ``interop.hf_tokenizers`` (the tokenizer); this
-module writes the directory, with a model card, and checks it.
-
-Every export is checked before it is published: the directory is loaded back with ``from_pretrained`` and
-its logits compared with the checkpoint's on random inputs, padded ones included (within 1e-5 of the
-largest logit's size), and the tokenizer's ids with scratchformer's on sample texts. It is written to a
-temporary directory beside ``DIR`` and renamed into place, so a failed or interrupted export leaves nothing
-half-written, and an existing ``DIR`` is replaced only with ``force=True`` (``--force``).
-
-Where the two still differ in use: GPT-2 has no positions past ``max_len``, so transformers' ``generate``
-stops there while scratchformer's slides a window; called directly on a left-padded batch, GPT-2 needs
-``position_ids`` counted over real tokens (its ``generate`` passes them); an input longer than ``max_len``
-is cut by scratchformer at ``max_len`` ids, by transformers' ``truncation=True`` with a pretrained
-tokenizer's final ``[SEP]`` kept. A GPT's model card says the first two.
+What maps to what is ``interop.hf_models`` (the weights) and ``interop.hf_tokenizers`` (the tokenizer); this module
+writes the directory, with a model card, and checks it. Every export is checked before it is published: the
+directory is loaded back with ``from_pretrained`` and its logits compared with the checkpoint's on random inputs,
+padded ones included (within 1e-5 of the largest logit's size), and the tokenizer's ids with scratchformer's on
+sample texts. It is written to a temporary directory beside ``DIR`` and renamed into place, so a failed or
+interrupted export leaves nothing half-written, and an existing ``DIR`` is replaced only with ``force=True``
+(``--force``). Where the two still differ in use: GPT-2 has no positions past ``max_len``, so transformers'
+``generate`` stops there while scratchformer's slides a window; called directly on a left-padded batch, GPT-2 needs
+``position_ids`` counted over real tokens (its ``generate`` passes them); an input longer than ``max_len`` is cut by
+scratchformer at ``max_len`` ids, by transformers' ``truncation=True`` with a pretrained tokenizer's final ``[SEP]``
+kept. A GPT's model card says the first two.
 """
 
 from __future__ import annotations
@@ -64,8 +60,6 @@ class HFExport:
     hf_class: str
     max_abs_diff: float  # the largest |logit difference| found by the check at export
     logit_scale: float  # the largest |logit| in that check, for scale
-
-
 
 
 def _check_inputs(cfg: ModelConfig, seed: int = 0) -> tuple[Tensor, Tensor]:
