@@ -61,6 +61,39 @@ INFERENCE = [
 ]
 
 
+EXPLORE = Command("explore", "the attention explorer: a local web page that draws every layer's and head's attention "
+            "for what you type", [
+                _CKPT,
+                opt("--port", type=int, default=8000, help="port to listen on (default 8000; 0: any free port)"),
+                opt("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this computer "
+                    "only)"),
+                opt("--max-chars", type=int, help="longest input accepted, in characters (default 1000)"),
+                opt("--max-tokens", type=int, help="longest input accepted, in tokens (default 128; never more "
+                    "than the model's max_len)"),
+                opt("--verbose", action="store_true", help="log every request"),
+                opt("--export", metavar="FILE", help="write FILE instead of serving: .html (the page with the "
+                    "numbers of --text inside, one file that opens offline), .png or .svg (one view as a picture)"),
+                opt("--text", action="append", help="--export: an input (repeat it for several in one .html page)"),
+                opt("--kind", help="--export: which attention, by the explorer's names: encoder.self_attn | "
+                    "decoder.self_attn | decoder.cross_attn (needed for an encoder-decoder's .png or .svg)"),
+                opt("--layer", type=at_least(0), help="--export: the layer (a picture: default every layer)"),
+                opt("--head", type=at_least(0), help="--export: the head (a picture: default every head)"),
+                opt("--option", action="append", metavar="NAME=VALUE", help="--export: an option as the page "
+                    "sets it (top_k, max_new_tokens, temperature, sample_top_k, seed; beam, length_penalty, "
+                    "target)"),
+                opt("--force", action="store_true", help="--export: replace FILE if it exists"),
+            ], _RUN + "cmd_explore",
+            description="Serve a web page (on this computer only, by default) where you type an input and see "
+                        "its tokens, every layer's and head's attention, and the model's output: next-token "
+                        "probabilities and a sampled continuation (GPT), the beam-search translation "
+                        "(encoder-decoder) or the class probabilities (classifier). POST /api/explore serves "
+                        "the same numbers as JSON. With --export FILE it writes instead, for the --text inputs: "
+                        "FILE.html, the page as one file that works offline; FILE.png or FILE.svg, one view as a "
+                        "picture.",
+            epilog='example: scratchformer explore --ckpt runs/copy --text "abcdefg" --export view.html; '
+                   "... --export cross.svg --kind decoder.cross_attn --layer 1 --head 0")
+
+
 def model_tools(model_presets: list[str]) -> list[Command]:
     """plot, explore, explain, demo: pictures and descriptions of models."""
     return [
@@ -79,37 +112,7 @@ def model_tools(model_presets: list[str]) -> list[Command]:
             opt("--d-model", type=at_least(2), default=128, help="positions: model size (even)"),
             opt("overrides", nargs="*", metavar="key=value", help="schedule: settings, e.g. warmup_steps=4000"),
         ], _RUN + "cmd_plot", settings=True),
-        Command("explore", "the attention explorer: a local web page that draws every layer's and head's attention "
-                "for what you type", [
-                    _CKPT,
-                    opt("--port", type=int, default=8000, help="port to listen on (default 8000; 0: any free port)"),
-                    opt("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this computer "
-                        "only)"),
-                    opt("--max-chars", type=int, help="longest input accepted, in characters (default 1000)"),
-                    opt("--max-tokens", type=int, help="longest input accepted, in tokens (default 128; never more "
-                        "than the model's max_len)"),
-                    opt("--verbose", action="store_true", help="log every request"),
-                    opt("--export", metavar="FILE", help="write FILE instead of serving: .html (the page with the "
-                        "numbers of --text inside, one file that opens offline), .png or .svg (one view as a picture)"),
-                    opt("--text", action="append", help="--export: an input (repeat it for several in one .html page)"),
-                    opt("--kind", help="--export: which attention, by the explorer's names: encoder.self_attn | "
-                        "decoder.self_attn | decoder.cross_attn (needed for an encoder-decoder's .png or .svg)"),
-                    opt("--layer", type=at_least(0), help="--export: the layer (a picture: default every layer)"),
-                    opt("--head", type=at_least(0), help="--export: the head (a picture: default every head)"),
-                    opt("--option", action="append", metavar="NAME=VALUE", help="--export: an option as the page "
-                        "sets it (top_k, max_new_tokens, temperature, sample_top_k, seed; beam, length_penalty, "
-                        "target)"),
-                    opt("--force", action="store_true", help="--export: replace FILE if it exists"),
-                ], _RUN + "cmd_explore",
-                description="Serve a web page (on this computer only, by default) where you type an input and see "
-                            "its tokens, every layer's and head's attention, and the model's output: next-token "
-                            "probabilities and a sampled continuation (GPT), the beam-search translation "
-                            "(encoder-decoder) or the class probabilities (classifier). POST /api/explore serves "
-                            "the same numbers as JSON. With --export FILE it writes instead, for the --text inputs: "
-                            "FILE.html, the page as one file that works offline; FILE.png or FILE.svg, one view as a "
-                            "picture.",
-                epilog='example: scratchformer explore --ckpt runs/copy --text "abcdefg" --export view.html; '
-                       "... --export cross.svg --kind decoder.cross_attn --layer 1 --head 0"),
+        EXPLORE,
         Command("explain", "print a model's data flow: each stage's tensor shape and parameters", [
             opt("--preset", default="paper-base", help="a model or training preset (default: paper-base)"),
             opt("--batch", type=at_least(1), default=1, help="example batch size B (default 1)"),
