@@ -8,7 +8,7 @@
     scratchformer translate --ckpt DIR [TEXT ... | --input FILE] [--beam N --length-penalty A]
     scratchformer classify --ckpt DIR [TEXT ... | IMAGE ... | --input FILE]
     scratchformer evaluate --ckpt DIR [DIR ...] [--split test | --data PATH ...]   (several DIRs: an ensemble)
-    scratchformer export --ckpt DIR --format onnx|torchscript|hf --out PATH
+    scratchformer export --ckpt DIR --format onnx|onnx-single|gguf|torchscript|hf --out PATH [--gguf-type f32|f16|q8_0]
     scratchformer plot attention|positions|schedule|curves --out FILE.png ...
     scratchformer explore --ckpt DIR [--port N]
     scratchformer explain [--preset NAME] [key=value ...]
@@ -127,11 +127,16 @@ def _inference_parsers(sub: Any) -> None:
                    "form the model's task takes: " + data_formats())
     _decoding_options(p)
 
-    p = sub.add_parser("export", help="export a checkpoint's model to ONNX, TorchScript or Hugging Face transformers")
+    p = sub.add_parser("export", help="export a checkpoint's model to ONNX, GGUF (llama.cpp), TorchScript or "
+                                      "Hugging Face transformers")
     p.add_argument("--ckpt", required=True, help="checkpoint or run directory")
-    p.add_argument("--format", choices=["onnx", "torchscript", "hf"], required=True,
-                   help="hf: a directory that transformers' from_pretrained loads (model, tokenizer, model card)")
-    p.add_argument("--out", required=True, help="output file (a directory for --format hf)")
+    p.add_argument("--format", choices=["onnx", "onnx-single", "gguf", "torchscript", "hf"], required=True,
+                   help="onnx: a folder of graphs with the KV cache, a manifest and onnx_decode.py (decodes without "
+                        "PyTorch); onnx-single: one graph, every position's logits in one pass; gguf: one file for "
+                        "llama.cpp (a GPT); hf: a directory that transformers' from_pretrained loads")
+    p.add_argument("--out", required=True, help="output file (a directory for --format onnx and hf)")
+    p.add_argument("--gguf-type", choices=["f32", "f16", "q8_0"], default="f32",
+                   help="gguf: the weight matrices' type (norms and biases stay float32)")
     p.add_argument("--hf-class", choices=["GPT2LMHeadModel", "BertForSequenceClassification", "BertModel"],
                    help="hf: the transformers class (default: GPT2LMHeadModel for a GPT, "
                         "BertForSequenceClassification for a classifier, BertModel for a task=mlm encoder)")
