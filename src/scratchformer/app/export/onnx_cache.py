@@ -181,7 +181,8 @@ def export_onnx_cached(model: nn.Module, folder: str | os.PathLike, *, tokenizer
             src_mask = padding_mask(src, cfg.pad_id).long()
             _export(_Seq2SeqEncoder(model).eval(), (src, src_mask), ["src", "src_mask"], _kv_names("cross", L),
                     tmp / "encoder.onnx", opset)
-            _export(_Seq2SeqStep(model).eval(), (ids(3, cfg.target_vocab_size), src_mask, *past, *(kv(7) for _ in range(2 * L))),
+            cross = tuple(kv(7) for _ in range(2 * L))
+            _export(_Seq2SeqStep(model).eval(), (ids(3, cfg.target_vocab_size), src_mask, *past, *cross),
                     ["input_ids", "src_mask", *_kv_names("past", L), *_kv_names("cross", L)],
                     ["logits", *_kv_names("present", L)], tmp / "decoder.onnx", opset)
         info = manifest_of(model, tokenizer)

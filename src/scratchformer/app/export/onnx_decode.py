@@ -36,7 +36,7 @@ class CachedModel:
         self.folder = Path(folder)
         self.manifest = m = json.loads((self.folder / "manifest.json").read_text(encoding="utf-8"))
         if m.get("format") != FORMAT:
-            raise ValueError(f"{self.folder} is not a cached ONNX export (its manifest's format is {m.get('format')!r})")
+            raise ValueError(f"{self.folder} is not a cached ONNX export (manifest format {m.get('format')!r})")
         options = ort.SessionOptions()
         if threads:
             options.intra_op_num_threads = threads
@@ -61,7 +61,7 @@ class CachedModel:
         ``mask``: a GPT's real-token mask over past and ``ids`` ``(B, P + T)``; an encoder-decoder's source mask."""
         past = self.empty_past(ids.shape[0]) if past is None else past
         feeds = {"input_ids": ids.astype(np.int64), ("src_mask" if cross else "attention_mask"): mask.astype(np.int64)}
-        names = [f"{p}_{kind}_{i}" for p in ("past", "cross") for i in range(self.n_layers) for kind in ("key", "value")]
+        names = [f"{p}_{k}_{i}" for p in ("past", "cross") for i in range(self.n_layers) for k in ("key", "value")]
         feeds.update(zip(names, past + (cross or [])))
         logits, *present = self.sessions["decoder"].run(None, feeds)
         return logits, present
