@@ -171,8 +171,6 @@ def _keys(writer, arch: str, model: GPT) -> None:
 
 
 def _tokenizer_keys(writer, tokenizer: object, vocab_size: int) -> None:
-    import gguf
-
     vocab = gguf_vocab(tokenizer)
     if len(vocab.tokens) != vocab_size:
         raise ExportError(f"the tokenizer has {len(vocab.tokens)} tokens but the model {vocab_size} outputs")
@@ -180,9 +178,9 @@ def _tokenizer_keys(writer, tokenizer: object, vocab_size: int) -> None:
     writer.add_tokenizer_pre("gpt-2")
     writer.add_token_list(vocab.tokens)
     writer.add_token_types(vocab.types)
-    # llama.cpp's gpt2 tokenizer needs the key even when a character vocabulary has no merges
-    writer.add_key_value(gguf.Keys.Tokenizer.MERGES, vocab.merges, gguf.GGUFValueType.ARRAY,
-                         sub_type=gguf.GGUFValueType.STRING)
+    # llama.cpp's gpt2 tokenizer needs the key, and the gguf package writes no empty array: a character vocabulary
+    # without merges gets one that never applies ("ĠĠ" would come only from a merge "Ġ Ġ", which is not there)
+    writer.add_token_merges(vocab.merges or ["ĠĠ ĠĠ"])
     writer.add_bos_token_id(vocab.specials["bos"])
     writer.add_eos_token_id(vocab.specials["eos"])
     writer.add_unk_token_id(vocab.specials["unk"])
