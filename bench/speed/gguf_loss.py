@@ -1,7 +1,7 @@
 """What 8 bits cost: the validation loss of a GPT in PyTorch and in llama.cpp from its f32, f16 and Q8_0 GGUF files.
 
     python bench/speed/gguf_loss.py --ckpt runs/shakespeare-tanh
-    python bench/speed/gguf_loss.py --ckpt RUN --text VAL.txt --types f32 q8_0
+    python bench/speed/gguf_loss.py --ckpt RUN --text VAL.txt --types f32 q8_0 --max-chars 12800
 
 The text (default: the last 10 % of Tiny Shakespeare, 111,540 characters, from ``$SCRATCHFORMER_DATA``) is cut into
 consecutive windows of ``max_len + 1`` tokens that overlap by one, so every token after the first is predicted once,
@@ -61,6 +61,7 @@ def main() -> None:
     p.add_argument("--text", help="the text to score (default: Tiny Shakespeare's validation tenth)")
     p.add_argument("--types", nargs="+", default=["f32", "f16", "q8_0"], choices=["f32", "f16", "q8_0"])
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--max-chars", type=int, help="score only the first N characters of the text")
     p.add_argument("--json", help="write the losses here")
     args = p.parse_args()
     from scratchformer.app.export import export_gguf
@@ -72,6 +73,7 @@ def main() -> None:
     else:
         full = (Path(os.environ.get("SCRATCHFORMER_DATA", "data")) / "tinyshakespeare.txt").read_text(encoding="utf-8")
         text = full[int(len(full) * 0.9):]
+    text = text[:args.max_chars] if args.max_chars else text
     max_len = ckpt.model_config.max_len
     parts = windows(ckpt.tokenizer.encode(text), max_len)
     torch.set_num_threads(args.threads)
