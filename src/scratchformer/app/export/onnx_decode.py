@@ -1,20 +1,16 @@
 """Decode a model exported by ``scratchformer export --format onnx`` with onnxruntime and numpy only (no PyTorch).
 
-This file imports nothing from scratchformer: copy it next to the exported ``manifest.json`` and ``*.onnx`` files
-(the export puts a copy there) and run it anywhere onnxruntime runs::
+It imports nothing from scratchformer: the export copies it next to ``manifest.json`` and the ``.onnx`` files::
 
-    python onnx_decode.py FOLDER --prompt "ROMEO:" --max-new-tokens 100            # a GPT with a character vocabulary
-    python onnx_decode.py FOLDER --ids 1 17 23 --max-new-tokens 20 --beam 4        # any model, token ids in and out
+    python onnx_decode.py FOLDER --prompt "ROMEO:" --max-new-tokens 100     # a GPT with a character vocabulary
+    python onnx_decode.py FOLDER --ids 1 17 23 --beam 4                     # any model, token ids in and out
 
     model = CachedModel("FOLDER")
-    generate(model, [[5, 6, 7]], 128)                      # GPT: greedy, or do_sample=True with temperature,
-                                                           # top_k, top_p and seed; left-padded batches
-    greedy_translate(model, src, src_mask)                 # encoder-decoder: greedy, or
-    beam_search(model, src, src_mask, beam_size=4)         # beam search with the paper's length penalty
+    generate(model, [[5, 6, 7]], 128)  # GPT: greedy, or do_sample=True, temperature, top_k, top_p, seed
+    greedy_translate(model, src, src_mask); beam_search(model, src, src_mask, beam_size=4)  # encoder-decoder
 
-Each function mirrors its PyTorch twin in ``scratchformer.generation`` step for step (the same budgets, the same
-stopping rules, the same beam bookkeeping), so greedy and beam outputs are the same tokens. Sampling draws from
-numpy's generator: reproducible with a seed, but not the same draws as PyTorch's.
+Each function mirrors its twin in ``scratchformer.generation`` step for step (budgets, stopping rules, beam
+bookkeeping), so greedy and beam outputs are the same tokens; sampling uses numpy's generator (seeded, other draws).
 """
 
 from __future__ import annotations
@@ -38,8 +34,7 @@ class CachedModel:
         if m.get("format") != FORMAT:
             raise ValueError(f"{self.folder} is not a cached ONNX export (manifest format {m.get('format')!r})")
         options = ort.SessionOptions()
-        if threads:
-            options.intra_op_num_threads = threads
+        options.intra_op_num_threads = threads or 0  # 0: onnxruntime's default
         self.sessions = {role: ort.InferenceSession(str(self.folder / file), options,
                                                     providers=providers or ["CPUExecutionProvider"])
                          for role, file in m["graphs"].items()}
@@ -47,8 +42,8 @@ class CachedModel:
         self.bos_id, self.eos_id, self.pad_id = m["bos_id"], m["eos_id"], m["pad_id"]
 
     def empty_past(self, batch: int) -> list[np.ndarray]:
-        m = self.manifest
-        return [np.zeros((batch, m["n_heads"], 0, m["head_dim"]), np.float32) for _ in range(2 * self.n_layers)]
+        shape = (batch, self.manifest["n_heads"], 0, self.manifest["head_dim"])
+        return [np.zeros(shape, np.float32) for _ in range(2 * self.n_layers)]
 
     def encode(self, src: np.ndarray, src_mask: np.ndarray) -> list[np.ndarray]:
         """Encoder-decoder: the source ``(B, S)`` -> each layer's cross-attention keys and values, once."""
@@ -68,23 +63,17 @@ class CachedModel:
 
     def encode_text(self, text: str) -> list[int]:
         """A character vocabulary's ids of ``text`` (unknown characters -> ``<unk>``)."""
-        tok = self._chars()
-        stoi = {t: i for i, t in enumerate(tok["tokens"]) if i >= tok["n_special"]}
-        return [stoi.get(c, tok["unk_id"]) for c in text]
+        stoi = {t: i for i, t in enumerate(self._chars()["tokens"]) if i >= self._chars()["n_special"]}
+        return [stoi.get(c, self._chars()["unk_id"]) for c in text]
 
     def decode_text(self, ids: list[int]) -> str:
-        tok = self._chars()
-        return "".join(tok["tokens"][i] for i in ids if i >= tok["n_special"])
+        return "".join(self._chars()["tokens"][i] for i in ids if i >= self._chars()["n_special"])
 
     def _chars(self) -> dict:
-        tok = self.manifest.get("tokenizer") or {}
-        if tok.get("kind") != "char":
-            raise ValueError("this export has no character vocabulary: pass token ids (its tokenizer.json, if any, "
-                             "is Hugging Face tokenizers' format under the key 'hf')")
-        return tok
+        if (self.manifest.get("tokenizer") or {}).get("kind") != "char":
+            raise ValueError("this export has no character vocabulary: pass token ids (see its tokenizer.json)")
+        return self.manifest["tokenizer"]
 
-
-# ====================================================================================== GPT generation
 
 def filter_logits(logits: np.ndarray, top_k: int | None, top_p: float | None) -> np.ndarray:
     """``logits (B, V)`` outside the top-k, then outside the top-p nucleus, set to -inf (ties at the k-th kept)."""
@@ -102,14 +91,14 @@ def filter_logits(logits: np.ndarray, top_k: int | None, top_p: float | None) ->
     return logits
 
 
-def softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
-
-
 def log_softmax(x: np.ndarray) -> np.ndarray:
     shifted = x - x.max(-1, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
 
 
 def next_token(logits: np.ndarray, do_sample: bool, temperature: float, top_k: int | None, top_p: float | None,
@@ -126,21 +115,17 @@ def generate(model: CachedModel, input_ids, max_new_tokens: int, *, do_sample: b
              temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
              eos_id: int | None = None, seed: int | None = None, attention_mask=None,
              step_logits: list | None = None) -> np.ndarray:
-    """Continue ``input_ids (B, T)``; returns ``(B, T + new)`` as ``scratchformer.generation.generate`` does.
-
-    ``attention_mask (B, T)``: 1 for real tokens, 0 for left padding. Past ``max_len`` each step recomputes the
-    last ``max_len`` tokens (a sliding window), as PyTorch's loop does. ``step_logits``: a list to append each
-    step's ``(B, V)`` logits to."""
+    """Continue ``input_ids (B, T)`` -> ``(B, T + new)``, as ``scratchformer.generation.generate``. ``attention_mask
+    (B, T)``: 1 = real token, 0 = left padding. Past ``max_len``, a sliding window of the last ``max_len`` tokens.
+    ``step_logits``: a list to append each step's ``(B, V)`` logits to."""
     ids = np.asarray(input_ids, dtype=np.int64)
     B, T = ids.shape
     if T == 0:
         raise ValueError("generate needs a prompt of at least one token (a bos token, say)")
     rng = np.random.default_rng(seed)
-    tokens = np.empty((B, T + max_new_tokens), np.int64)
-    tokens[:, :T] = ids
+    tokens = np.concatenate([ids, np.zeros((B, max_new_tokens), np.int64)], 1)
     mask = np.ones_like(tokens)
-    if attention_mask is not None:
-        mask[:, :T] = np.asarray(attention_mask, dtype=np.int64)
+    mask[:, :T] = 1 if attention_mask is None else np.asarray(attention_mask, dtype=np.int64)
     finished = np.zeros(B, bool) if eos_id is not None else None
     past, cur = None, T
     for _ in range(max_new_tokens):
@@ -162,8 +147,6 @@ def generate(model: CachedModel, input_ids, max_new_tokens: int, *, do_sample: b
             break
     return tokens[:, :cur]
 
-
-# ========================================================================== encoder-decoder decoding
 
 def default_limits(src_mask: np.ndarray, max_new_tokens: int | None, max_len: int) -> np.ndarray:
     """Per-sentence output budgets: input length + 50 (the paper's §6.1) unless given, never past ``max_len``."""
@@ -192,11 +175,8 @@ def greedy_translate(model: CachedModel, src, src_mask, *, max_new_tokens: int |
         if finished.all():
             break
         token = nxt[:, None]
-    return [_cut(row[:n].tolist(), eos) for row, n in zip(out, limits)]
-
-
-def _cut(row: list[int], eos: int) -> list[int]:
-    return row[:row.index(eos)] if eos in row else row
+    rows = [row[:n].tolist() for row, n in zip(out, limits)]
+    return [row[:row.index(eos)] if eos in row else row for row in rows]
 
 
 def _top(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -288,9 +268,9 @@ class _BeamState:
     def drop(self, done: np.ndarray, rows: np.ndarray) -> np.ndarray:
         keep = np.flatnonzero(~done)
         keep_rows = (keep[:, None] * self.K + np.arange(self.K)).reshape(-1)
-        self.seqs, self.scores, self.limits = self.seqs[keep_rows], self.scores[keep], self.limits[keep]
-        self.sentence, self.best_score = self.sentence[keep], self.best_score[keep]
-        self.best_len, self.best_seq = self.best_len[keep], self.best_seq[keep]
+        self.seqs, self.scores, self.limits, self.sentence = (self.seqs[keep_rows], self.scores[keep],
+                                                              self.limits[keep], self.sentence[keep])
+        self.best_score, self.best_len, self.best_seq = self.best_score[keep], self.best_len[keep], self.best_seq[keep]
         return rows[keep_rows]
 
 
@@ -299,11 +279,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("folder")
     p.add_argument("--prompt", help="text (a character vocabulary only)")
     p.add_argument("--ids", type=int, nargs="+", help="prompt (GPT) or source (encoder-decoder) token ids")
-    p.add_argument("--max-new-tokens", type=int, default=100)
-    p.add_argument("--temperature", type=float, default=0.0, help="0: greedy (GPT)")
-    p.add_argument("--top-k", type=int)
-    p.add_argument("--top-p", type=float)
-    p.add_argument("--seed", type=int)
+    for flag, kind, default in (("--max-new-tokens", int, 100), ("--temperature", float, 0.0), ("--top-k", int, None),
+                                ("--top-p", float, None), ("--seed", int, None)):
+        p.add_argument(flag, type=kind, default=default)  # temperature 0: greedy
     p.add_argument("--beam", type=int, default=1, help="encoder-decoder: beam size (1 = greedy)")
     a = p.parse_args(argv)
     model = CachedModel(a.folder)
@@ -311,12 +289,10 @@ def main(argv: list[str] | None = None) -> None:
     if model.manifest["arch"] == "gpt":
         out = generate(model, [ids], a.max_new_tokens, do_sample=a.temperature > 0, temperature=a.temperature,
                        top_k=a.top_k, top_p=a.top_p, seed=a.seed)[0].tolist()
-        print(model.decode_text(out) if a.prompt is not None else " ".join(map(str, out)))
-        return
-    src, mask = np.array([ids]), np.ones((1, len(ids)), np.int64)
-    decode = (lambda: beam_search(model, src, mask, beam_size=a.beam)) if a.beam > 1 else \
-        (lambda: greedy_translate(model, src, mask))
-    out = decode()[0]
+    else:
+        src, mask = np.array([ids]), np.ones((1, len(ids)), np.int64)
+        out = beam_search(model, src, mask, beam_size=a.beam) if a.beam > 1 else greedy_translate(model, src, mask)
+        out = out[0]
     print(model.decode_text(out) if a.prompt is not None else " ".join(map(str, out)))
 
 
