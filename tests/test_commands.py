@@ -139,8 +139,11 @@ def test_evaluate_several_classifiers_as_an_ensemble(runs, capsys):
 def test_export_and_plot_commands_write_files(runs, capsys, tmp_path):
     pytest.importorskip("onnxruntime", reason="onnxruntime is a dependency of the export command")
     out = tmp_path / "copy.onnx"
-    assert main(["export", "--ckpt", str(runs["copy"]), "--format", "onnx", "--out", str(out)]) == 0
+    assert main(["export", "--ckpt", str(runs["copy"]), "--format", "onnx-single", "--out", str(out)]) == 0
     assert out.stat().st_size > 1000
+    folder = tmp_path / "copy-onnx"  # --format onnx: the graphs with the KV cache, in a folder
+    assert main(["export", "--ckpt", str(runs["copy"]), "--format", "onnx", "--out", str(folder)]) == 0
+    assert {"encoder.onnx", "decoder.onnx", "manifest.json", "onnx_decode.py"} <= {p.name for p in folder.iterdir()}
     ts = tmp_path / "lm.pt"
     assert main(["export", "--ckpt", str(runs["lm"]), "--format", "torchscript", "--out", str(ts)]) == 0
     assert ts.is_file()

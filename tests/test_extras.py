@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 HIDDEN = ["matplotlib", "tensorboard", "onnx", "onnxruntime", "onnxscript", "transformers", "sklearn", "selenium",
-          "PIL"]
+          "PIL", "gguf"]
 
 RUNNER = textwrap.dedent('''
     import importlib.abc, sys
@@ -69,13 +69,14 @@ def test_the_core_install_trains_the_copy_model_and_names_each_missing_extra(tmp
                         (["train", "task=image", "--data", str(photos), "--out", str(tmp_path / "img")], "images"),
                         (["train", "--preset", "digits-vit", "--out", str(tmp_path / "digits")], "images"),
                         (["export", "--ckpt", str(out), "--format", "onnx", "--out", str(tmp_path / "m.onnx")], "onnx"),
-                        (["export", "--ckpt", str(lm), "--format", "hf", "--out", str(tmp_path / "hf")], "hf")]:
+                        (["export", "--ckpt", str(lm), "--format", "hf", "--out", str(tmp_path / "hf")], "hf"),
+                        (["export", "--ckpt", str(lm), "--format", "gguf", "--out", str(tmp_path / "m.gguf")], "gguf")]:
         refused = run(tmp_path, *argv)
         err = refused.stderr.strip()
         assert refused.returncode == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
         assert err.startswith("scratchformer: error:") and f'pip install "scratchformer[{extra}]"' in err, err
     assert not (tmp_path / "c.png").exists() and not (tmp_path / "m.onnx").exists() and not (tmp_path / "hf").exists()
-    assert not (tmp_path / "img").exists() and not (tmp_path / "digits").exists()
+    assert not (tmp_path / "img").exists() and not (tmp_path / "digits").exists() and not (tmp_path / "m.gguf").exists()
 
 
 def test_the_command_line_starts_without_importing_torch():

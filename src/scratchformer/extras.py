@@ -7,6 +7,8 @@ line, which extra to install.
     pip install "scratchformer[hf]"           transformers: export --format hf
     pip install "scratchformer[baseline]"     scikit-learn: bench/bow_baseline.py
     pip install "scratchformer[images]"       Pillow, scikit-learn: task=image (image files, the digits dataset)
+    pip install "scratchformer[gguf]"         gguf: export --format gguf
+    pip install "scratchformer[llama]"        llama-cpp-python (built from source): run GGUF files in the tests
 
 The core install (PyTorch, tokenizers, safetensors, sacrebleu, tqdm, numpy) trains, evaluates and decodes
 every model without them.
@@ -18,7 +20,7 @@ import importlib
 
 WHY = {"plots": "drawing pictures", "onnx": "ONNX export", "tensorboard": "TensorBoard logs",
        "hf": "Hugging Face export", "baseline": "the bag-of-words baseline",
-       "images": "reading images"}
+       "images": "reading images", "gguf": "GGUF export", "llama": "running GGUF files with llama.cpp"}
 
 
 class MissingExtra(ImportError):

@@ -124,6 +124,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise ConfigError(f"{out} exists; choose another --out or add --force")
     if args.hf_class and args.format != "hf":
         raise ConfigError("--hf-class applies to --format hf")
+    if args.gguf_type != "f32" and args.format != "gguf":
+        raise ConfigError("--gguf-type applies to --format gguf")
+    if args.format in ("onnx", "gguf"):
+        return _export_with_cache(args, out)
     if args.format == "hf":
         from scratchformer.app.export.huggingface import export_hf
 
@@ -131,8 +135,23 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"wrote {done.path} ({done.hf_class}; outputs match the checkpoint's within {done.max_abs_diff:.1e})")
         return 0
     ckpt = load_checkpoint(args.ckpt)
-    path = (export_onnx if args.format == "onnx" else export_torchscript)(ckpt.model, out)
+    path = (export_onnx if args.format == "onnx-single" else export_torchscript)(ckpt.model, out)
     print(f"wrote {path}")
+    return 0
+
+
+def _export_with_cache(args: argparse.Namespace, out: Path) -> int:
+    """--format onnx (a folder: the cached graphs and the torch-free loop) and --format gguf (one file)."""
+    from scratchformer.app.export import export_gguf, export_onnx_cached
+
+    if out.exists():  # --force: replaced only once the new export is complete
+        raise ConfigError(f"{out} exists; remove it first (--force does not replace a {args.format} export)")
+    ckpt = load_checkpoint(args.ckpt)
+    if args.format == "onnx":
+        print(f"wrote {export_onnx_cached(ckpt.model, out, tokenizer=ckpt.tokenizer)}")
+        return 0
+    done = export_gguf(ckpt.model, out, tokenizer=ckpt.tokenizer, gguf_type=args.gguf_type)
+    print(f"wrote {done.path} ({done.summary})")
     return 0
 
 

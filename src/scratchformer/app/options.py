@@ -48,11 +48,16 @@ INFERENCE = [
             "the model's task takes: " + data_formats()),
         *_DECODING,
     ], _RUN + "cmd_evaluate"),
-    Command("export", "export a checkpoint's model to ONNX, TorchScript or Hugging Face transformers", [
+    Command("export", "export a checkpoint's model to ONNX, GGUF (llama.cpp), TorchScript or Hugging Face "
+            "transformers", [
         _CKPT,
-        opt("--format", choices=["onnx", "torchscript", "hf"], required=True,
-            help="hf: a directory that transformers' from_pretrained loads (model, tokenizer, model card)"),
-        opt("--out", required=True, help="output file (a directory for --format hf)"),
+        opt("--format", choices=["onnx", "onnx-single", "gguf", "torchscript", "hf"], required=True,
+            help="onnx: a folder of graphs with the KV cache, a manifest and onnx_decode.py (decodes without "
+                 "PyTorch); onnx-single: one graph, every position's logits in one pass; gguf: one file for "
+                 "llama.cpp (a GPT); hf: a directory that transformers' from_pretrained loads"),
+        opt("--out", required=True, help="output file (a directory for --format onnx and hf)"),
+        opt("--gguf-type", choices=["f32", "f16", "q8_0"], default="f32",
+            help="gguf: the weight matrices' type (norms and biases stay float32)"),
         opt("--hf-class", choices=["GPT2LMHeadModel", "BertForSequenceClassification", "BertModel"],
             help="hf: the transformers class (default: GPT2LMHeadModel for a GPT, BertForSequenceClassification for "
                  "a classifier, BertModel for a task=mlm encoder)"),

@@ -1,0 +1,240 @@
+"""GGUF files for llama.cpp (and Ollama on top of it): ``export_gguf(model, path, tokenizer=..., gguf_type=...)``.
+
+llama.cpp runs a fixed set of architectures; a GPT maps onto one of two when every setting is one it computes:
+
+    gpt2    norm=pre, norm_type=layernorm, positional=learned (or none: a zero table), activation=gelu_tanh
+            (or gelu, see below), scale_embeddings=false, embedding_norm=false, qk_norm=false, softmax attention.
+            The fused ``in_proj`` is llama.cpp's ``attn_qkv`` as it stands; bias=false writes zero biases.
+    llama   norm=pre, norm_type=rmsnorm, positional=rotary, activation=swiglu, the same three off; biases are
+            optional there. Our rotary embedding rotates dimension pairs (j, j + D/2) (GPT-NeoX's layout) and
+            llama.cpp's llama rotates (2j, 2j + 1): the rows of W^Q and W^K are permuted head by head so that pair
+            j lands on (2j, 2j + 1). Scores q . k are unchanged by a permutation applied to both.
+
+Anything else (post-LN, ReLU, sinusoidal positions, the paper's sqrt(C) embedding scale, linear attention, ...)
+is refused in one line naming the settings, as are encoder-decoders and classifiers.
+
+GELU: llama.cpp's gpt2 computes GELU's tanh approximation. ``activation=gelu`` (the exact erf, the default of
+this project's GPTs) is exported only if that approximation decodes the same greedy tokens: the model is run
+with both on four seeded prompts (``_gelu_check``), and a model whose tokens differ is refused, saying so.
+
+Types (``gguf_type``): ``f32``; ``f16``; ``q8_0`` (8-bit, blocks of 32 values with one scale). The 2-D weight
+matrices take the type; norms and biases stay float32; a matrix whose rows are not a multiple of 32 long stays
+float16 in a ``q8_0`` file (Q8_0 blocks are 32 wide), as llama.cpp's own converter does.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from scratchformer.app.export.formats import ExportError, _atomic_dir, _destination
+from scratchformer.app.export.gguf_vocab import gguf_vocab
+from scratchformer.extras import require
+from scratchformer.models import GPT
+from scratchformer.nn.feedforward import FeedForward
+
+GGUF_TYPES = ("f32", "f16", "q8_0")
+_NEEDS = {  # setting -> (value for gpt2, value for llama); None: any value
+    "norm": ("pre", "pre"), "norm_type": ("layernorm", "rmsnorm"), "positional": (("learned", "none"), "rotary"),
+    "activation": (("gelu_tanh", "gelu"), "swiglu"), "scale_embeddings": (False, False),
+    "embedding_norm": (False, False), "qk_norm": (False, False), "attention": ("softmax", "softmax"),
+}
+
+
+@dataclass(frozen=True)
+class GGUFExport:
+    path: Path
+    arch: str
+    summary: str
+
+
+def gguf_arch(model: torch.nn.Module) -> str:
+    """``"gpt2"`` or ``"llama"``: the llama.cpp architecture that computes ``model``; else ``ExportError`` naming
+    the settings that neither computes."""
+    if not isinstance(model, GPT):
+        raise ExportError(f"GGUF export is for a GPT (llama.cpp runs decoder-only models), not {type(model).__name__}")
+    cfg = model.config
+    misses = {}
+    for arch_i, arch in enumerate(("gpt2", "llama")):
+        bad = []
+        for name, values in _NEEDS.items():
+            want = values[arch_i]
+            if getattr(cfg, name) not in (want if isinstance(want, tuple) else (want,)):
+                bad.append(f"{name}={getattr(cfg, name)}")
+        if not bad:
+            return arch
+        misses[arch] = bad
+    raise ExportError(f"llama.cpp cannot compute this GPT: {', '.join(misses['gpt2'])} (its gpt2 architecture) or "
+                      f"{', '.join(misses['llama'])} (its llama architecture)")
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    return t.detach().float().cpu().numpy()
+
+
+def _zeros_if_none(t: torch.Tensor | None, n: int) -> np.ndarray:
+    return np.zeros(n, np.float32) if t is None else _np(t)
+
+
+def _gpt2_tensors(model: GPT) -> dict[str, np.ndarray]:
+    cfg, C = model.config, model.config.d_model
+    pos = model.embed.position_embedding
+    out = {"token_embd.weight": _np(model.embed.token.weight),
+           "position_embd.weight": np.zeros((cfg.max_len, C), np.float32) if pos is None else _np(pos.weight)}
+    for i, layer in enumerate(model.decoder.layers):
+        attn, ffn = layer.self_attn, layer.ffn
+        norms = {"attn_norm": layer.self_attn_block.norm, "ffn_norm": layer.ffn_block.norm}
+        for name, norm in norms.items():
+            out[f"blk.{i}.{name}.weight"], out[f"blk.{i}.{name}.bias"] = _np(norm.weight), _zeros_if_none(norm.bias, C)
+        for name, lin, n in (("attn_qkv", attn.in_proj, 3 * C), ("attn_output", attn.out_proj, C),
+                             ("ffn_up", ffn.linear1, cfg.d_ff), ("ffn_down", ffn.linear2, C)):
+            out[f"blk.{i}.{name}.weight"], out[f"blk.{i}.{name}.bias"] = _np(lin.weight), _zeros_if_none(lin.bias, n)
+    norm = model.decoder.norm
+    out["output_norm.weight"], out["output_norm.bias"] = _np(norm.weight), _zeros_if_none(norm.bias, C)
+    out["output.weight"] = _np(model.output_weight())  # llama.cpp's gpt2 wants it even when tied
+    return out
+
+
+def _rope_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """Rows of W^Q or W^K (or a bias) reordered per head from pairs (j, j + D/2) to pairs (2j, 2j + 1)."""
+    D = w.shape[0] // n_heads
+    order = np.arange(D).reshape(2, D // 2).T.reshape(-1)  # 0, D/2, 1, D/2 + 1, ...
+    return w.reshape(n_heads, D, *w.shape[1:])[:, order].reshape(w.shape)
+
+
+def _llama_tensors(model: GPT) -> dict[str, np.ndarray]:
+    cfg, C = model.config, model.config.d_model
+    out = {"token_embd.weight": _np(model.embed.token.weight)}
+    for i, layer in enumerate(model.decoder.layers):
+        attn, ffn = layer.self_attn, layer.ffn
+        out[f"blk.{i}.attn_norm.weight"] = _np(layer.self_attn_block.norm.weight)
+        out[f"blk.{i}.ffn_norm.weight"] = _np(layer.ffn_block.norm.weight)
+        w = _np(attn.in_proj.weight)
+        b = None if attn.in_proj.bias is None else _np(attn.in_proj.bias)
+        for j, name in enumerate(("attn_q", "attn_k", "attn_v")):
+            rows = slice(j * C, (j + 1) * C)
+            fix = (lambda x: _rope_rows(x, cfg.n_heads)) if name != "attn_v" else (lambda x: x)
+            out[f"blk.{i}.{name}.weight"] = fix(w[rows])
+            if b is not None:
+                out[f"blk.{i}.{name}.bias"] = fix(b[rows])
+        for name, lin in (("attn_output", attn.out_proj), ("ffn_gate", ffn.linear1), ("ffn_up", ffn.linear3),
+                          ("ffn_down", ffn.linear2)):
+            out[f"blk.{i}.{name}.weight"] = _np(lin.weight)
+            if lin.bias is not None:
+                out[f"blk.{i}.{name}.bias"] = _np(lin.bias)
+    out["output_norm.weight"] = _np(model.decoder.norm.weight)
+    if model.lm_head is not None:  # tied: llama.cpp reuses token_embd
+        out["output.weight"] = _np(model.lm_head.weight)
+    return out
+
+
+def _gelu_check(model: GPT, prompts: int = 4, new_tokens: int = 64) -> str:
+    """Greedy tokens with exact GELU against llama.cpp's tanh approximation, on seeded prompts of 8 tokens."""
+    from scratchformer.generation import generate
+
+    tanh = copy.deepcopy(model).eval()
+    for m in tanh.modules():
+        if isinstance(m, FeedForward):
+            m.activation = "gelu_tanh"
+    cfg = model.config
+    n = max(1, min(new_tokens, cfg.max_len - 8))
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(min(4, cfg.vocab_size - 1), cfg.vocab_size, (prompts, min(8, cfg.max_len - 1)), generator=gen)
+    device = next(model.parameters()).device
+    exact, approx = generate(model, ids.to(device), n), generate(tanh, ids.to(device), n)
+    if not torch.equal(exact, approx):
+        raise ExportError("activation=gelu (exact) is not what llama.cpp computes (GELU's tanh approximation), and the "
+                          "greedy tokens of this model differ between the two: train with activation=gelu_tanh")
+    return f"activation=gelu written as llama.cpp's tanh GELU: the same greedy tokens on {prompts} prompts x {n}"
+
+
+def _keys(writer, arch: str, model: GPT) -> None:
+    cfg = model.config
+    writer.add_context_length(cfg.max_len)
+    writer.add_embedding_length(cfg.d_model)
+    writer.add_block_count(len(model.decoder.layers))
+    writer.add_feed_forward_length(cfg.d_ff)
+    writer.add_head_count(cfg.n_heads)
+    if arch == "gpt2":
+        writer.add_layer_norm_eps(cfg.layer_norm_eps)
+    else:
+        writer.add_head_count_kv(cfg.n_heads)
+        writer.add_layer_norm_rms_eps(cfg.layer_norm_eps)
+        writer.add_rope_dimension_count(cfg.head_dim)
+        writer.add_rope_freq_base(cfg.rope_base)
+        writer.add_vocab_size(cfg.vocab_size)
+
+
+def _tokenizer_keys(writer, tokenizer: object, vocab_size: int) -> None:
+    vocab = gguf_vocab(tokenizer)
+    if len(vocab.tokens) != vocab_size:
+        raise ExportError(f"the tokenizer has {len(vocab.tokens)} tokens but the model {vocab_size} outputs")
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("gpt-2")
+    writer.add_token_list(vocab.tokens)
+    writer.add_token_types(vocab.types)
+    # llama.cpp's gpt2 tokenizer needs the key, and the gguf package writes no empty array: a character vocabulary
+    # without merges gets one that never applies ("ĠĠ" would come only from a merge "Ġ Ġ", which is not there)
+    writer.add_token_merges(vocab.merges or ["ĠĠ ĠĠ"])
+    writer.add_bos_token_id(vocab.specials["bos"])
+    writer.add_eos_token_id(vocab.specials["eos"])
+    writer.add_unk_token_id(vocab.specials["unk"])
+    writer.add_pad_token_id(vocab.specials["pad"])
+    writer.add_add_bos_token(False)
+    writer.add_add_eos_token(False)
+
+
+def _add_tensor(writer, name: str, data: np.ndarray, gguf_type: str) -> str:
+    """Write one tensor in the file's type (norms, biases and other 1-D tensors in float32); returns its type."""
+    import gguf
+
+    if data.ndim == 1 or gguf_type == "f32":
+        writer.add_tensor(name, data.astype(np.float32))
+        return "f32"
+    if gguf_type == "q8_0" and data.shape[-1] % 32 == 0:
+        q = gguf.quants.quantize(data.astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
+        writer.add_tensor(name, q, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        return "q8_0"
+    writer.add_tensor(name, data.astype(np.float16))
+    return "f16"
+
+
+def export_gguf(model: torch.nn.Module, path: str | os.PathLike, *, tokenizer: object | None,
+                gguf_type: str = "f32") -> GGUFExport:
+    """Write ``model`` (a GPT) and ``tokenizer`` to the GGUF file ``path`` (atomically); see the module docstring."""
+    if gguf_type not in GGUF_TYPES:
+        raise ExportError(f"gguf_type={gguf_type!r} is not one of {', '.join(GGUF_TYPES)}")
+    arch = gguf_arch(model)
+    if tokenizer is None:
+        raise ExportError("a GGUF file carries its tokenizer: pass the checkpoint's")
+    gguf_vocab(tokenizer)  # refuse an unmappable tokenizer before any work
+    require("gguf", "gguf")
+    import gguf
+
+    path = _destination(path)
+    notes = [arch, gguf_type]
+    if model.config.activation == "gelu":
+        notes.append(_gelu_check(model))
+    tensors = _gpt2_tensors(model) if arch == "gpt2" else _llama_tensors(model)
+    file_type = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
+                 "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[gguf_type]
+    with _atomic_dir(path) as tmp:
+        writer = gguf.GGUFWriter(str(tmp / path.name), arch)
+        writer.add_name("scratchformer")
+        writer.add_file_type(file_type)
+        _keys(writer, arch, model)
+        _tokenizer_keys(writer, tokenizer, model.config.vocab_size)
+        kinds = [_add_tensor(writer, name, data, gguf_type) for name, data in tensors.items()]
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+        os.replace(tmp / path.name, path)
+    if gguf_type == "q8_0" and "f16" in kinds:
+        notes.append(f"{kinds.count('f16')} matrices with rows not a multiple of 32 kept as f16")
+    return GGUFExport(path, arch, "; ".join(notes))

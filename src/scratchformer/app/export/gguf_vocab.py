@@ -1,0 +1,98 @@
+"""A tokenizer as llama.cpp's ``gpt2`` tokenizer model reads it (the ``tokenizer.ggml.*`` keys of a GGUF file).
+
+llama.cpp runs byte-level BPE itself: text -> UTF-8 bytes, each byte shown as one printable symbol (GPT-2's
+``bytes_to_unicode``), words split by GPT-2's regex (``tokenizer.ggml.pre = "gpt-2"``), then the merges applied
+by rank. Two of this project's tokenizers map onto that exactly:
+
+- **byte-level BPE** (``tokenizer=bpe``): the same regex, the same byte symbols, the vocabulary and merges copied
+  in order. One difference: this project NFKC-normalises text before splitting it and llama.cpp does not, so text
+  already in NFKC form (ordinary text, accented letters included) gets the same ids; a lower-casing tokenizer
+  (``lowercase``) is refused, since llama.cpp would not lower-case.
+- **characters** (``tokenizer=char``): each character is a token whose text is its UTF-8 bytes in byte symbols;
+  a character of several bytes gets the merges that join its bytes, nothing else is merged. A character the
+  vocabulary lacks is dropped by llama.cpp (this project maps it to ``<unk>``).
+
+The special tokens (``<pad>``, ``<bos>``, ``<eos>``, ``<unk>``, ``<mask>``) are control tokens at their ids;
+no bos is added to a prompt (the language models here are trained without one). A pretrained model's own
+tokenizer (WordPiece, for BERT) has no llama.cpp counterpart and is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scratchformer.app.export.formats import ExportError
+
+NORMAL, CONTROL = 1, 3  # llama.cpp's token types
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's map from the 256 byte values to printable characters (printable Latin-1 bytes map to themselves)."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), 256))
+    table, n = {}, 0
+    for b in range(256):
+        if b in keep:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + n)
+            n += 1
+    return table
+
+
+@dataclass
+class GGUFVocab:
+    tokens: list[str]
+    types: list[int]
+    merges: list[str]
+    specials: dict[str, int]  # bos, eos, unk, pad -> id
+
+
+def gguf_vocab(tokenizer: object) -> GGUFVocab:
+    """The ``tokenizer.ggml.*`` contents for ``tokenizer``; ``ExportError`` naming why if llama.cpp cannot run it."""
+    kind = getattr(tokenizer, "kind", None)
+    if kind == "char":
+        vocab = _char_vocab(tokenizer)
+    elif kind == "bpe":
+        vocab = _bpe_vocab(tokenizer)
+    else:
+        raise ExportError(f"tokenizer={kind} has no llama.cpp counterpart (byte-level BPE and characters do): "
+                          "export without a tokenizer is not supported for GGUF")
+    vocab.specials = {"bos": tokenizer.bos_id, "eos": tokenizer.eos_id, "unk": tokenizer.unk_id,
+                      "pad": tokenizer.pad_id}
+    return vocab
+
+
+def _char_vocab(tokenizer) -> GGUFVocab:
+    symbols = bytes_to_unicode()
+    n_special = len(tokenizer.specials)
+    tokens, types, merges = list(tokenizer.specials), [CONTROL] * n_special, []
+    for c in tokenizer.chars:
+        pieces = [symbols[b] for b in c.encode("utf-8")]
+        for i in range(1, len(pieces)):  # join a character's bytes left to right, and nothing else
+            merges.append(f"{''.join(pieces[:i])} {pieces[i]}")
+        tokens.append("".join(pieces))
+        types.append(NORMAL)
+    return GGUFVocab(tokens, types, merges, {})
+
+
+def _bpe_vocab(tokenizer) -> GGUFVocab:
+    import json
+
+    state = json.loads(tokenizer.hf.to_str())
+    normalizers = json.dumps(state.get("normalizer"))
+    if "Lowercase" in normalizers:
+        raise ExportError("a lower-casing BPE tokenizer (lowercase=true) has no llama.cpp counterpart: llama.cpp "
+                          "does not lower-case text")
+    model = state["model"]
+    if model.get("type") != "BPE" or "ByteLevel" not in json.dumps(state.get("pre_tokenizer")):
+        raise ExportError("only byte-level BPE tokenizers map to llama.cpp's gpt2 tokenizer")
+    by_id = {i: t for t, i in model["vocab"].items()}
+    for added in state.get("added_tokens", []):
+        by_id[added["id"]] = added["content"]
+    n = tokenizer.vocab_size
+    if sorted(by_id) != list(range(n)):
+        raise ExportError("the BPE vocabulary has gaps in its ids; llama.cpp needs ids 0..V-1")
+    n_special = len(tokenizer.specials)
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
+    return GGUFVocab([by_id[i] for i in range(n)], [CONTROL if i < n_special else NORMAL for i in range(n)],
+                     merges, {})
