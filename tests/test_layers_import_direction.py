@@ -1,6 +1,7 @@
 """The package's folders are layers, and each imports only the layers below it (so the tree is the architecture).
 
-    rank -1 lazy.py (how the packages load their names on first use), extras.py (the optional packages)
+    rank -1 lazy.py (how the packages load their names on first use), extras.py (the optional packages),
+            paper.py (the whole 2017 model in one file: it imports torch and nothing of the package)
     rank 0  nn/ (the paper's blocks)   data/ (reading and batching)   metrics.py
     rank 1  models/ (the three families, from nn/)   tokenizers/ (on data/)
     rank 2  checkpoint.py   generation/   interop/ (torch.nn, Hugging Face, pretrained weights)
@@ -19,8 +20,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "scratchformer"
-RANKS = {"lazy": -1, "extras": -1, "nn": 0, "data": 0, "metrics": 0, "models": 1, "tokenizers": 1, "checkpoint": 2,
-         "generation": 2, "interop": 2, "train": 3, "app": 4}
+RANKS = {"lazy": -1, "extras": -1, "paper": -1, "nn": 0, "data": 0, "metrics": 0, "models": 1, "tokenizers": 1,
+         "checkpoint": 2, "generation": 2, "interop": 2, "train": 3, "app": 4}
 EXEMPT = {"__init__.py", "__main__.py"}
 
 
