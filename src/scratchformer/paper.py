@@ -33,7 +33,7 @@ from torch import Tensor, nn
 class Embeddings(nn.Module):
     """Token ids -> vectors, multiplied by sqrt(d_model) (§3.4): ``(B, T) -> (B, T, C)``.
 
-    ``weight`` is one ``(V, C)`` matrix; ``make_model`` shares it between the source embedding, the
+    ``table`` is one ``(V, C)`` matrix; ``make_model`` shares it between the source embedding, the
     target embedding and the output layer ("the same weight matrix between the two embedding layers and the
     pre-softmax linear transformation").
     """
