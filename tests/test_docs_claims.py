@@ -140,10 +140,11 @@ def _layer_gradient_norms(norm: str, stream_scale: float = 1.0) -> list[float]:
 
 
 def test_pre_ln_gradients_are_large_because_its_layernorms_divide_by_a_small_sigma():
-    """Page 7's figure: at Hugging Face's GPT-2 initialisation (the gpt family's) the residual stream starts with
-    sigma of about 0.028 (token and position tables of std 0.02). Post-LN normalises it after the first sub-layer, pre-LN never
-    does, and every pre-LN LayerNorm divides the gradient by that small sigma: pre-LN layers get 20-30x
-    the gradient of post-LN layers 2-12. Scale the stream up to sigma ~ 1 and the gap disappears."""
+    """Page 7's figure: at Hugging Face's GPT-2 initialisation (the gpt family's) the residual stream starts
+    with sigma of about 0.028 (token and position tables of std 0.02). Post-LN normalises it after the first
+    sub-layer, pre-LN never does, and every pre-LN LayerNorm divides the gradient by that small sigma: pre-LN
+    layers get 20-30x the gradient of post-LN layers 2-12. Scale the stream up to sigma ~ 1 and the gap
+    disappears."""
     post, pre = _layer_gradient_norms("post"), _layer_gradient_norms("pre")
     rescaled = _layer_gradient_norms("pre", stream_scale=1 / 0.028)
     assert max(post[1:]) / min(post[1:]) < 1.2  # post-LN: flat over layers 2-12, no decay with depth
