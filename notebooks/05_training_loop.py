@@ -151,27 +151,34 @@ print(f"peak learning rate {learning_rate(WARMUP):.2e} at step {WARMUP}")
 # Each step: draw a fresh batch, run the model with teacher forcing, compute the loss, back-propagate,
 # set the learning rate, take one Adam step. That is all.
 
+
 # %%
-model.train()
-losses = []
-start = time.time()
-for step in range(1, STEPS + 1):
-    strings = []
-    while len(strings) < BATCH_SIZE:  # fresh random strings, never a held-out one
-        s = random_string(rng)
-        if tuple(s) not in held_out:
-            strings.append(s)
-    src, tgt_in, tgt_out = make_batch(strings)
-    loss = loss_fn(model(src, tgt_in), tgt_out)
-    optimizer.zero_grad()
-    loss.backward()
-    for group in optimizer.param_groups:
-        group["lr"] = learning_rate(step)
-    optimizer.step()
-    losses.append(loss.item())
-    if step % LOG_EVERY == 0:
-        print(f"step {step:5d}  loss {sum(losses[-LOG_EVERY:]) / LOG_EVERY:.3f}  lr {learning_rate(step):.2e}  "
-              f"{time.time() - start:.0f} s")
+def train_loop(model: paper.Transformer, optimizer: torch.optim.Optimizer, steps: int) -> list[float]:
+    """``steps`` training steps on fresh random strings (never a held-out one); the loss of every step."""
+    model.train()  # dropout on (none here: dropout=0.0)
+    losses, start = [], time.time()
+    for step in range(1, steps + 1):
+        strings = []
+        while len(strings) < BATCH_SIZE:
+            s = random_string(rng)
+            if tuple(s) not in held_out:
+                strings.append(s)
+        src, tgt_in, tgt_out = make_batch(strings)  # (B, S), (B, T), (B, T)
+        logits = model(src, tgt_in)  # (B, T, V): teacher forcing, every position at once
+        loss = loss_fn(logits, tgt_out)  # a number: the mean over the real target tokens
+        optimizer.zero_grad()  # forget the previous step's gradients
+        loss.backward()  # d loss / d every weight
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(step)  # equation 3
+        optimizer.step()  # Adam: every weight moves a little against its gradient
+        losses.append(loss.item())
+        if step % LOG_EVERY == 0:
+            print(f"step {step:5d}  loss {sum(losses[-LOG_EVERY:]) / LOG_EVERY:.3f}  lr {learning_rate(step):.2e}  "
+                  f"{time.time() - start:.0f} s")
+    return losses
+
+
+losses = train_loop(model, optimizer, STEPS)
 
 # %% [markdown]
 # With label smoothing the loss cannot reach 0: even a perfect model pays for the ε spread over the other
