@@ -5,6 +5,11 @@ All pictures come from the project's own code: ``scratchformer.viz``, the real m
 pictures). Deterministic, except the timings of ``why_self_attention``: the same figures on every run (up
 to library versions). Name figures (``python docs/make_figures.py lr_schedules label_smoothing``) to
 redraw only those; ``--list`` prints the names.
+
+The pictures of trained models (``qkv_by_numbers``, ``self_attention_sentence``, ``translation_steps``,
+``translation_attentions``) are drawn by ``figures_learner.py``, whose docstring says which models they read;
+the translation pictures train their model first (about 15 CPU-minutes) when ``runs/figures-multi30k`` is
+missing, which needs the Multi30k data (``SCRATCHFORMER_DATA``).
 """
 
 from __future__ import annotations
