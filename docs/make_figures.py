@@ -5,6 +5,11 @@ All pictures come from the project's own code: ``scratchformer.viz``, the real m
 pictures). Deterministic, except the timings of ``why_self_attention``: the same figures on every run (up
 to library versions). Name figures (``python docs/make_figures.py lr_schedules label_smoothing``) to
 redraw only those; ``--list`` prints the names.
+
+The pictures of trained models (``qkv_by_numbers``, ``self_attention_sentence``, ``translation_steps``,
+``translation_attentions``) are drawn by ``figures_learner.py``, whose docstring says which models they read;
+the translation pictures train their model first (about 15 CPU-minutes) when ``runs/figures-multi30k`` is
+missing, which needs the Multi30k data (``SCRATCHFORMER_DATA``).
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ from scratchformer.settings.config import TrainConfig
 from scratchformer.tokenizers import BOS_ID
 from scratchformer.train import train
 from scratchformer.train.optim import lr_at
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import figures_learner as learner  # noqa: E402  (the pictures drawn from trained models, in their own file)
 
 OUT = Path(__file__).resolve().parent / "figures"
 DPI = 100  # figures are read on a screen; a higher resolution only makes the repository heavier
@@ -430,11 +438,11 @@ def masks(path: Path) -> None:
                                                     ("causal (decoder)", causal), ("padding AND causal", both)]):
         ax.imshow(m.numpy(), cmap="Greens", vmin=0, vmax=1.4)
         for (i, j), v in np.ndenumerate(m.numpy()):
-            ax.text(j, i, "T" if v else "F", ha="center", va="center", fontsize=8)
+            ax.text(j, i, "1" if v else "0", ha="center", va="center", fontsize=8)  # not T/F: T is a length
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("key position j")
         ax.set_ylabel("query position i")
-    fig.suptitle("mask[i, j] = True: query i may attend to key j (False: score set to -inf before softmax)")
+    fig.suptitle("mask[i, j] = 1 (True): query i may attend to key j (0, False: score set to -inf before softmax)")
     _save(fig, path)
 
 
@@ -453,7 +461,7 @@ def activations(path: Path) -> None:
 
 
 def _gpt_layer_gradients(norm: str, stream_scale: float = 1.0) -> list[float]:
-    """Norm of the gradient of all parameters of each layer of a fresh 12-layer GPT (GPT-2's init)."""
+    """Norm of the gradient of all parameters of each layer of a fresh 12-layer GPT (Hugging Face's GPT-2 init)."""
     torch.manual_seed(0)
     model = build_model(ModelConfig(arch="gpt", vocab_size=100, d_model=64, n_heads=4, n_layers=12, d_ff=256,
                                     max_len=64, norm=norm, dropout=0.0))
@@ -505,8 +513,8 @@ def norm_gradients(path: Path) -> None:
     right.yaxis.set_minor_formatter(NullFormatter())
     right.set_xlabel("layer (1 = next to the embeddings)")
     right.set_ylabel("gradient norm of all the layer's weights")
-    right.set_title("GPT (12 layers, C = 64, GPT-2's init: embeddings\nstd 0.02, so the residual stream starts at "
-                    "σ ≈ 0.028)", fontsize=10)
+    right.set_title("GPT (12 layers, C = 64, Hugging Face's GPT-2 init: token and\nposition tables std 0.02, "
+                    "so the residual stream starts at σ ≈ 0.028)", fontsize=10)
     right.legend(frameon=False, fontsize=8)
     right.grid(alpha=0.3, which="both")
     _save(fig, path)
@@ -751,6 +759,11 @@ FIGURES: dict[str, Callable[[], None]] = {
     "lr_schedules": lambda: lr_schedules(OUT / "lr_schedules.png"),
     "copy_task": lambda: copy_task(OUT),
     "digit_patches": lambda: digit_patches(OUT / "digit_patches.png"),
+    # from trained models (figures_learner.py): a pretrained English encoder, and a translation model trained here
+    "qkv_by_numbers": lambda: learner.qkv_by_numbers(OUT / "qkv_by_numbers.png"),
+    "self_attention_sentence": lambda: learner.self_attention_sentence(OUT / "self_attention_sentence.png"),
+    "translation_steps": lambda: learner.translation_steps(OUT / "translation_steps.png"),
+    "translation_attentions": lambda: learner.translation_attentions(OUT / "translation_attentions.png"),
 }
 
 

@@ -146,7 +146,8 @@ else:
 # into training and validation text; `train_limit` keeps only the first N training characters.
 #
 # The optimisation settings are nanoGPT's for this data, with the two that this project tuned on the
-# validation split (peak learning rate 4e-3, 200 warm-up steps); see `presets/shakespeare-char.toml`.
+# validation split (peak learning rate 4e-3, 200 warm-up steps); see
+# `src/scratchformer/train/presets/shakespeare-char.toml`.
 
 # %%
 cfg = TrainConfig(
@@ -255,7 +256,7 @@ print(f"{NEW_TOKENS} greedy tokens: {timings[True][0]:.2f} s with the cache, {ti
 # ## What to try next
 #
 # - Train longer: with `MAX_STEPS = 2000` this is exactly the `shakespeare-char` preset, which reaches a
-#   validation loss of about 1.78 on these 20 evaluation batches (README, Results).
+#   validation loss of 1.792 on these 20 evaluation batches (README, Results; `results/shakespeare-char/`).
 # - On the command line: `scratchformer train --preset shakespeare-char --out runs/shakespeare`, then
 #   `scratchformer generate --ckpt runs/shakespeare --prompt "ROMEO:" --top-k 50 --seed 1`.
 # - Train on your own text: `TrainConfig(task="lm", ...)` with `train(MODEL_KW, cfg, out, ["my_book.txt"])`.

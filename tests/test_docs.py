@@ -43,6 +43,23 @@ def test_every_link_and_picture_exists(page):
         assert (page.parent / target).exists(), f"{page.name} links to missing {target}"
 
 
+PAPER_PAGES = [p for p in PAGES if "02" <= p.name[:2] <= "09"]  # the pages on the paper's blocks and model
+
+
+@pytest.mark.parametrize("page", PAPER_PAGES, ids=lambda p: p.name)
+def test_each_page_on_the_paper_shows_the_one_file_code_before_the_library_s(page):
+    """Pages 2 to 9 show ``paper.py`` (the 2017 model in one file) first, then the library's model code (nn/,
+    models/) under a heading that says what production adds."""
+    text = page.read_text(encoding="utf-8")
+    sources = re.findall(r"^<!-- include: (src/scratchformer/[^ :]+)", text, re.M)
+    assert sources and sources[0] == "src/scratchformer/paper.py", f"{page.name} starts with {sources[:1]}"
+    model_code = [s for s in sources if s.startswith(("src/scratchformer/nn/", "src/scratchformer/models/"))]
+    first_library = text.index(f"<!-- include: {model_code[0]}") if model_code else None
+    if first_library is not None:
+        headings = re.findall(r"^## (.*)$", text[:first_library], re.M)
+        assert headings and headings[-1].startswith("What production adds"), (page.name, headings[-1:])
+
+
 def test_the_index_links_every_page_and_the_readme_links_the_index():
     index = (DOCS / "README.md").read_text(encoding="utf-8")
     for page in PAGES:

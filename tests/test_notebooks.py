@@ -76,7 +76,9 @@ def test_notebook_runs_in_tiny_mode(name, tmp_path, monkeypatch):
         losses = namespace["losses"]
         assert len(losses) == namespace["STEPS"] and losses[-1] < losses[0]
         assert namespace["library"] == namespace["predictions"]  # the plain loop decodes as greedy_translate
-        assert 0.0 <= namespace["exact_match"] <= 1.0
+        # the loop trains the one-file model (scratchformer/paper.py), and it learns to copy unseen strings
+        assert type(namespace["model"]).__module__ == "scratchformer.paper"
+        assert namespace["exact_match"] >= 0.8, namespace["exact_match"]
 
 
 def test_char_gpt_notebook_falls_back_to_builtin_text_without_data(tmp_path, monkeypatch):

@@ -6,6 +6,7 @@ stays free of special cases.
 - ``huggingface``: GPT-2 and BERT directories loaded into ``GPT`` and ``EncoderClassifier``.
 - ``hf_models``, ``hf_tokenizers``: the other way, a scratchformer model and tokenizer as ``transformers`` ones.
 - ``pretrained``: finding pretrained weights (all-MiniLM-L6-v2) locally, or downloading them.
+- ``paper``: a library model built with the paper's settings to and from the one-file model, ``scratchformer/paper.py``.
 """
 
 from scratchformer.lazy import lazy_exports
@@ -16,6 +17,7 @@ _EXPORTS = {  # name -> the module that defines it
                      "load_torch_transformer"], "scratchformer.interop.torch_nn"),
     **dict.fromkeys(["gpt2_from_pretrained", "bert_from_pretrained"], "scratchformer.interop.huggingface"),
     **dict.fromkeys(["find_pretrained", "minilm_path"], "scratchformer.interop.pretrained"),
+    **dict.fromkeys(["to_paper", "from_paper"], "scratchformer.interop.paper"),
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = list(_EXPORTS)

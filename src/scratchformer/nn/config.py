@@ -96,7 +96,9 @@ class ModelConfig:
     bias: bool = True
     # Changes made since 2017, each off by default (the paper's model); see "What changed since 2017":
     norm_type: NormType = "layernorm"  # rmsnorm: x / RMS(x) * g, no centring and no bias (nn/norms.py)
-    qk_norm: bool = False  # normalise each head's queries and keys (RMSNorm over D) before their dot product
+    # normalise each head's queries and keys over D before their dot product, with the model's norm_type: a LayerNorm
+    # with gain and bias by default (as Dehghani et al. 2023), RMSNorm with norm_type="rmsnorm" (the NanoGPT speedrun)
+    qk_norm: bool = False
     init: Init = "default"  # zero_out: the projections that write into the residual stream start at zero
     attention_dropout: float = 0.0
     layer_norm_eps: float = 1e-5

@@ -47,7 +47,7 @@ from scratchformer.nn.kv_cache import LinearAttentionState
 from scratchformer.nn.masks import causal_mask
 
 EPS = 1e-6  # keeps 0 / 0 (a query with nothing to attend to) at 0
-CHUNK = 64  # positions per chunk of the parallel causal form: memory ~ T C + (T / C) D^2 per head
+CHUNK = 64  # positions per chunk of the parallel causal form: memory ~ T chunk + (T / chunk) D^2 per head
 
 
 def elu_feature_map(x: Tensor) -> Tensor:
@@ -86,15 +86,15 @@ def causal_linear_attention(phi_q: Tensor, phi_k: Tensor, v: Tensor, s0: Tensor 
     the sums over earlier tokens (a recurrent state), or None at the start. Returns the output
     ``(B, H, T, D)`` and these T tokens' own sums ``sum phi(k) v^T (B, H, D, D)`` and ``sum phi(k) (B, H, D)``.
 
-    A cumsum per position would hold a ``(D, D)`` matrix for each of the T positions; per chunk of C
-    positions it holds T / C of them, and the C x C pairs inside a chunk are computed directly.
+    A cumsum per position would hold a ``(D, D)`` matrix for each of the T positions; per chunk of ``chunk``
+    positions it holds T / chunk of them, and the chunk x chunk pairs inside a chunk are computed directly.
     """
     B, H, T, D = phi_q.shape
     # The chunk size stays fixed whatever T (a short input is padded up to one chunk), so that a traced
     # graph (ONNX, TorchScript) computes the same thing at every length.
     n = (T + chunk - 1) // chunk  # number of chunks
     pad = n * chunk - T  # zero features at the end: they add nothing and are cut off
-    q, k, vv = (F.pad(t, (0, 0, 0, pad)).view(B, H, n, chunk, -1) for t in (phi_q, phi_k, v))  # (B, H, N, C, D)
+    q, k, vv = (F.pad(t, (0, 0, 0, pad)).view(B, H, n, chunk, -1) for t in (phi_q, phi_k, v))  # (B, H, N, chunk, D)
     kv = k.transpose(-2, -1) @ vv  # (B, H, N, D, D): each chunk's sum of phi(k) v^T
     ksum = k.sum(dim=-2)  # (B, H, N, D): each chunk's sum of phi(k)
     # Exclusive prefix sums over the chunks: what every token before the chunk contributed.
@@ -102,9 +102,9 @@ def causal_linear_attention(phi_q: Tensor, phi_k: Tensor, v: Tensor, s0: Tensor 
     z_before = torch.cat([torch.zeros_like(ksum[:, :, :1]), ksum[:, :, :-1]], dim=2).cumsum(dim=2)
     if s0 is not None and z0 is not None:
         s_before, z_before = s_before + s0[:, :, None], z_before + z0[:, :, None]
-    inside = (q @ k.transpose(-2, -1)).tril()  # (B, H, N, C, C): phi(q_i) . phi(k_j), j <= i in the chunk
-    num = q @ s_before + inside @ vv  # (B, H, N, C, D)
-    den = (q @ z_before[..., None]).squeeze(-1) + inside.sum(dim=-1)  # (B, H, N, C)
+    inside = (q @ k.transpose(-2, -1)).tril()  # (B, H, N, chunk, chunk): phi(q_i) . phi(k_j), j <= i in the chunk
+    num = q @ s_before + inside @ vv  # (B, H, N, chunk, D)
+    den = (q @ z_before[..., None]).squeeze(-1) + inside.sum(dim=-1)  # (B, H, N, chunk)
     out = (num / (den[..., None] + EPS)).view(B, H, n * chunk, -1)[:, :, :T]  # (B, H, T, D)
     return out, kv.sum(dim=2), ksum.sum(dim=2)
 
@@ -112,7 +112,7 @@ def causal_linear_attention(phi_q: Tensor, phi_k: Tensor, v: Tensor, s0: Tensor 
 def per_position_prefix_sums(phi_q: Tensor, phi_k: Tensor, v: Tensor) -> Tensor:
     """The causal form as the paper writes it, one ``(D, D)`` prefix sum per position: memory O(T D^2).
     Only where shapes are symbolic (``torch.export``, so ONNX), which cannot follow the chunk count
-    ``(T + C - 1) // C`` of ``causal_linear_attention``; the same numbers otherwise."""
+    ``(T + chunk - 1) // chunk`` of ``causal_linear_attention``; the same numbers otherwise."""
     s = (phi_k[..., :, None] * v[..., None, :]).cumsum(dim=2)  # (B, H, T, D, D): s_i = sum_{j<=i} phi(k_j) v_j^T
     z = phi_k.cumsum(dim=2)  # (B, H, T, D): z_i = sum_{j<=i} phi(k_j)
     num = (phi_q[..., None, :] @ s).squeeze(-2)  # (B, H, T, D): phi(q_i)^T s_i

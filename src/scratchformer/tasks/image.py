@@ -3,8 +3,8 @@
 The data layer lists the images (a folder of class sub-folders, or the digits) into in-memory ``Splits``
 (``data.image_splits``: images are small, and are never prepared into a corpus on disk as text is); this task
 decodes every split once at the model's ``image_size`` and ``channels``, keeps the pixels as bytes, and
-batches them: ``{"images": (B, ch, S, S) uint8, "labels": (B,)}``, scaled to [0, 1] only when the model reads
-them. There is no tokenizer (``self.tokenizer is None``): a ViT's input is its pixels.
+batches them: ``{"images": (B, ch, R, R) uint8, "labels": (B,)}`` (R = ``image_size``), scaled to [0, 1] only
+when the model reads them. There is no tokenizer (``self.tokenizer is None``): a ViT's input is its pixels.
 
 Training images can be shifted at random (``augment_shift=K``: up to K pixels in each direction, zeros filling
 in), a new shift for every image at every step, drawn from ``(seed, step)`` like every other random choice,
@@ -32,14 +32,14 @@ from scratchformer.tokenizers import Tokenizer
 
 
 def shift_images(images: Tensor, max_shift: int, gen: torch.Generator) -> Tensor:
-    """Each image ``(B, ch, S, S)`` moved by its own random (dy, dx) in [-max_shift, max_shift]; zeros fill in."""
+    """Each image ``(B, ch, R, R)`` moved by its own random (dy, dx) in [-max_shift, max_shift]; zeros fill in."""
     if max_shift <= 0:
         return images
-    B, _, S, _ = images.shape
+    B, _, R, _ = images.shape
     k = max_shift
-    padded = F.pad(images, (k, k, k, k))  # (B, ch, S + 2k, S + 2k)
+    padded = F.pad(images, (k, k, k, k))  # (B, ch, R + 2k, R + 2k)
     offsets = torch.randint(0, 2 * k + 1, (B, 2), generator=gen).tolist()  # top-left corner of each crop
-    return torch.stack([padded[i, :, y:y + S, x:x + S] for i, (y, x) in enumerate(offsets)])
+    return torch.stack([padded[i, :, y:y + R, x:x + R] for i, (y, x) in enumerate(offsets)])
 
 
 class ImageTask(Task):
