@@ -63,7 +63,7 @@ print("TINY mode" if TINY else "full mode", "| pictures go to", OUT_DIR.resolve(
 #   and the data: the vocabulary size from the tokenizer, `max_len` from the longest string, and the
 #   paper's defaults (post-LN, ReLU, sinusoidal positions, shared embeddings).
 # - `TrainConfig`: the task, the data and the optimisation. This is what `scratchformer train --preset
-#   copy` fills from `src/scratchformer/train/presets/copy.toml`; here we write it in Python.
+#   copy` fills from `src/scratchformer/settings/presets/copy.toml`; here we write it in Python.
 
 # %%
 cfg = TrainConfig(

@@ -147,7 +147,7 @@ else:
 #
 # The optimisation settings are nanoGPT's for this data, with the two that this project tuned on the
 # validation split (peak learning rate 4e-3, 200 warm-up steps); see
-# `src/scratchformer/train/presets/shakespeare-char.toml`.
+# `src/scratchformer/settings/presets/shakespeare-char.toml`.
 
 # %%
 cfg = TrainConfig(
