@@ -1,6 +1,8 @@
-"""Copy the small files of finished runs into results/ and draw the pictures RESULTS.md shows.
+"""Tooling for the reproduction: what of each finished run goes into results/, and the pictures RESULTS.md shows.
 
-    python bench/results_artifacts.py [NAME ...]      # default: every runs/NAME that exists
+Copy the small files of finished runs into results/ and draw the pictures RESULTS.md shows.
+
+    python bench/reproduce/results_artifacts.py [NAME ...]      # default: every runs/NAME that exists
 
 For each run ``runs/NAME``: its ``config.json`` and ``NAME.eval.json`` go to ``results/NAME/``, with, where
 RESULTS.md shows them, ``curves.png`` (the training curves) and, by task, sample outputs (``samples.txt``) and
@@ -19,7 +21,7 @@ import shutil
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RUNS, RESULTS = ROOT / "runs", ROOT / "results"
 ALL = ["copy", "reverse", "sort", "shakespeare-char", "shakespeare-char-large", "shakespeare-char-modern", "multi30k",
        "multi30k-modern", "sst2", "sst2-minilm", "digits-vit"]

@@ -1,7 +1,10 @@
-"""Softmax vs linear attention (Katharopoulos et al. 2020) as the context grows: time and memory per generated
+"""From which context length is linear attention cheaper than softmax, per generated token and per step?
+
+Softmax vs linear attention (Katharopoulos et al. 2020) as the context grows: time and memory per generated
 token and per training step, for a small GPT (d_model 128, 2 layers, 4 heads, d_ff 512, batch 1).
 
-    python bench/linear_attention.py [--contexts 256 1024 4096 16384] [--repeats 5] [--out results/linear-attention]
+    python bench/research/linear_attention.py [--contexts 256 1024 4096 16384] [--repeats 5] \
+        [--out results/linear-attention]
 
 Softmax takes its fast path (``F.scaled_dot_product_attention``, fused on CPU: it never stores the (T, T)
 weights) and decodes with the KV cache; linear attention trains with its chunked prefix sums and decodes with
