@@ -16,6 +16,7 @@ voting), it and the members' configurations go to ``results/NAME-ensemble/``. Ch
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import sys
@@ -139,4 +140,6 @@ def main(names: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("names", nargs="*", metavar="NAME", help="runs/NAME to copy (default: every one that exists)")
+    sys.exit(main(parser.parse_args().names))
