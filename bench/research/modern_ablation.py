@@ -97,6 +97,10 @@ def plot(report: list[dict], path: Path, by_time: bool) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    from PIL import Image  # matplotlib's own dependency; 32 colours: a third of the size, no visible change
+
+    Image.open(path).convert("RGB").quantize(colors=32, method=Image.Quantize.FASTOCTREE,
+                                             dither=Image.Dither.NONE).save(path, optimize=True)
 
 
 @contextlib.contextmanager
