@@ -234,11 +234,25 @@ class _Watch(io.TextIOBase):
 
 
 def test_the_reference_pages_show_transcripts_and_each_not_run_one_says_why():
-    assert len(RUN_TRANSCRIPTS) >= 5
+    assert sum(param.values[0].parent.name == "reference" for param in RUN_TRANSCRIPTS) >= 5
     for param in RUN_TRANSCRIPTS:
         page, reason, steps = param.values
         assert reason is None or reason.strip(), f"{page.name}: a transcript marked not run gives no reason"
-        assert page.parent.name == "reference" or reason is not None, f"{page.name}: transcripts live in the reference"
+
+
+def test_the_transcript_reader_takes_commands_lines_and_reasons_not_to_run(tmp_path):
+    build = _build()
+    page = tmp_path / "page.md"
+    page.write_text("text\n\n<!-- not run: trains for an hour -->\n```\n$ scratchformer train --preset multi30k\n"
+                    "...\n```\n\n```\n$ scratchformer info runs/a\ncheckpoint: runs/a\n"
+                    "$ scratchformer info runs/b\n```\n```\nscratchformer translate --ckpt runs/a abc\n```\n",
+                    encoding="utf-8")
+    assert build.transcripts(page) == [
+        (5, "trains for an hour", [("scratchformer train --preset multi30k", ["..."])]),
+        (10, None, [("scratchformer info runs/a", ["checkpoint: runs/a"]), ("scratchformer info runs/b", [])])]
+    assert build.unseen(["a ... c", "...", "e"], ["x", "a b c", "d", "e"]) is None
+    assert build.unseen(["a ... c", "e"], ["a b c", "d", "e"]) is not None  # not consecutive
+    assert build.unseen(["e", "a"], ["a", "e"]) is not None  # not in order
 
 
 @pytest.mark.parametrize(("page", "reason", "steps"), RUN_TRANSCRIPTS)
