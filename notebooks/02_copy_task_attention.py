@@ -10,7 +10,7 @@
 # In this notebook we:
 #
 # 1. build the task and a small model, and draw its cross-attention *before* training;
-# 2. train it with scratchformer's training loop, `scratchformer.train.trainer.train`;
+# 2. train it with scratchformer's training loop, `scratchformer.train.train`;
 # 3. draw the cross-attention again and **measure** how diagonal it has become;
 # 4. decode held-out strings greedily and check that they are copied exactly.
 #

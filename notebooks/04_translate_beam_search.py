@@ -13,7 +13,7 @@
 #
 # Steps:
 #
-# 1. train a byte-pair-encoding (BPE) tokenizer and the model with `scratchformer.train.trainer.train`;
+# 1. train a byte-pair-encoding (BPE) tokenizer and the model with `scratchformer.train.train`;
 # 2. translate a few validation sentences with `generation.greedy_translate` and `generation.beam_search`;
 # 3. compute BLEU on validation sentences with `scratchformer.metrics.bleu`;
 # 4. load the saved checkpoint and translate new sentences, as `scratchformer translate` does.

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # 5. A training loop you can read in one sitting
 #
-# Notebook 2 trained the copy task with `scratchformer.train.trainer.train`, the project's full trainer:
+# Notebook 2 trained the copy task with `scratchformer.train.train`, the project's full trainer:
 # checkpoints, resuming, evaluation, gradient accumulation, several processes, mixed precision, early
 # stopping. All of that hides the loop itself. Here is the loop alone, written out in about 100 lines of
 # plain PyTorch, and it trains the paper's model as one file, `scratchformer/paper.py` (the code the
@@ -233,7 +233,7 @@ if not TINY:
 # %% [markdown]
 # ## What the full trainer adds
 #
-# `scratchformer.train.trainer.train` (and `scratchformer train` on the command line) runs this same step,
+# `scratchformer.train.train` (and `scratchformer train` on the command line) runs this same step,
 # plus what a real run needs: validation and test evaluation, checkpoints that resume bit for bit, batches
 # by token count (§5.1), gradient accumulation and clipping, several processes (DDP), mixed precision,
 # AdamW with weight decay on the matrices only, other schedules (cosine), early stopping, and logs

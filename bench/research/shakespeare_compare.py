@@ -1,4 +1,6 @@
-"""Compare trained character-level GPTs on the *whole* Tiny Shakespeare validation text, on equal terms.
+"""Which trained character-level GPT is better on the whole Tiny Shakespeare validation text, on equal terms?
+
+Compare trained character-level GPTs on the *whole* Tiny Shakespeare validation text, on equal terms.
 
     export SCRATCHFORMER_DATA=../shared/data
     python bench/research/shakespeare_compare.py runs/shakespeare-char runs/shakespeare-char-large [--context 64]

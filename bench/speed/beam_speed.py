@@ -1,8 +1,10 @@
-"""Seq2seq beam-search speed: scratchformer's ``beam_search`` against Hugging Face
+"""How fast is `beam_search` against Hugging Face BART's `generate(num_beams=4)`, side by side in one process?
+
+Seq2seq beam-search speed: scratchformer's ``beam_search`` against Hugging Face
 ``BartForConditionalGeneration.generate(num_beams=4)``, side by side in one process.
 
-    python bench/beam_speed.py                     # 200 Multi30k test sentences, 3 rounds
-    python bench/beam_speed.py --limit 64 --repeats 2 --threads 1
+    python bench/speed/beam_speed.py                     # 200 Multi30k test sentences, 3 rounds
+    python bench/speed/beam_speed.py --limit 64 --repeats 2 --threads 1
 
 Data: the German sources of the Multi30k test set (test_2016_flickr), found like every named dataset
 (``$SCRATCHFORMER_DATA``, then the user cache, else downloaded), tokenized with a byte-level BPE of 8,000

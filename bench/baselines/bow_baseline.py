@@ -1,8 +1,10 @@
-"""A bag-of-words baseline for any labelled data: TF-IDF + logistic regression, on the same splits as training.
+"""How well does a bag of words (TF-IDF + logistic regression) classify labelled data, split as training splits it?
+
+A bag-of-words baseline for any labelled data: TF-IDF + logistic regression, on the same splits as training.
 
     pip install "scratchformer[baseline]"       # scikit-learn, only for this script
-    python bench/bow_baseline.py --data train.tsv --test test.tsv
-    python bench/bow_baseline.py --data train.tsv --val val.tsv --test test.tsv --seed 0
+    python bench/baselines/bow_baseline.py --data train.tsv --test test.tsv
+    python bench/baselines/bow_baseline.py --data train.tsv --val val.tsv --test test.tsv --seed 0
 
 The files are read and split exactly as ``scratchformer train task=classify --data ... --test ...`` reads
 and splits them (the same seeded, stratified validation sample when no --val is given). Word unigrams and

@@ -1,7 +1,9 @@
-"""Training-step speed of scratchformer's GPT against peers, side by side in one process.
+"""How fast does the GPT train against nanoGPT, Hugging Face GPT-2, x-transformers and `torch.nn`, in one process?
 
-    python bench/train_speed.py --nanogpt ../nanoGPT     # both configs, all peers
-    python bench/train_speed.py --config small --steps 30 --rounds 5
+Training-step speed of scratchformer's GPT against peers, side by side in one process.
+
+    python bench/speed/train_speed.py --nanogpt ../nanoGPT     # both configs, all peers
+    python bench/speed/train_speed.py --config small --steps 30 --rounds 5
 
 Peers, all at the same shapes, same random token batches, same AdamW:
 

@@ -1,25 +1,28 @@
-"""Copy the small files of finished runs into results/ and draw the pictures RESULTS.md shows.
+"""Tooling for the reproduction: what of each finished run goes into results/, and the pictures RESULTS.md shows.
 
-    python bench/results_artifacts.py [NAME ...]      # default: every runs/NAME that exists
+Copy the small files of finished runs into results/ and draw the pictures RESULTS.md shows.
+
+    python bench/reproduce/results_artifacts.py [NAME ...]      # default: every runs/NAME that exists
 
 For each run ``runs/NAME``: its ``config.json`` and ``NAME.eval.json`` go to ``results/NAME/``, with, where
 RESULTS.md shows them, ``curves.png`` (the training curves) and, by task, sample outputs (``samples.txt``) and
 for translation the cross-attention of a real test sentence (``cross_attention.png``); for the digits, a test
 digit as a PNG file (``digit.png``), the class token's attention over it (``attention.png``) and the logistic
-regression baseline (``baseline.txt``). Pictures are saved with
-a 256-colour palette (a third of the size). Where ``runs/NAME-ensemble.eval.json`` exists (three seeds
-voting), it and the members' configurations go to ``results/NAME-ensemble/``. Checkpoints, console logs and
-``metrics.jsonl`` stay in runs/: the commands make them again.
+regression baseline (``baseline.txt``). Pictures are saved with a small palette (16 colours, 64 for
+heatmaps; a third of the size). Where ``runs/NAME-ensemble.eval.json`` exists (three seeds voting), it and
+the members' configurations go to ``results/NAME-ensemble/``. Checkpoints, console logs and ``metrics.jsonl``
+stay in runs/: the commands make them again.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RUNS, RESULTS = ROOT / "runs", ROOT / "results"
 ALL = ["copy", "reverse", "sort", "shakespeare-char", "shakespeare-char-large", "shakespeare-char-modern", "multi30k",
        "multi30k-modern", "sst2", "sst2-minilm", "digits-vit"]
@@ -38,11 +41,13 @@ def copy_portable(src: Path, dst: Path) -> None:
     dst.write_text(text.replace(str(Path.home()), "~"), encoding="utf-8")
 
 
-def palette(png: Path) -> None:
-    """Re-save a PNG with 256 colours: plots have few, and the file shrinks to about a third."""
+def palette(png: Path, colors: int = 16) -> None:
+    """Re-save a PNG with a small palette: a plot of a few lines has few colours (16 keep them; a heatmap
+    wants 64), and the file shrinks to about a third, which keeps results/ small."""
     from PIL import Image
 
-    Image.open(png).convert("RGB").quantize(colors=256, dither=Image.Dither.NONE).save(png, optimize=True)
+    image = Image.open(png).convert("RGB")
+    image.quantize(colors=colors, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE).save(png, optimize=True)
 
 
 def samples(name: str, run: Path) -> str:
@@ -97,7 +102,7 @@ def digits(run: Path, out: Path) -> None:
                                                  for i, (label, p) in zip(test, found)))
     cli(["plot", "attention", "--ckpt", str(run), "--image", str(out / "digit.png"), "--out",
          str(out / "attention.png")])
-    palette(out / "attention.png")
+    palette(out / "attention.png", colors=64)
     if (RUNS / "digits-baseline.txt").is_file():
         shutil.copyfile(RUNS / "digits-baseline.txt", out / "baseline.txt")
 
@@ -123,7 +128,7 @@ def main(names: list[str]) -> int:
             sentence = "Ein Mädchen in einem Karateanzug bricht ein Brett mit einem Tritt."  # test sentence 3
             cli(["plot", "attention", "--ckpt", str(run), "--text", sentence, "--kind", "decoder.cross_attn",
                  "--out", str(out / "cross_attention.png")])
-            palette(out / "cross_attention.png")
+            palette(out / "cross_attention.png", colors=64)
         print(f"results/{name}: " + ", ".join(sorted(p.name for p in out.iterdir())))
         if (RUNS / f"{name}-ensemble.eval.json").is_file():  # seeds voting (reproduce_results.sh)
             ensemble = RESULTS / f"{name}-ensemble"
@@ -137,4 +142,6 @@ def main(names: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("names", nargs="*", metavar="NAME", help="runs/NAME to copy (default: every one that exists)")
+    sys.exit(main(parser.parse_args().names))

@@ -1,6 +1,8 @@
-"""The paper's checkpoint averaging beside the moving average, measured on the ``shakespeare-char`` preset.
+"""Does the paper's checkpoint averaging, or a moving average of the weights, help `shakespeare-char`?
 
-    SCRATCHFORMER_DATA=../shared/data python bench/checkpoint_averaging.py [--out runs/bench-averaging]
+The paper's checkpoint averaging beside the moving average, measured on the ``shakespeare-char`` preset.
+
+    SCRATCHFORMER_DATA=../shared/data python bench/research/checkpoint_averaging.py [--out runs/bench-averaging]
 
 The paper (§6.1) used "a single model obtained by averaging the last 5 checkpoints, which were written at
 10-minute intervals": about 1,400 of the base model's 100,000 steps apart, so the 5 span the last 6 % of

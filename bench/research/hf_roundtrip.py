@@ -1,7 +1,10 @@
-"""A checkpoint against its Hugging Face export, on real data: how far apart are their outputs?
+"""How far apart are a checkpoint's outputs and its Hugging Face export's, on real data?
+
+A checkpoint against its Hugging Face export, on real data: how far apart are their outputs?
 
     scratchformer export --format hf --ckpt runs/shakespeare-char --out runs/shakespeare-char-hf
-    SCRATCHFORMER_DATA=../shared/data python bench/hf_roundtrip.py runs/shakespeare-char runs/shakespeare-char-hf
+    SCRATCHFORMER_DATA=../shared/data python bench/research/hf_roundtrip.py \
+        runs/shakespeare-char runs/shakespeare-char-hf
 
 - GPT (``GPT2LMHeadModel``): the validation tenth of Tiny Shakespeare (or ``--data FILE``) in windows of
   ``max_len`` characters, batches of 16 in which every row but the first is left-padded to a random

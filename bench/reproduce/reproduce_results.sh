@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# Reproduce every trained-model number in RESULTS.md, one run after another (about 2 h 50 min on 2 CPU
-# cores; run nothing else meanwhile: the wall times in RESULTS.md were measured on a quiet machine).
+# Do the trained-model numbers in RESULTS.md reproduce? Runs every one, one run after another (about
+# 2 h 50 min on 2 CPU cores; run nothing else meanwhile: the wall times in RESULTS.md were measured on a
+# quiet machine).
 #
-#   SCRATCHFORMER_DATA=../shared/data bash bench/reproduce_results.sh [NAME ...]
+#   SCRATCHFORMER_DATA=../shared/data bash bench/reproduce/reproduce_results.sh [NAME ...]
 #
 # NAME: copy reverse sort shakespeare-char shakespeare-char-large shakespeare-char-modern multi30k multi30k-modern
 # sst2 sst2-minilm digits-vit (default:
-# all; digits-vit needs the images extra, and also runs its baseline, bench/digits_baseline.py).
+# all; digits-vit needs the images extra, and also runs its baseline, bench/baselines/digits_baseline.py).
 # Each run goes to runs/NAME (checkpoints, metrics.jsonl, TensorBoard) with its console log in
 # runs/NAME.log and `scratchformer evaluate` of its best checkpoint in runs/NAME.eval.json; then
-# bench/results_artifacts.py copies the small files and draws the plots into results/.
+# bench/reproduce/results_artifacts.py copies the small files and draws the plots into results/.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export SCRATCHFORMER_DATA="${SCRATCHFORMER_DATA:-../shared/data}"
 names=("$@")
 [ ${#names[@]} -eq 0 ] && names=(copy reverse sort shakespeare-char shakespeare-char-large shakespeare-char-modern
@@ -28,10 +29,10 @@ for name in "${names[@]}"; do
         scratchformer evaluate --ckpt "runs/$name" --split val > "runs/$name.eval.json"
     fi
     if [ "$name" = "digits-vit" ]; then
-        python bench/digits_baseline.py > runs/digits-baseline.txt
+        python bench/baselines/digits_baseline.py > runs/digits-baseline.txt
     fi
 done
-python bench/results_artifacts.py "${names[@]}"
+python bench/reproduce/results_artifacts.py "${names[@]}"
 
 # Ensembles: seeds 1 and 2 of each SST-2 preset, side by side (one thread each, so about as long as one
 # run), then `scratchformer evaluate` of the three seeds voting together (seed 0 is runs/NAME).

@@ -1,10 +1,12 @@
-"""Corpora at the paper's scale: memory and time of preparing and training, beside Hugging Face ``tokenizers``.
+"""What memory and time do preparing and training on a paper-scale corpus take, beside Hugging Face `tokenizers`?
 
-    python bench/corpus_scale.py synth lm --mb 1000 --out /tmp/corpora/lm-1000.txt
-    python bench/corpus_scale.py synth pairs --pairs 4500000 --out /tmp/corpora/pairs-4500k.tsv
-    python bench/corpus_scale.py run lm /tmp/corpora/lm-1000.txt --work /tmp/corpora/work \
+Corpora at the paper's scale: memory and time of preparing and training, beside Hugging Face ``tokenizers``.
+
+    python bench/speed/corpus_scale.py synth lm --mb 1000 --out /tmp/corpora/lm-1000.txt
+    python bench/speed/corpus_scale.py synth pairs --pairs 4500000 --out /tmp/corpora/pairs-4500k.tsv
+    python bench/speed/corpus_scale.py run lm /tmp/corpora/lm-1000.txt --work /tmp/corpora/work \
         --json results/bench/corpus_scale.json
-    python bench/corpus_scale.py run pairs /tmp/corpora/pairs-4500k.tsv --work /tmp/corpora/work --json ...
+    python bench/speed/corpus_scale.py run pairs /tmp/corpora/pairs-4500k.tsv --work /tmp/corpora/work --json ...
 
 ``synth`` makes a corpus from the shared data ($SCRATCHFORMER_DATA): for ``lm`` the lines of Tiny Shakespeare,
 Multi30k (both languages) and SST-2, shuffled and repeated to the size asked; for ``pairs`` Multi30k's

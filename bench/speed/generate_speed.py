@@ -1,8 +1,10 @@
-"""GPT decoding speed: scratchformer's KV-cached ``generate`` against its own recomputation and against
+"""How fast is KV-cached `generate` against recomputation and Hugging Face `GPT2LMHeadModel.generate`?
+
+GPT decoding speed: scratchformer's KV-cached ``generate`` against its own recomputation and against
 Hugging Face ``GPT2LMHeadModel.generate``, side by side in one process.
 
-    python bench/generate_speed.py                          # 512 new tokens, 3 rounds
-    python bench/generate_speed.py --new-tokens 128 --repeats 5 --threads 1
+    python bench/speed/generate_speed.py                          # 512 new tokens, 3 rounds
+    python bench/speed/generate_speed.py --new-tokens 128 --repeats 5 --threads 1
 
 The model: GPT-2 layout with d_model 384, 6 layers, 6 heads, d_ff 1536, GPT-2's vocabulary (50,257) and
 1,024 positions, random weights. One Hugging Face model is created, saved with ``save_pretrained`` and
