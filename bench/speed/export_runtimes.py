@@ -262,8 +262,14 @@ def main() -> None:
             from profile_ort import profile_report
 
             print(profile_report(root, args.models, args.threads))
-    if args.json:
-        Path(args.json).write_text(json.dumps({f"{m}/{b}/{r}": v for (m, b, r), v in results.items()}, indent=1))
+    if args.json:  # the numbers of every round; the tokens only as whether they equal PyTorch's
+        def kept(key: tuple, run: dict) -> dict:
+            base = results.get((*key[:2], "pytorch"), [run])[0]["tokens"]
+            numbers = {k: round(v, 2) for k, v in run.items() if k != "tokens"}
+            return {**numbers, "tokens_equal_pytorch": run["tokens"] == base}
+
+        Path(args.json).write_text(json.dumps({"/".join(map(str, k)): [kept(k, run) for run in v]
+                                               for k, v in results.items()}, indent=1))
 
 
 if __name__ == "__main__":
