@@ -256,7 +256,8 @@ print(f"{NEW_TOKENS} greedy tokens: {timings[True][0]:.2f} s with the cache, {ti
 # ## What to try next
 #
 # - Train longer: with `MAX_STEPS = 2000` this is exactly the `shakespeare-char` preset, which reaches a
-#   validation loss of 1.792 on these 20 evaluation batches ([results](../docs/reference/results.md); `results/shakespeare-char/`).
+#   validation loss of 1.792 on these 20 evaluation batches ([results](../docs/reference/results.md);
+#   `results/shakespeare-char/`).
 # - On the command line: `scratchformer train --preset shakespeare-char --out runs/shakespeare`, then
 #   `scratchformer generate --ckpt runs/shakespeare --prompt "ROMEO:" --top-k 50 --seed 1`.
 # - Train on your own text: `TrainConfig(task="lm", ...)` with `train(MODEL_KW, cfg, out, ["my_book.txt"])`.

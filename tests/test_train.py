@@ -469,7 +469,8 @@ def test_sequences_longer_than_max_len_follow_the_stated_policy(tmp_path, capsys
 @pytest.mark.parametrize("preset", preset_names())
 def test_every_preset_trains_a_few_steps_and_evaluate_reproduces_its_test_metrics(tmp_path, preset, capsys):
     named = {"shakespeare-char": "tinyshakespeare.txt", "shakespeare-char-large": "tinyshakespeare.txt",
-             "shakespeare-char-modern": "tinyshakespeare.txt", "multi30k": "multi30k", "multi30k-modern": "multi30k",
+             "shakespeare-char-modern": "tinyshakespeare.txt", "shakespeare-char-speedrun": "tinyshakespeare.txt",
+             "multi30k": "multi30k", "multi30k-modern": "multi30k",
              "sst2": "sst2", "sst2-minilm": "sst2", "sst2-mlm": "sst2"}
     if preset in named and not (DATA / named[preset]).exists():
         pytest.skip(f"{named[preset]} not found in {DATA} (set SCRATCHFORMER_DATA)")

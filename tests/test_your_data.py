@@ -73,6 +73,7 @@ def zebra_labels(path: Path) -> Path:
 
 NAMED_PRESETS = {  # preset -> (task, writer of a user file for it)
     "shakespeare-char": zebra_text, "shakespeare-char-large": zebra_text, "shakespeare-char-modern": zebra_text,
+    "shakespeare-char-speedrun": zebra_text,
     "multi30k": zebra_pairs, "multi30k-modern": zebra_pairs, "sst2": zebra_labels, "sst2-minilm": zebra_labels,
     "sst2-mlm": zebra_text,
 }

@@ -268,8 +268,9 @@ def main() -> None:
             numbers = {k: round(v, 2) for k, v in run.items() if k != "tokens"}
             return {**numbers, "tokens_equal_pytorch": run["tokens"] == base}
 
-        Path(args.json).write_text(json.dumps({"/".join(map(str, k)): [kept(k, run) for run in v]
-                                               for k, v in results.items()}, indent=1))
+        rows = [f' "{"/".join(map(str, k))}": [' + ", ".join(json.dumps(kept(k, run), separators=(",", ":"))
+                                                           for run in v) + "]" for k, v in results.items()]
+        Path(args.json).write_text("{\n" + ",\n".join(rows) + "\n}\n")  # one line per runtime
 
 
 if __name__ == "__main__":
