@@ -333,8 +333,30 @@ def test_cli_prints_the_url_serves_and_stops_cleanly_on_ctrl_c(ckpts):
         out, err = proc.communicate(timeout=30)
     finally:
         proc.kill()
-    assert proc.returncode == 0 and "stopped" in out
+    assert proc.returncode == 0 and "stopped" in out, (proc.returncode, out, err)
     assert "Traceback" not in err
+
+
+def test_closing_the_server_ends_a_kept_alive_connection_at_once(ckpts):
+    """Request threads are joined when the server closes; a browser's idle keep-alive connection does not hold
+    the close up for the handler's 30-second timeout."""
+    import time
+
+    from scratchformer.app.explore.server import make_server
+
+    server = make_server(str(ckpts["encoder"]), port=0)
+    thread = threading.Thread(target=server.serve_forever)
+    thread.start()
+    conn = http.client.HTTPConnection(*server.server_address[:2], timeout=30)
+    conn.request("GET", "/api/model")
+    assert conn.getresponse().read()  # the connection stays open: HTTP/1.1 keeps it alive
+    start = time.perf_counter()
+    server.shutdown()
+    server.server_close()
+    thread.join()
+    assert time.perf_counter() - start < 5
+    assert not server.connections
+    conn.close()
 
 
 # =================================================================================== the browser

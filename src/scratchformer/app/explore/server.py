@@ -15,7 +15,9 @@ page elsewhere cannot reach it by rebinding a domain name to 127.0.0.1.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import sys
 import threading
 import traceback
@@ -67,15 +69,33 @@ class ExploreServer(ThreadingHTTPServer):
     """An HTTP server holding one loaded checkpoint. Requests run in threads; the model one at a time (the
     cores go to one request, and the model's mode is switched to eval around each run)."""
 
-    daemon_threads = True
+    # Request threads are joined when the server closes (a daemon thread cut off at interpreter exit can abort
+    # the process); close() first ends the connections still open, so a browser's idle one does not delay it.
+    daemon_threads = False
+    block_on_close = True
 
     def __init__(self, ckpt: Checkpoint, address: tuple[str, int] = ("127.0.0.1", 0), *,
                  limits: Limits = DEFAULT_LIMITS, name: str | None = None, quiet: bool = True) -> None:
         self.ckpt, self.limits, self.quiet = ckpt, limits, quiet
+        self.connections: set[socket.socket] = set()
         self.model_lock = threading.Lock()
         self.info = model_info(ckpt, limits, name)
         self.files = {path: (_static_file(file), ctype) for path, (file, ctype) in STATIC.items()}
         super().__init__(address, ExploreHandler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self.connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        self.connections.discard(request)
+        super().shutdown_request(request)
+
+    def server_close(self) -> None:
+        for connection in list(self.connections):  # wake the threads waiting on a kept-alive connection
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+        super().server_close()  # joins the request threads
 
     @property
     def url(self) -> str:
