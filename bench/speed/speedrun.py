@@ -76,7 +76,9 @@ def run_seed(out: Path, preset: str, seed: int, words: list[str], val: Path) -> 
             "curve": [(r["time_s"], r["loss"]) for r in evals]}
 
 
-def plot(rows: list[dict], path: Path, title: str) -> None:
+def plot_records(summaries: list[Path], path: Path) -> None:
+    """One picture of one or several ``speedrun.json`` files: every seed's curve, one colour per recipe (nothing
+    without matplotlib)."""
     try:
         import matplotlib
 
@@ -84,24 +86,6 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    fig, ax = plt.subplots(figsize=(6.4, 4), dpi=100)
-    for row in rows:
-        t, loss = zip(*row["curve"])
-        ax.plot([s / 60 for s in t], loss, label=f"seed {row['seed']} (whole block {row['whole_block_loss']:.3f})")
-    for threshold in THRESHOLDS:
-        ax.axhline(threshold, color="grey", linewidth=0.6, linestyle="--")
-    ax.set(xlabel="training minutes", ylabel="validation loss (random windows)", title=title, ylim=(1.4, 2.0))
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-
-
-def plot_records(summaries: list[Path], path: Path) -> None:
-    """One picture of several ``speedrun.json`` files: every seed's curve, one colour per recipe."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7.2, 4.2), dpi=100)
     for i, file in enumerate(summaries):
@@ -155,7 +139,7 @@ def main() -> None:
                "whole_block_mean": round(sum(losses) / len(losses), 4), "whole_block_spread": round(
                    max(losses) - min(losses), 4)}
     (args.out / "speedrun.json").write_text(json.dumps(summary, indent=1))
-    plot(rows, args.out / "speedrun.png", f"{args.preset} {' '.join(args.words)}".strip())
+    plot_records([args.out / "speedrun.json"], args.out / "speedrun.png")
     print(f"whole block: mean {summary['whole_block_mean']:.4f}, spread {summary['whole_block_spread']:.4f} over "
           f"{len(rows)} seed(s); {args.out / 'speedrun.json'}")
 
