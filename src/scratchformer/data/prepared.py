@@ -116,8 +116,6 @@ def tokenizer_settings(cfg: TokenizerSettings, mask_token: bool) -> dict[str, An
 def _trained_tokenizer(cfg: TokenizerSettings, plan: DataPlan, prints: dict[Source, str], root: Path, say: Say,
                        quiet: bool) -> str:
     """The folder of the tokenizer trained on the training source with these settings (trained if new)."""
-    from scratchformer.tokenizers import BPETokenizer, CharTokenizer
-
     source = plan.splits["train"].source
     mask = plan.task.mask_token
     settings = tokenizer_settings(cfg, mask)
@@ -132,9 +130,13 @@ def _trained_tokenizer(cfg: TokenizerSettings, plan: DataPlan, prints: dict[Sour
     sample = f" (a sample of {cfg.tokenizer_sample:,} characters)" if cfg.tokenizer_sample else ""
     bar = ByteBar(f"training a {kind} on {source}{sample}", source_bytes(source), say, quiet=quiet)
     texts = training_texts(source, cfg.tokenizer_sample, bar)
-    if cfg.tokenizer == "bpe":
+    if cfg.tokenizer == "bpe":  # each tokenizer's module is imported only when it is the one trained
+        from scratchformer.tokenizers.bpe import BPETokenizer
+
         tokenizer: Tokenizer = BPETokenizer.train(texts, cfg.bpe_vocab_size, lowercase=cfg.lowercase, with_mask=mask)
     else:
+        from scratchformer.tokenizers.char import CharTokenizer
+
         tokenizer = CharTokenizer.train(texts, with_mask=mask)
     seconds = bar.close()
     try:

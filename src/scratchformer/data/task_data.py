@@ -13,7 +13,6 @@ import numpy as np
 
 from scratchformer.data.corpus.store import PreparedCorpus
 from scratchformer.data.corpus.views import RowSet, TokenStream
-from scratchformer.data.labelled import map_labels
 from scratchformer.data.plan import DataPlan, Source, SplitSpec, carving
 from scratchformer.data.prepared import Prepared
 from scratchformer.data.splits import carve_documents, carve_indices, carve_tokens
@@ -91,6 +90,8 @@ def _labels(plan: DataPlan, corpora: dict[Source, PreparedCorpus]) -> tuple[list
     """A classifier's class names (fixed, or the training file's sorted) and each source's label ids."""
     if not plan.task.labels:
         return None, {}
+    from scratchformer.data.labelled import map_labels  # the label files' reader: a classifier's data only
+
     names, ids = plan.labels, {}
     for source in plan.sources():  # training first: its labels decide the names when they are not fixed
         corpus = corpora[source]

@@ -78,18 +78,10 @@ class Field:
     """One field of a corpus: rows of token ids (or bytes), through the offsets index."""
 
     def __init__(self, directory: Path, name: str, dtype: np.dtype, rows: int, items: int) -> None:
-        self.name = name
+        self.name, self.n_rows, self.n_items = name, int(rows), int(items)
         self.data = FlatArray(directory / f"{name}.bin", dtype, items)
         self.offsets = FlatArray(directory / f"{name}.idx", OFFSET_DTYPE, rows + 1)
         self._lengths: np.ndarray | None = None
-
-    @property
-    def n_rows(self) -> int:
-        return len(self.offsets) - 1
-
-    @property
-    def n_items(self) -> int:
-        return len(self.data)
 
     def lengths(self) -> np.ndarray:
         """Every row's length, ``int32`` (computed once, block by block; 4 bytes a row)."""
@@ -117,6 +109,10 @@ class PreparedCorpus:
 
     def __init__(self, directory: Path, manifest: dict[str, Any]) -> None:
         self.path, self.manifest = directory, manifest
+        self.kind: str = manifest["kind"]  # text | pairs | labelled | lines
+        self.vocab_size: int = manifest["vocab_size"]
+        self.id_type: str = np.dtype(manifest["id_dtype"]).name  # uint16 | uint32
+        self.notes: list[str] = list(manifest.get("notes", []))  # what reading the files found (skipped rows, ...)
         self.fields: dict[str, Field] = {}
         for name, spec in manifest["fields"].items():
             self.fields[name] = Field(directory, name, np.dtype(spec["dtype"]), spec["rows"], spec["items"])
@@ -137,22 +133,6 @@ class PreparedCorpus:
         for name, expected in manifest["files"].items():
             _check_file(directory / name, expected, verify)
         return cls(directory, manifest)
-
-    @property
-    def kind(self) -> str:
-        return self.manifest["kind"]
-
-    @property
-    def vocab_size(self) -> int:
-        return self.manifest["vocab_size"]
-
-    @property
-    def id_type(self) -> str:
-        return np.dtype(self.manifest["id_dtype"]).name
-
-    @property
-    def notes(self) -> list[str]:
-        return list(self.manifest.get("notes", []))
 
     def labels(self) -> np.ndarray:
         """Classification: each row's label code (an index into ``manifest["labels"]["names"]``)."""
