@@ -482,12 +482,47 @@ def test_max_time_ends_the_run_at_its_budget_with_a_full_schedule(tmp_path, caps
     err = capsys.readouterr().err
     assert "max_time=4s: about" in err and "steps fit" in err
     meta = json.loads((out / "config.json").read_text())
-    planned = meta["train"]["max_steps"]
+    planned = meta["train"]["max_steps"]  # the first estimate (the length may be fitted again at evaluations)
     assert planned > 0 and meta["settings"]["max_steps"] == 0
     assert meta["train"]["warmup_steps"] == round(0.125 * planned)  # the preset's warm-up, as a fraction
-    done = json.loads((out / "last" / "config.json").read_text())["step"]
-    assert 0 < done <= planned and took < 60
+    last = json.loads((out / "last" / "config.json").read_text())
+    assert 0 < last["step"] <= last["train"]["max_steps"] and took < 60
     assert any(r["split"] == "test" for r in rows(out))
+
+
+def test_fitting_a_time_budget_again_keeps_the_rates_taken():
+    from scratchformer.train.budget import fitted
+
+    wsd = Schedule("cosine", 1e-3, 0.0, 10, 1000, 0.4)  # constant until step 600, then a cool-down to 0
+    assert fitted(wsd, 200, per_step_s=0.1, left_s=100.0).total == 1200  # faster than estimated: longer
+    shorter = fitted(wsd, 200, per_step_s=0.1, left_s=10.0)  # 300 would have begun the decay at step 180
+    assert shorter.decay_start == 201 and all(shorter(s) == wsd(s) for s in range(201))
+    assert fitted(wsd, 700, 0.1, 10.0) is None  # the decay is under way: its rates are set
+    assert fitted(wsd, 200, 0.1, 80.5) is None  # 1,005 steps: a change under 2 %
+    assert fitted(Schedule("constant", 1e-3, 0.0, 10, 1000), 900, 0.1, 1.0).total == 910
+
+
+@pytest.mark.slow
+def test_a_run_slower_than_its_estimate_still_cools_down_within_max_time(tmp_path, capsys, monkeypatch):
+    """Every step after the estimate sleeps 30 ms: the first estimate (a few fast steps) is far too long, and
+    without fitting it again the budget would end the run in its constant phase."""
+    from scratchformer.train import trainer
+
+    slow, begin = [False], trainer.Trainer.begin
+    monkeypatch.setattr(trainer.Trainer, "begin", lambda self: (begin(self), slow.__setitem__(0, True)))
+    step = trainer.Trainer.train_step
+    monkeypatch.setattr(trainer.Trainer, "train_step", lambda self, i: (time.sleep(0.03) if slow[0] else None,
+                                                                         step(self, i))[1])
+    out = tmp_path / "run"
+    assert main(["train", "--preset", "copy", *TINY, "max_time=8s", "decay_fraction=0.5", "min_lr=0",
+                 "n_test=10", "eval_decode=0", "eval_every=20", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    planned = json.loads((out / "config.json").read_text())["train"]["max_steps"]
+    last = json.loads((out / "last" / "config.json").read_text())
+    assert "steps fit at the speed so far" in err and "time budget" not in err
+    assert last["step"] == last["train"]["max_steps"] < planned  # the whole schedule, shorter than first planned
+    lrs = [r["lr"] for r in rows(out) if r["split"] == "train"]
+    assert lrs[-1] < 0.05 * max(lrs)  # the cool-down reached (nearly) zero
 
 
 def test_progress_lines_when_not_a_terminal_and_quiet(tmp_path, capsys):

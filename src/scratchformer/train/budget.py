@@ -1,17 +1,28 @@
 """A time budget (``max_time``) as a number of steps, so that the learning-rate schedule fits it.
 
-A few steps and one evaluation are timed (then undone by the caller, ``Trainer.estimate_steps``); the
-budget, less what has run already and the final evaluation and test, divided by the time a step and its
-share of the evaluations take, is the run's length. The first step is left out of the median (it pays one-off costs).
+Before the first step, a few steps and one evaluation are timed (then undone by the caller,
+``Trainer.estimate_steps``); the budget, less what has run already and the final evaluation and test,
+divided by the time a step and its share of the evaluations take, is the run's length. The first step is
+left out of the median (it pays one-off costs).
+
+A few steps say little on a busy machine, so the length is fitted again at every evaluation (``TimeBudget``)
+from the speed of all the steps so far, evaluations included, as long as no step's rate depends on it yet:
+``constant`` and ``inverse_sqrt`` rates never do; a ``cosine`` decay does once it has begun, so the length
+is fitted until the decay starts (a warm-stable-decay run, ``decay_fraction`` < 1, gets its whole cool-down
+within the budget). The warm-up stays as it was fixed at the start; a change under 2 % is left alone.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 
 from scratchformer.distributed import DistInfo, broadcast_object
 from scratchformer.settings.config import TrainConfig
+from scratchformer.train.optim import Schedule
+
+SMALLEST_CHANGE = 0.02  # a refit that moves the length less than this is not made
 
 
 def steps_within(budget_s: float, spent_s: float, train_step: Callable[[int], object], evaluate: Callable[[], object],
@@ -31,13 +42,52 @@ def steps_within(budget_s: float, spent_s: float, train_step: Callable[[int], ob
     return max(1, int(spendable / (per_step + eval_s / eval_every))), per_step, eval_s, len(times)
 
 
+@dataclasses.dataclass
+class TimeBudget:
+    """The budget of a fresh run whose length was estimated: what ``refit`` needs to fit it again."""
+
+    budget_s: float
+    eval_s: float  # one evaluation, as timed: two more are kept for the final evaluation and the test
+    info: DistInfo
+    log: Callable[[str], None]
+    since_s: float = 0.0  # the run's training seconds when its own steps began (set by the caller)
+
+    def refit(self, schedule: Schedule, done: int, elapsed_s: float) -> Schedule:
+        """``schedule``, or a new one if the rest of the budget at the speed so far gives another length (said
+        in one line); every rank takes rank 0's answer."""
+        new = broadcast_object(fitted(schedule, done, (elapsed_s - self.since_s) / max(1, done),
+                                      self.budget_s - elapsed_s - 2 * self.eval_s), self.info)
+        if new is None:
+            return schedule
+        self.log(f"max_time: {new.total:,} steps fit at the speed so far, not {schedule.total:,}")
+        return new
+
+
+def fitted(schedule: Schedule, done: int, per_step_s: float, left_s: float) -> Schedule | None:
+    """``schedule`` with the length that fits ``left_s`` more seconds at ``per_step_s`` a step; None when it
+    stays (a change under 2 %, or a cosine decay under way). A run slower than its estimate whose decay
+    would have begun already starts its decay at the next step."""
+    total = done + max(1, int(left_s / max(per_step_s, 1e-9)))
+    if schedule.kind == "cosine":
+        if schedule.decay_start <= done:
+            return None  # the decay has begun: its rates are set
+        if dataclasses.replace(schedule, total=total).decay_start <= done:  # then decay_fraction < 1
+            total = max(total, int(done / (1 - schedule.decay_fraction)) - 1)
+            while dataclasses.replace(schedule, total=total).decay_start <= done:
+                total += 1  # the fewest steps that keep the rates already taken
+    if abs(total - schedule.total) < SMALLEST_CHANGE * schedule.total:
+        return None
+    return dataclasses.replace(schedule, total=total)
+
+
 def estimate_steps(cfg: TrainConfig, spent_s: float, train_step: Callable[[int], object],
-                   evaluate: Callable[[], object], info: DistInfo, log: Callable[[str], None]) -> int:
+                   evaluate: Callable[[], object], info: DistInfo,
+                   log: Callable[[str], None]) -> tuple[int, TimeBudget]:
     """How many steps fit in ``cfg.max_time`` (``steps_within``), said in one line; every rank takes rank 0's
     answer. The caller undoes the timed steps."""
-    total, per_step, eval_s, timed = steps_within(cfg.max_time_s or 0.0, spent_s, train_step, evaluate,
-                                                  cfg.eval_every)
+    budget_s = cfg.max_time_s or 0.0
+    total, per_step, eval_s, timed = steps_within(budget_s, spent_s, train_step, evaluate, cfg.eval_every)
     total = int(broadcast_object(total, info))
     log(f"max_time={cfg.max_time}: about {total:,} steps fit ({per_step:.3g} s a step, {eval_s:.2g} s an "
-        f"evaluation, measured on {timed} steps that were then undone)")
-    return total
+        f"evaluation, measured on {timed} steps that were then undone; fitted again at each evaluation)")
+    return total, TimeBudget(budget_s, eval_s, info, log)

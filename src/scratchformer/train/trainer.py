@@ -39,6 +39,7 @@ from scratchformer.distributed import broadcast_object, reduce_flags
 from scratchformer.settings.resolve import Resolved
 from scratchformer.tasks.base import Task, split_rows
 from scratchformer.train.averaging import CheckpointHistory, WeightAverage
+from scratchformer.train.budget import TimeBudget, estimate_steps
 from scratchformer.train.device import training_module
 from scratchformer.train.interrupt import Interrupted, stop_on_signals
 from scratchformer.train.logger import MetricsLogger, prune
@@ -67,6 +68,7 @@ class Trainer:
         self.val: dict[str, float] = {}
         self.best_val: dict[str, float] = {}  # stays empty after a resume until validation improves again
         self.stop_reason, self.interrupt = "", False
+        self.budget: TimeBudget | None = None  # a fresh run's length fitted to max_time (budget.py)
         self.fresh_optimizer()
         self.history = CheckpointHistory(self.out / "history", self.cfg.average_last) if self.cfg.average_last else None
         self.train_model = training_module(self.task.training_module(self.model), self.info, self.device,
@@ -110,11 +112,8 @@ class Trainer:
         self.resolved_cfg = dataclasses.replace(self.cfg, max_steps=self.schedule.total,
                                                 warmup_steps=self.schedule.warmup, warmup_fraction=None)
         lines = summary(self.run_settings, self.task, self.model, self.schedule, self.info, self.device)
-        if self.session.resume:
-            self.log(f"resuming {out} at step {self.step:,}")
-        else:
-            for line in lines:
-                self.log(line)
+        for line in [f"resuming {out} at step {self.step:,}"] if self.session.resume else lines:
+            self.log(line)
         if self.info.is_main:
             out.mkdir(parents=True, exist_ok=True)
             prune(out, self.step)
@@ -130,9 +129,7 @@ class Trainer:
         cfg, total = self.cfg, self.schedule.total
         self.model.train()
         window = Window()
-        for step in range(self.step, total):
-            if self.stop_requested():
-                break
+        while (step := self.step) < self.schedule.total and not self.stop_requested():
             loss, grad_norm, lr, tokens = self.train_step(step)
             self.step = done = step + 1
             window.add(loss, tokens)
@@ -146,6 +143,9 @@ class Trainer:
             out_of_time = self.out_of_time()
             is_eval = done % cfg.eval_every == 0 or done == total or out_of_time
             early = self.evaluate_and_select(done) if is_eval else False
+            if is_eval and self.budget is not None and not (early or out_of_time):  # max_time: the length again
+                self.schedule = self.budget.refit(self.schedule, done, self.elapsed())
+                self.progress.total = total = self.schedule.total
             saving = (is_eval and not cfg.save_every) or (cfg.save_every and done % cfg.save_every == 0)
             if self.history is not None and self.info.is_main and (saving or done == total):
                 self.history.add(self.model, done)  # before last/: a run resumed from an older last/ forgets it
@@ -157,7 +157,7 @@ class Trainer:
                          "evaluations" if early else f"stopped at step {done:,} of {total:,}: the time budget "
                          f"max_time={cfg.max_time} is spent (continue with --resume max_time=LONGER)")
                 break
-        if self.interrupt and self.step < total:
+        if self.interrupt and self.step < self.schedule.total:
             self.save("last", self.step)
 
     def finish(self) -> TrainResult:
@@ -247,7 +247,7 @@ class Trainer:
             if self.average is not None and state is not None:
                 state.update(trained_weights=trained, weight_average=self.average.state())
             save_checkpoint(self.out / name, self.model, self.task.tokenizer, self.model_cfg,
-                            self.resolved_cfg.__dict__, step, state, extra)
+                            {**self.resolved_cfg.__dict__, "max_steps": self.schedule.total}, step, state, extra)
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
@@ -270,14 +270,13 @@ class Trainer:
 
     def estimate_steps(self) -> int:
         """How many steps fit in ``max_time`` (``budget.py``); the timed steps are then undone."""
-        from scratchformer.train.budget import estimate_steps
-
         weights = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         self.schedule = Schedule.of(self.cfg, 10_000)  # any schedule: these steps are undone
-        total = estimate_steps(self.cfg, self.elapsed(), self.train_step,
-                               lambda: evaluate(self.task, self.model, "val"), self.info, self.log)
+        total, self.budget = estimate_steps(self.cfg, self.elapsed(), self.train_step,
+                                            lambda: evaluate(self.task, self.model, "val"), self.info, self.log)
         self.model.load_state_dict(weights)
         self.fresh_optimizer()
+        self.budget.since_s = self.elapsed()  # the run's own steps begin
         return total
 
     def elapsed(self) -> float:
