@@ -70,7 +70,9 @@ def run_seed(out: Path, preset: str, seed: int, words: list[str], val: Path) -> 
     evals = [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if r["split"] == "val"]
     reached = {str(t): next((r["time_s"] for r in evals if r["loss"] <= t), None) for t in THRESHOLDS}
     steps = json.loads((run / "last" / "config.json").read_text())["step"]
-    return {"seed": seed, "wall_s": round(wall, 1), "steps": steps, "matmul_gflops": round(peak, 1),
+    estimate = json.loads((run / "config.json").read_text())["train"]["max_steps"]  # before the fits at evaluations
+    return {"seed": seed, "wall_s": round(wall, 1), "steps": steps, "first_estimate": estimate,
+            "matmul_gflops": round(peak, 1),
             "whole_block_loss": round(json.loads(scored.stdout)["loss"], 4),
             "random_windows_loss": round(evals[-1]["loss"], 4), "training_s_to": reached,
             "curve": [(r["time_s"], r["loss"]) for r in evals]}
@@ -131,7 +133,8 @@ def main() -> None:
         rows.append(row)
         to = ", ".join(f"{t}: {s / 60:.1f} min" if s is not None else f"{t}: not reached"
                        for t, s in row["training_s_to"].items())
-        print(f"seed {seed}: {row['wall_s'] / 60:.2f} min wall, {row['steps']:,} steps, whole block "
+        print(f"seed {seed}: {row['wall_s'] / 60:.2f} min wall, {row['steps']:,} steps (first estimate "
+              f"{row['first_estimate']:,}), whole block "
               f"{row['whole_block_loss']:.4f} (random windows {row['random_windows_loss']:.4f}); {to}; "
               f"matmul peak {row['matmul_gflops']:.1f} GFLOP/s", flush=True)
     losses = [r["whole_block_loss"] for r in rows]

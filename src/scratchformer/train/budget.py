@@ -6,7 +6,8 @@ divided by the time a step and its share of the evaluations take, is the run's l
 left out of the median (it pays one-off costs).
 
 A few steps say little on a busy machine, so the length is fitted again at every evaluation (``TimeBudget``)
-from the speed of all the steps so far, evaluations included, as long as no step's rate depends on it yet:
+from the speed of the steps since the last one, that evaluation included, as long as no step's rate depends
+on it yet:
 ``constant`` and ``inverse_sqrt`` rates never do; a ``cosine`` decay does once it has begun, so the length
 is fitted until the decay starts (a warm-stable-decay run, ``decay_fraction`` < 1, gets its whole cool-down
 within the budget). The warm-up stays as it was fixed at the start; a change under 2 % is left alone.
@@ -26,8 +27,9 @@ SMALLEST_CHANGE = 0.02  # a refit that moves the length less than this is not ma
 
 
 def steps_within(budget_s: float, spent_s: float, train_step: Callable[[int], object], evaluate: Callable[[], object],
-                 eval_every: int) -> tuple[int, float, float, int]:
-    """``(steps, seconds a step, seconds an evaluation, steps timed)``: how many steps fit in the budget."""
+                 eval_every: int, evals_after: int = 2) -> tuple[int, float, float, int]:
+    """``(steps, seconds a step, seconds an evaluation, steps timed)``: how many steps fit in the budget, with
+    ``evals_after`` evaluations' time kept for after the last step (the final evaluation, and the test)."""
     times, step = [], 0
     while step < 3 or (sum(times) < min(2.0, 0.02 * budget_s) and step < 50):
         t = time.perf_counter()
@@ -38,7 +40,7 @@ def steps_within(budget_s: float, spent_s: float, train_step: Callable[[int], ob
     evaluate()
     eval_s = time.perf_counter() - t
     per_step = sorted(times[1:])[len(times[1:]) // 2]
-    spendable = budget_s - spent_s - sum(times) - eval_s - 2 * eval_s  # the final evaluation and the test
+    spendable = budget_s - spent_s - sum(times) - eval_s - evals_after * eval_s
     return max(1, int(spendable / (per_step + eval_s / eval_every))), per_step, eval_s, len(times)
 
 
@@ -47,19 +49,23 @@ class TimeBudget:
     """The budget of a fresh run whose length was estimated: what ``refit`` needs to fit it again."""
 
     budget_s: float
-    eval_s: float  # one evaluation, as timed: two more are kept for the final evaluation and the test
+    after_s: float  # kept for after the last step: the final evaluation and the test, as timed
     info: DistInfo
     log: Callable[[str], None]
-    since_s: float = 0.0  # the run's training seconds when its own steps began (set by the caller)
+    since_s: float = 0.0  # the run's training seconds at the last fit (first: when its own steps began)
+    since_step: int = 0
 
     def refit(self, schedule: Schedule, done: int, elapsed_s: float) -> Schedule:
-        """``schedule``, or a new one if the rest of the budget at the speed so far gives another length (said
-        in one line); every rank takes rank 0's answer."""
-        new = broadcast_object(fitted(schedule, done, (elapsed_s - self.since_s) / max(1, done),
-                                      self.budget_s - elapsed_s - 2 * self.eval_s), self.info)
+        """``schedule``, or a new one if the rest of the budget at the speed of the steps since the last fit
+        gives another length (said in one line); every rank takes rank 0's answer."""
+        steps = done - self.since_step
+        per_step = (elapsed_s - self.since_s) / max(1, steps)
+        self.since_s, self.since_step = elapsed_s, done
+        new = broadcast_object(fitted(schedule, done, per_step, self.budget_s - elapsed_s - self.after_s),
+                               self.info)
         if new is None:
             return schedule
-        self.log(f"max_time: {new.total:,} steps fit at the speed so far, not {schedule.total:,}")
+        self.log(f"max_time: {new.total:,} steps fit at the speed of the last {steps:,} steps, not {schedule.total:,}")
         return new
 
 
@@ -67,7 +73,7 @@ def fitted(schedule: Schedule, done: int, per_step_s: float, left_s: float) -> S
     """``schedule`` with the length that fits ``left_s`` more seconds at ``per_step_s`` a step; None when it
     stays (a change under 2 %, or a cosine decay under way). A run slower than its estimate whose decay
     would have begun already starts its decay at the next step."""
-    total = done + max(1, int(left_s / max(per_step_s, 1e-9)))
+    total = done + max(1, int(0.99 * left_s / max(per_step_s, 1e-9)) - 1)  # a step and 1 % spare: steps vary
     if schedule.kind == "cosine":
         if schedule.decay_start <= done:
             return None  # the decay has begun: its rates are set
@@ -81,13 +87,13 @@ def fitted(schedule: Schedule, done: int, per_step_s: float, left_s: float) -> S
 
 
 def estimate_steps(cfg: TrainConfig, spent_s: float, train_step: Callable[[int], object],
-                   evaluate: Callable[[], object], info: DistInfo,
-                   log: Callable[[str], None]) -> tuple[int, TimeBudget]:
+                   evaluate: Callable[[], object], info: DistInfo, log: Callable[[str], None],
+                   tested: bool = True) -> tuple[int, TimeBudget]:
     """How many steps fit in ``cfg.max_time`` (``steps_within``), said in one line; every rank takes rank 0's
-    answer. The caller undoes the timed steps."""
-    budget_s = cfg.max_time_s or 0.0
-    total, per_step, eval_s, timed = steps_within(budget_s, spent_s, train_step, evaluate, cfg.eval_every)
+    answer. ``tested``: a test evaluation follows the last step. The caller undoes the timed steps."""
+    budget_s, evals_after = cfg.max_time_s or 0.0, 1 + tested
+    total, per_step, eval_s, timed = steps_within(budget_s, spent_s, train_step, evaluate, cfg.eval_every, evals_after)
     total = int(broadcast_object(total, info))
     log(f"max_time={cfg.max_time}: about {total:,} steps fit ({per_step:.3g} s a step, {eval_s:.2g} s an "
         f"evaluation, measured on {timed} steps that were then undone; fitted again at each evaluation)")
-    return total, TimeBudget(budget_s, eval_s, info, log)
+    return total, TimeBudget(budget_s, evals_after * eval_s, info, log)

@@ -273,7 +273,8 @@ class Trainer:
         weights = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         self.schedule = Schedule.of(self.cfg, 10_000)  # any schedule: these steps are undone
         total, self.budget = estimate_steps(self.cfg, self.elapsed(), self.train_step,
-                                            lambda: evaluate(self.task, self.model, "val"), self.info, self.log)
+                                            lambda: evaluate(self.task, self.model, "val"), self.info, self.log,
+                                            tested=self.cfg.test_at_end and self.task.has_split("test"))
         self.model.load_state_dict(weights)
         self.fresh_optimizer()
         self.budget.since_s = self.elapsed()  # the run's own steps begin
