@@ -10,7 +10,7 @@ from the speed of the steps since the last one, that evaluation included, as lon
 on it yet:
 ``constant`` and ``inverse_sqrt`` rates never do; a ``cosine`` decay does once it has begun, so the length
 is fitted until the decay starts (a warm-stable-decay run, ``decay_fraction`` < 1, gets its whole cool-down
-within the budget). The warm-up stays as it was fixed at the start; a change under 2 % is left alone.
+within the budget). The warm-up stays as it was fixed at the start; a change under 1 % is left alone.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from scratchformer.distributed import DistInfo, broadcast_object
 from scratchformer.settings.config import TrainConfig
 from scratchformer.train.optim import Schedule
 
-SMALLEST_CHANGE = 0.02  # a refit that moves the length less than this is not made
+SMALLEST_CHANGE = 0.01  # a refit that moves the length less than this is not made
 
 
 def steps_within(budget_s: float, spent_s: float, train_step: Callable[[int], object], evaluate: Callable[[], object],
@@ -71,9 +71,9 @@ class TimeBudget:
 
 def fitted(schedule: Schedule, done: int, per_step_s: float, left_s: float) -> Schedule | None:
     """``schedule`` with the length that fits ``left_s`` more seconds at ``per_step_s`` a step; None when it
-    stays (a change under 2 %, or a cosine decay under way). A run slower than its estimate whose decay
+    stays (a change under 1 %, or a cosine decay under way). A run slower than its estimate whose decay
     would have begun already starts its decay at the next step."""
-    total = done + max(1, int(0.99 * left_s / max(per_step_s, 1e-9)) - 1)  # a step and 1 % spare: steps vary
+    total = done + max(1, int(0.995 * left_s / max(per_step_s, 1e-9)) - 1)  # a step and 0.5 % spare: steps vary
     if schedule.kind == "cosine":
         if schedule.decay_start <= done:
             return None  # the decay has begun: its rates are set
