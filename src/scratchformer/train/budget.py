@@ -7,10 +7,10 @@ left out of the median (it pays one-off costs).
 
 A few steps say little on a busy machine, so the length is fitted again at every evaluation (``TimeBudget``)
 from the speed of the steps since the last one, that evaluation included, as long as no step's rate depends
-on it yet:
-``constant`` and ``inverse_sqrt`` rates never do; a ``cosine`` decay does once it has begun, so the length
-is fitted until the decay starts (a warm-stable-decay run, ``decay_fraction`` < 1, gets its whole cool-down
-within the budget). The warm-up stays as it was fixed at the start; a change under 1 % is left alone.
+on it yet: ``constant`` and ``inverse_sqrt`` rates never do; a ``cosine`` decay does once it has begun, so
+the length is fitted until the decay starts (a warm-stable-decay run, ``decay_fraction`` < 1, gets its whole
+cool-down within the budget). The warm-up stays as it was fixed at the start; a change under 1 % is left
+alone. The run's ``config.json`` keeps the first estimate; its checkpoints hold the length as fitted.
 """
 
 from __future__ import annotations
