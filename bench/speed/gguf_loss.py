@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
 from pathlib import Path
 
@@ -71,8 +70,9 @@ def main() -> None:
     if args.text:
         text = Path(args.text).read_text(encoding="utf-8")
     else:
-        full = (Path(os.environ.get("SCRATCHFORMER_DATA", "data")) / "tinyshakespeare.txt").read_text(encoding="utf-8")
-        text = full[int(len(full) * 0.9):]
+        from scratchformer.data.named import load_tinyshakespeare
+
+        text = load_tinyshakespeare()[1]  # the validation 10 %, found as every named dataset is
     text = text[:args.max_chars] if args.max_chars else text
     max_len = ckpt.model_config.max_len
     parts = windows(ckpt.tokenizer.encode(text), max_len)

@@ -1,7 +1,7 @@
 """How close does a recipe come to nanoGPT's GPU result on Tiny Shakespeare (1.4697) in 10 minutes on this CPU?
 
     SCRATCHFORMER_DATA=../shared/data python bench/speed/speedrun.py --out runs/speedrun \
-        [--preset shakespeare-char-speedrun] [--seeds 1337 1338 1339] [--budget 10m] [key=value ...]
+        [--preset shakespeare-char-speedrun] [--seeds 1337 1338 1339] [key=value ...]
 
 Each seed runs ``scratchformer train --preset P seed=S [key=value ...] --out OUT/seed-S`` as its own process and
 times it from start to exit (data preparation and the run's own last evaluation included): that is the wall time
@@ -47,11 +47,10 @@ def matmul_peak() -> float:
 
 def validation_block(out: Path) -> Path:
     """The last 10 % of Tiny Shakespeare as a file (the preset's validation split, by nanoGPT's cut)."""
-    from scratchformer.data.named import find_dataset
+    from scratchformer.data.named import load_tinyshakespeare
 
-    text = find_dataset("tinyshakespeare").read_text(encoding="utf-8")
     path = out / "val.txt"
-    path.write_text(text[int(len(text) * 0.9):], encoding="utf-8")
+    path.write_text(load_tinyshakespeare()[1], encoding="utf-8")
     return path
 
 
