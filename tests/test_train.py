@@ -69,6 +69,23 @@ def test_learning_rate_schedules():
     assert lr_at(0, const) == lr_at(500, const) == 0.3
 
 
+
+@pytest.mark.parametrize("shape, half_way", [("cosine", 0.5), ("linear", 0.5), ("1-sqrt", 1 - 0.5 ** 0.5)])
+def test_the_decay_takes_its_shape_after_a_constant_phase(shape, half_way):
+    # warm-up 10, constant to update 60, then the decay over the last 50 updates down to min_lr 0
+    cfg = TrainConfig(lr=1.0, min_lr=0.0, warmup_steps=10, max_steps=110, decay_fraction=50 / 110, decay_shape=shape)
+    assert lr_at(59, cfg) == 1.0  # the last update of the constant phase
+    assert lr_at(84, cfg) == pytest.approx(half_way)  # update 85: half of the decay done
+    assert lr_at(109, cfg) == pytest.approx(0.0)
+    assert all(lr_at(s, cfg) > lr_at(s + 1, cfg) for s in range(60, 109))
+    p = 13 / 50  # update 73: 13 of the decay's 50 updates done
+    falls = {"cosine": (1 + math.cos(math.pi * p)) / 2, "linear": 1 - p, "1-sqrt": 1 - math.sqrt(p)}
+    assert lr_at(72, cfg) == pytest.approx(falls[shape])
+
+def test_a_decay_shape_needs_the_cosine_schedule():
+    with pytest.raises(ConfigError, match="decay_shape=linear shapes the decay of schedule=cosine"):
+        TrainConfig(schedule="inverse_sqrt", decay_shape="linear")
+
 def test_no_weight_decay_on_biases_norms_and_embeddings():
     from scratchformer import GPT, ModelConfig
 

@@ -14,13 +14,15 @@ from scratchformer.registry import DEFAULT_TASK, TASKS, spec, task_only_settings
 
 TokenizerKind = Literal["char", "bpe"]
 ScheduleKind = Literal["inverse_sqrt", "cosine", "constant"]
+DecayShape = Literal["cosine", "linear", "1-sqrt"]
 Truncate = Literal["warn", "error"]
 OptimizerKind = Literal["adamw", "muon"]
 Device = Literal["auto", "cpu", "cuda", "mps"]
 Precision = Literal["fp32", "bf16", "fp16"]
 
 TRAIN_CHOICES: dict[str, tuple[str, ...]] = {"task": tuple(TASKS), "tokenizer": get_args(TokenizerKind),
-                                             "schedule": get_args(ScheduleKind), "truncate": get_args(Truncate),
+                                             "schedule": get_args(ScheduleKind),
+                                             "decay_shape": get_args(DecayShape), "truncate": get_args(Truncate),
                                              "device": get_args(Device), "precision": get_args(Precision),
                                              "optimizer": get_args(OptimizerKind)}
 
@@ -77,6 +79,10 @@ class TrainConfig:
     # cosine: the learning rate stays at lr after the warm-up until the last decay_fraction of the run, then
     # decays to min_lr along a half cosine (1.0: decay right after the warm-up)
     decay_fraction: float = 1.0
+    # the decay's shape, from lr to min_lr (schedule=cosine): half a cosine, a straight line, or 1 - sqrt of the
+    # share of the decay done (Hägele et al. 2024, "Scaling Laws and Compute-Optimal Training Beyond Fixed
+    # Training Durations": for a constant rate followed by a cool-down)
+    decay_shape: DecayShape = "cosine"
     weight_decay: float = 0.01
     # adamw (the paper's Adam, with decoupled weight decay) or muon: Muon for the weight matrices inside the
     # layers at muon_lr (scaled by the same schedule), AdamW at lr for the rest (train/muon.py)
@@ -141,6 +147,9 @@ class TrainConfig:
             raise ConfigError(f"warmup_fraction={self.warmup_fraction} must be in [0, 1)")
         if not 0 < self.decay_fraction <= 1:
             raise ConfigError(f"decay_fraction={self.decay_fraction} must be in (0, 1]")
+        if self.decay_shape != "cosine" and self.schedule != "cosine":
+            raise ConfigError(f"decay_shape={self.decay_shape} shapes the decay of schedule=cosine, not of "
+                              f"schedule={self.schedule}")
         if not self.lr > 0:
             raise ConfigError(f"lr={self.lr} must be > 0")
         if not self.muon_lr > 0:

@@ -10,6 +10,10 @@ The learning rate is a pure function of the step (``Schedule``, a few numbers sa
   the peak is ``lr`` itself: ``lr * min(step / warmup, sqrt(warmup / step))``.
 - ``cosine``: linear warm-up, then ``lr`` until the last ``decay_fraction`` of the run, then a half cosine
   down to ``min_lr`` at ``max_steps`` (``decay_fraction = 1``: the decay starts right after the warm-up).
+  ``decay_shape`` changes the decay's shape; with p the share of the decay done (0 to 1), the rate is
+  ``min_lr + (lr - min_lr) * f(p)`` with f(p) = (1 + cos(pi p)) / 2 (``cosine``), 1 - p (``linear``) or
+  1 - sqrt(p) (``1-sqrt``: it falls fastest at the start of the cool-down and lingers near the end; Hägele et
+  al. 2024 found it the best shape for a constant rate's cool-down).
 - ``constant``: linear warm-up, then ``lr``.
 
 The warm-up is ``warmup_steps``, or ``warmup_fraction`` of ``max_steps`` (rounded), fixed when the run
@@ -82,12 +86,13 @@ class Schedule:
     resumed_lr: float | None = None
     restarted: bool = False
     previous: dict[str, Any] | None = None
+    shape: str = "cosine"  # the decay's shape: cosine | linear | 1-sqrt (runs saved before this field: cosine)
 
     @classmethod
     def of(cls, cfg: TrainConfig, total: int | None = None) -> Schedule:
         total = cfg.max_steps if total is None else total
         warmup = cfg.warmup_steps if cfg.warmup_fraction is None else round(cfg.warmup_fraction * total)
-        return cls(cfg.schedule, cfg.lr, cfg.min_lr, warmup, total, cfg.decay_fraction)
+        return cls(cfg.schedule, cfg.lr, cfg.min_lr, warmup, total, cfg.decay_fraction, shape=cfg.decay_shape)
 
     @property
     def decay_start(self) -> int:
@@ -104,14 +109,16 @@ class Schedule:
             return self.lr * math.sqrt(max(self.warmup, 1) / s)  # equation 3, peaking at lr
         if self.resumed_at is not None:
             return self._extension(step)
-        return self._cosine(s, self.decay_start, self.lr)
+        return self._decay(s, self.decay_start, self.lr)
 
-    def _cosine(self, s: int, start: int, peak: float) -> float:
-        """``peak`` until update ``start``, then half a cosine down to ``min_lr`` at the last update."""
+    def _decay(self, s: int, start: int, peak: float) -> float:
+        """``peak`` until update ``start``, then down to ``min_lr`` at the last update along the decay's shape
+        (half a cosine by default)."""
         if s <= start:
             return peak
-        progress = (s - start) / max(1, self.total - start)
-        return self.min_lr + 0.5 * (peak - self.min_lr) * (1 + math.cos(math.pi * min(progress, 1.0)))
+        p = min((s - start) / max(1, self.total - start), 1.0)  # the share of the decay done
+        falls = {"cosine": 0.5 * (1 + math.cos(math.pi * p)), "linear": 1 - p, "1-sqrt": 1 - math.sqrt(p)}
+        return self.min_lr + (peak - self.min_lr) * falls[self.shape]
 
     def _extension(self, step: int) -> float:
         start = self.resumed_at or 0
@@ -120,8 +127,8 @@ class Schedule:
         if self.restarted:  # a warm restart: the warm-up again, then the decay to the new end
             if self.warmup and step - start + 1 <= self.warmup:
                 return self.lr * (step - start + 1) / self.warmup
-            return self._cosine(step + 1, start + self.warmup, self.lr)
-        return self._cosine(step + 1, start, self.lr if self.resumed_lr is None else self.resumed_lr)
+            return self._decay(step + 1, start + self.warmup, self.lr)
+        return self._decay(step + 1, start, self.lr if self.resumed_lr is None else self.resumed_lr)
 
     def extended(self, done: int, total: int) -> Schedule:
         """This schedule for a run that has taken ``done`` steps and now goes on to ``total`` (module docstring)."""
