@@ -98,6 +98,5 @@ def test_json_round_trip_and_unknown_keys():
 
 
 def test_none_from_a_config_file_or_command_line_unsets_a_field_unless_it_is_one_of_its_choices():
-    model_kw, cfg = split_settings({"task": "classify", "positional": "none", "norm": "None", "dataset": "null"})
-    assert model_kw["positional"] == "none" and model_kw["norm"] is None and cfg.dataset is None
-    assert ModelConfig(**model_kw).positional == "none"
+    model, cfg = split_settings({"task": "classify", "positional": "none", "norm": "None", "dataset": "null"})
+    assert model.positional == "none" and model.norm == "post" and cfg.dataset is None  # norm unset: the family's

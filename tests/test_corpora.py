@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import task_of
 from corpus_cases import CASES, STEPS, make_inputs
 from scratchformer.app.cli import main
 from scratchformer.data import prepared as corpora_module
@@ -32,7 +33,6 @@ from scratchformer.distributed import DistInfo
 from scratchformer.errors import DataError
 from scratchformer.registry import spec
 from scratchformer.settings.config import TrainConfig
-from scratchformer.tasks import build_task
 from scratchformer.tokenizers import BPETokenizer
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "in_memory_batches.json").read_text())
@@ -56,7 +56,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def case_task(name: str, inputs: dict[str, Path], **changes):
     cfg_kw, model_kw, data, val = CASES[name]
     files = DataFiles.of([str(inputs[k]) for k in data], [str(inputs[k]) for k in val])
-    return build_task(TrainConfig(**{**cfg_kw, **changes}), model_kw, files, log=lambda line: None)
+    return task_of({**cfg_kw, **model_kw, **changes}, files)
 
 
 def entries(root: Path) -> list[str]:
@@ -128,8 +128,7 @@ def test_a_vocabulary_beyond_uint16_is_stored_as_uint32_and_every_id_round_trips
     text = "\n".join("".join(chars[i] for i in order[j:j + 100]) for j in range(0, len(chars), 100)) + "\n"
     path = tmp_path / "wide.txt"
     path.write_text(text, encoding="utf-8")
-    task = build_task(TrainConfig(task="lm", tokenizer="char", batch_size=2), {"max_len": 8}, [str(path)],
-                      log=lambda line: None)
+    task = task_of(dict(task="lm", tokenizer="char", batch_size=2, max_len=8), [str(path)])
     corpus = task.data.prepared[0].corpus
     assert task.tokenizer.vocab_size == 70_005 and corpus.id_type == "uint32"
     stored = corpus.fields["text"].data.read(0, corpus.fields["text"].n_items)
@@ -169,10 +168,10 @@ def test_a_second_run_tokenizes_nothing_and_a_changed_byte_or_setting_prepares_a
     text = tmp_path / "book.txt"
     text.write_text(make_inputs(tmp_path)["lm"].read_text())
 
-    def run(model_kw=None, **cfg) -> dict[str, int]:
+    def run(model=None, **cfg) -> dict[str, int]:
         calls.update(write=0, train=0)
-        build_task(TrainConfig(**{"task": "lm", "tokenizer": "bpe", "bpe_vocab_size": 300, **cfg}),
-                   model_kw or {"max_len": 16}, [str(text)], log=lambda line: None)
+        task_of({"task": "lm", "tokenizer": "bpe", "bpe_vocab_size": 300, **(model or {"max_len": 16}), **cfg},
+                [str(text)])
         return dict(calls)
 
     assert run() == {"write": 1, "train": 1}
@@ -260,8 +259,7 @@ def test_a_folder_is_one_corpus_that_keeps_its_document_boundaries(tmp_path, cor
         else:
             (folder / name).write_text(text)
     (folder / "notes.md").write_text("not a document")
-    task = build_task(TrainConfig(task="lm", tokenizer="bpe", bpe_vocab_size=300), {"max_len": 16}, [str(folder)],
-                      log=lambda line: None)
+    task = task_of(dict(task="lm", tokenizer="bpe", bpe_vocab_size=300, max_len=16), [str(folder)])
     corpus = task.data.prepared[0].corpus
     assert corpus.manifest["documents"] == sorted(texts)
     lengths = [len(task.tokenizer.encode(t if t.endswith("\n") else t + "\n")) for _, t in sorted(texts.items())]

@@ -6,20 +6,26 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
-from scratchformer.data.image_splits import image_splits
 from scratchformer.data.images import as_input, read_image, read_image_folder, to_pixels
+from scratchformer.data.pipeline import load_data
 from scratchformer.data.roles import DataFiles
 from scratchformer.errors import DataError
 from scratchformer.registry import spec
 
 
-def load_splits(files, **kw):
-    return image_splits(spec("image"), None, None, files, **kw)
+def load_splits(files, *, val_fraction: float, seed: int) -> SimpleNamespace:
+    """The image task's data from ``files``: each split's ``(image file, label id)`` rows, and its origin."""
+    cfg = SimpleNamespace(dataset=None, data_dir=None, val_fraction=val_fraction, seed=seed)
+    data = load_data(spec("image"), cfg, files, training=False)
+    rows = {split: list(zip(view.values("image", range(len(view))), data.label_ids[split].tolist()))
+            for split, view in data.views.items()}
+    return SimpleNamespace(rows=rows, origin=data.origin)
 
 Image = pytest.importorskip("PIL.Image", reason="images need Pillow (pip install \"scratchformer[images]\")")
 

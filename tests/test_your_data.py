@@ -165,16 +165,16 @@ def test_a_folder_of_documents_is_one_language_modelling_corpus(tmp_path, capsys
 
 
 def test_task_defaults_do_not_leak_from_the_copy_preset():
-    model_kw, cfg = resolve(overrides={"task": "lm", "d_model": "192"}).split()
-    assert model_kw["d_model"] == 192 and model_kw["d_ff"] == 512 and model_kw["dropout"] == 0.1
-    assert cfg.tokenizer == "char"
-    model_kw, cfg = resolve(overrides={"task": "classify"}).split()
-    assert cfg.tokenizer == "bpe" and model_kw["max_len"] >= 128 and model_kw["dropout"] > 0
-    model_kw, cfg = resolve(overrides={"task": "translate"}).split()
-    assert cfg.tokenizer == "bpe" and cfg.label_smoothing == 0.1
+    run = resolve(overrides={"task": "lm", "d_model": "192"})
+    assert run.model.d_model == 192 and run.model.d_ff == 512 and run.model.dropout == 0.1
+    assert run.train.tokenizer == "char"
+    run = resolve(overrides={"task": "classify"})
+    assert run.train.tokenizer == "bpe" and run.model.max_len >= 128 and run.model.dropout > 0
+    run = resolve(overrides={"task": "translate"})
+    assert run.train.tokenizer == "bpe" and run.train.label_smoothing == 0.1
     # a preset on top of its task's defaults is exactly the preset (nothing of the defaults leaks in)
-    model_kw, cfg = resolve(preset="shakespeare-char").split()
-    assert model_kw["max_len"] == 64 and model_kw["dropout"] == 0.0 and cfg.max_steps == 2000
+    run = resolve(preset="shakespeare-char")
+    assert run.model.max_len == 64 and run.model.dropout == 0.0 and run.train.max_steps == 2000
 
 
 def test_precedence_task_preset_config_data_command_line(tmp_path):
@@ -191,10 +191,10 @@ def test_precedence_task_preset_config_data_command_line(tmp_path):
     assert r.settings["max_len"] == 64 and r.source["max_len"] == "preset shakespeare-char"
     # one setting, two spellings: the later level wins
     r = resolve(preset="shakespeare-char", overrides={"warmup_steps": "7"})
-    assert "warmup_fraction" not in r.settings and r.split()[1].warmup_steps == 7
+    assert "warmup_fraction" not in r.settings and r.train.warmup_steps == 7
     # a time budget alone sets the length; a user's max_steps keeps bounding it
-    assert resolve(preset="copy", overrides={"max_time": "1m"}).split()[1].max_steps == 0
-    assert resolve(preset="copy", overrides={"max_time": "1m", "max_steps": "9"}).split()[1].max_steps == 9
+    assert resolve(preset="copy", overrides={"max_time": "1m"}).train.max_steps == 0
+    assert resolve(preset="copy", overrides={"max_time": "1m", "max_steps": "9"}).train.max_steps == 9
     with pytest.raises(ConfigError, match="max_time='ten' is not a duration"):
         resolve(overrides={"max_time": "ten"})
 
@@ -262,6 +262,7 @@ def lm_run(tmp_path_factory) -> Path:
 
 
 def test_a_validation_split_is_a_seeded_stratified_sample_never_the_first_lines(tmp_path):
+    from scratchformer.nn.config import ModelConfig
     from scratchformer.settings.config import TrainConfig
     from scratchformer.tasks import build_task
 
@@ -270,8 +271,8 @@ def test_a_validation_split_is_a_seeded_stratified_sample_never_the_first_lines(
                  + "".join(f"{'w ' * (i // 2 + 1)}{i}\tb\n" for i in range(100)))
 
     def split(seed: int) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
-        task = build_task(TrainConfig(task="classify", tokenizer="char", seed=seed), {"max_len": 128}, [str(f)],
-                          lambda s: None)
+        task = build_task(TrainConfig(task="classify", tokenizer="char", seed=seed),
+                          ModelConfig(arch="encoder", max_len=128), [str(f)], log=lambda s: None)
         rows = {name: list(zip(task.rows[name].texts("text", range(task.split_size(name))), task.truth(name)))
                 for name in ("train", "val")}
         return rows["train"], rows["val"]
@@ -414,7 +415,7 @@ def test_extending_an_interrupted_run_continues_its_decay(tmp_path, capsys, monk
         patch.setattr(Trainer, "stop_requested", interrupted_at_20)
         assert main(["train", "--preset", "copy", *TINY, "max_steps=30", "eval_every=10", "n_test=10",
                      "eval_decode=0", "log_every=1", "--out", str(out)]) == 130
-    original = Schedule.of(resolve(preset="copy", overrides={"max_steps": "30"}).split()[1])
+    original = Schedule.of(resolve(preset="copy", overrides={"max_steps": "30"}).train)
     assert main(["train", "--out", str(out), "--resume", "max_steps=60"]) == 0
     assert "the decay continues from the current rate" in capsys.readouterr().err
     lrs = {r["step"]: r["lr"] for r in rows(out) if r["split"] == "train"}
@@ -439,7 +440,7 @@ def test_resume_extends_a_finished_run_by_the_documented_rule_and_refuses_less(t
     lrs = {r["step"]: r["lr"] for r in logged if r["split"] == "train"}
     state = torch.load(out / "last" / "trainer_state.pt", weights_only=True)
     schedule = Schedule.from_dict(state["schedule"])
-    original = Schedule.of(resolve(preset="copy", overrides={"max_steps": "20"}).split()[1])
+    original = Schedule.of(resolve(preset="copy", overrides={"max_steps": "20"}).train)
     assert schedule.total == 40 and schedule.resumed_at == 20 and schedule.restarted
     assert all(lrs[s] == pytest.approx(original(s - 1), rel=1e-6, abs=1e-12) for s in range(1, 21))  # steps taken
     assert all(lrs[s] == pytest.approx(schedule(s - 1), rel=1e-6, abs=1e-12) for s in range(21, 41))  # extension

@@ -18,7 +18,7 @@ import datetime
 import os
 import shutil
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -32,7 +32,8 @@ from scratchformer.distributed import DistInfo, broadcast_object
 from scratchformer.errors import DataError
 from scratchformer.tokenizers import TOKENIZER_FILE, Tokenizer, load_tokenizer
 
-__all__ = ["Prepared", "TokenizerSettings", "describe", "prepare", "size_text", "tokenizer_settings"]
+__all__ = ["Prepared", "TokenizerSettings", "describe", "prepare", "size_text", "tokenizer_settings",
+           "train_tokenizer"]
 
 Say = Callable[[str], None]
 
@@ -62,15 +63,12 @@ def prepare(cfg: TokenizerSettings, plan: DataPlan, tokenizer: Tokenizer | None,
         try:
             root = _corpora_root()
             sources = plan.sources()
-            prints = {}
-            for source in sources:  # loops, not comprehensions: one frame fewer on the way to every byte
-                prints[source] = _fingerprint(source, root, say, quiet)
+            prints = {source: _fingerprint(source, root, say, quiet) for source in sources}
             trained = _trained_tokenizer(cfg, plan, prints, root, say, quiet) if tokenizer is None else None
             tok = load_tokenizer(trained) if trained is not None else tokenizer
             assert tok is not None
-            tokenizer_id, corpora = cache.digest(tok.state()), []
-            for source in sources:
-                corpora.append(_corpus(source, prints[source], tok, tokenizer_id, root, dist, say, quiet))
+            tokenizer_id = cache.digest(tok.state())
+            corpora = [_corpus(source, prints[source], tok, tokenizer_id, root, dist, say, quiet) for source in sources]
             outcome = ("ok", {"tokenizer": trained, "corpora": corpora})
         except DataError as err:
             broadcast_object(("error", str(err)), dist)
@@ -113,6 +111,18 @@ def tokenizer_settings(cfg: TokenizerSettings, mask_token: bool) -> dict[str, An
     return settings
 
 
+def train_tokenizer(cfg: TokenizerSettings, texts: Iterable[str], mask_token: bool) -> Tokenizer:
+    """A new tokenizer of the kind the settings name, trained on ``texts``: the one trainer of every task's
+    tokenizer (``mask_token``: reserve ``<mask>``, for masked-token pretraining)."""
+    if cfg.tokenizer == "bpe":  # each tokenizer's module is imported only when it is the one trained
+        from scratchformer.tokenizers.bpe import BPETokenizer
+
+        return BPETokenizer.train(texts, cfg.bpe_vocab_size, lowercase=cfg.lowercase, with_mask=mask_token)
+    from scratchformer.tokenizers.char import CharTokenizer
+
+    return CharTokenizer.train(texts, with_mask=mask_token)
+
+
 def _trained_tokenizer(cfg: TokenizerSettings, plan: DataPlan, prints: dict[Source, str], root: Path, say: Say,
                        quiet: bool) -> str:
     """The folder of the tokenizer trained on the training source with these settings (trained if new)."""
@@ -129,15 +139,7 @@ def _trained_tokenizer(cfg: TokenizerSettings, plan: DataPlan, prints: dict[Sour
     kind = f"BPE tokenizer of {cfg.bpe_vocab_size:,} tokens" if cfg.tokenizer == "bpe" else "character tokenizer"
     sample = f" (a sample of {cfg.tokenizer_sample:,} characters)" if cfg.tokenizer_sample else ""
     bar = ByteBar(f"training a {kind} on {source}{sample}", source_bytes(source), say, quiet=quiet)
-    texts = training_texts(source, cfg.tokenizer_sample, bar)
-    if cfg.tokenizer == "bpe":  # each tokenizer's module is imported only when it is the one trained
-        from scratchformer.tokenizers.bpe import BPETokenizer
-
-        tokenizer: Tokenizer = BPETokenizer.train(texts, cfg.bpe_vocab_size, lowercase=cfg.lowercase, with_mask=mask)
-    else:
-        from scratchformer.tokenizers.char import CharTokenizer
-
-        tokenizer = CharTokenizer.train(texts, with_mask=mask)
+    tokenizer = train_tokenizer(cfg, training_texts(source, cfg.tokenizer_sample, bar), mask)
     seconds = bar.close()
     try:
         tokenizer.save(directory)
