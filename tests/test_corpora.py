@@ -29,6 +29,7 @@ from scratchformer.data.plan import Source, plan
 from scratchformer.data.progress import ByteBar
 from scratchformer.data.roles import DataFiles
 from scratchformer.data.streams import text_chunks
+from scratchformer.data.task_data import DataRequest
 from scratchformer.distributed import DistInfo
 from scratchformer.errors import DataError
 from scratchformer.registry import spec
@@ -365,7 +366,9 @@ def test_under_ddp_rank_zero_prepares_and_the_other_ranks_wait_for_its_outcome(t
     the_plan = plan(spec("translate"), files, dataset=None, data_dir=None, val_fraction=0.1, seed=0)
 
     def prepare_sources(cfg, plan, info):
-        return corpora_module.prepare(cfg, plan, None, info, lambda line: None, True)
+        request = DataRequest(plan.task, cfg, files, None, None, info, lambda line: None, True)
+        data = corpora_module.prepared_data(request)
+        return data.tokenizer, data.prepared
     sent = []
     monkeypatch.setattr(corpora_module, "broadcast_object", lambda value, info: sent.append(value) or value)
     tok0, prepared0 = prepare_sources(cfg, the_plan, info=DistInfo(rank=0, world_size=2))
@@ -377,8 +380,9 @@ def test_under_ddp_rank_zero_prepares_and_the_other_ranks_wait_for_its_outcome(t
 
     with monkeypatch.context() as m:  # rank 1 waits for rank 0's outcome and only opens the files
         m.setattr(corpora_module, "broadcast_object", lambda value, info: sent[0])
-        for name in ("_fingerprint", "_corpus", "_trained_tokenizer"):
+        for name in ("_corpus", "_trained_tokenizer"):
             m.setattr(corpora_module, name, never)
+        m.setattr(corpora_module.cache, "fingerprint", never)
         tok1, prepared1 = prepare_sources(cfg, the_plan, info=DistInfo(rank=1, world_size=2))
     assert [p.corpus.path for p in prepared1] == [p.corpus.path for p in prepared0]
     assert tok1.state() == tok0.state()

@@ -3,11 +3,11 @@
     roles.py         which files a user gave, checked against the task's data form (``roles``)
     plan.py          which source each split reads: the files, or a named dataset's splits (``plan``)
     prepared.py      the tokenizer (a checkpoint's, or trained once and cached) and each source's corpus on disk
-    task_data.py     ``TaskData``: the tokenizer and a view of each split; the reader of prepared corpora
+    task_data.py     ``TaskData``: the tokenizer and a view of each split
 
 ``load_data`` is the only way in: the training run, ``evaluate`` and ``prepare`` all call it and receive ready
 data. The reader is the one of the task's form of data (``READERS``): text of every form is prepared into
-corpora on disk (``task_data.prepared_data``); images are small and are read into memory (``image_splits``);
+corpora on disk (``prepared.prepared_data``); images are small and are read into memory (``image_splits``);
 the built-in tasks make fresh strings at every step (``synthetic``). Each returns ``TaskData``.
 """
 
@@ -17,9 +17,10 @@ import sys
 from collections.abc import Callable
 
 from scratchformer.data.image_splits import image_data
+from scratchformer.data.prepared import prepared_data
 from scratchformer.data.roles import DataFiles
 from scratchformer.data.synthetic import synthetic_data
-from scratchformer.data.task_data import NO_TRAINING_DATA, DataRequest, DataSettings, TaskData, prepared_data
+from scratchformer.data.task_data import NO_TRAINING_DATA, DataRequest, DataSettings, TaskData
 from scratchformer.distributed import DistInfo
 from scratchformer.errors import DataError
 from scratchformer.registry import TaskSpec

@@ -27,7 +27,7 @@ import numpy as np
 
 from scratchformer.data.batching import BatchSettings
 from scratchformer.data.memory import MemoryRows
-from scratchformer.data.prepared import train_tokenizer
+from scratchformer.data.prepared import tokenizer_trainer
 from scratchformer.data.roles import roles
 from scratchformer.data.task_data import DataRequest, TaskData
 from scratchformer.errors import DataError
@@ -154,7 +154,7 @@ def synthetic_data(req: DataRequest) -> TaskData:
     roles(req.task, req.files)  # refuses files: the task makes its own data
     task = SyntheticTask(req.task.name, n_symbols=cfg.n_symbols, min_len=cfg.min_seq_len, max_len=cfg.max_seq_len,
                          seed=cfg.seed, n_test=cfg.n_test)
-    tokenizer = req.tokenizer or train_tokenizer(cfg, ["".join(sorted(task.alphabet))], req.task.mask_token)
+    tokenizer = req.tokenizer or tokenizer_trainer(cfg, req.task.mask_token)(["".join(sorted(task.alphabet))])
     views = {"train": FreshRows(task, tokenizer, cfg.batch_size, cfg.seed),
              "val": _rows(task.val_pairs(), tokenizer), "test": _rows(task.test_pairs(), tokenizer)}
     n = cfg.n_test

@@ -6,8 +6,9 @@ fresh at every step (``FreshRows``: the built-in tasks' training strings). Rows 
 ``lengths``, ``ids``, ``texts``, and for training ``batches`` (step -> the positions of its rows).
 
 Each form of data has its reader (``data.pipeline.READERS``), and every reader takes a ``DataRequest`` and
-returns ``TaskData``. This module holds the reader of prepared corpora: the splits of a plan cut from its
-corpora (a held-out part carved from a training source is chosen from the corpus's index alone, ``data.splits``).
+returns ``TaskData``. Text of every form is prepared into corpora (``data.prepared.prepared_data``), then cut here
+into the splits of its plan (``task_data``: a held-out part carved from a training source is chosen from the
+corpus's index alone, ``data.splits``).
 """
 
 from __future__ import annotations
@@ -20,16 +21,14 @@ import numpy as np
 
 from scratchformer.data.corpus.store import PreparedCorpus
 from scratchformer.data.corpus.views import RowSet, TokenStream
-from scratchformer.data.plan import DataPlan, Source, SplitSpec, carving, plan
-from scratchformer.data.prepared import Prepared, prepare
+from scratchformer.data.plan import DataPlan, Source, SplitSpec, carving
 from scratchformer.data.roles import DataFiles
 from scratchformer.data.splits import carve_documents, carve_part, carve_tokens
 from scratchformer.distributed import DistInfo
-from scratchformer.errors import DataError
 from scratchformer.registry import TaskSpec
 from scratchformer.tokenizers import PAD_ID, Tokenizer
 
-__all__ = ["NO_TRAINING_DATA", "DataRequest", "DataSettings", "TaskData", "prepared_data", "task_data"]
+__all__ = ["NO_TRAINING_DATA", "DataRequest", "DataSettings", "Prepared", "TaskData", "task_data"]
 
 NO_TRAINING_DATA = "no training data: --data names the training file (--val and --test alone cannot train)"
 
@@ -69,6 +68,15 @@ class DataRequest:
 
 
 @dataclass
+class Prepared:
+    """A source's prepared corpus, and whether it was found in the cache (else prepared by this run)."""
+
+    source: Source
+    corpus: PreparedCorpus
+    reused: bool
+
+
+@dataclass
 class TaskData:
     """A task's data: its tokenizer (None for images), each split's view and where it came from, the prepared
     corpora behind them, what was skipped while reading; for a classifier the class names and each split's
@@ -89,18 +97,6 @@ class TaskData:
         """The model's fields the data decides: its vocabulary, and a classifier's number of classes."""
         fields = {} if self.tokenizer is None else {"vocab_size": self.tokenizer.vocab_size, "pad_id": PAD_ID}
         return fields | ({} if self.labels is None else {"n_classes": len(self.labels)})
-
-
-def prepared_data(req: DataRequest) -> TaskData:
-    """Text of any form: its plan (``data.plan``), the tokenizer and the corpora prepared (``data.prepared``), then
-    each split cut from them."""
-    cfg = req.cfg
-    the_plan = plan(req.task, req.files, dataset=cfg.dataset, data_dir=cfg.data_dir, val_fraction=cfg.val_fraction,
-                    seed=cfg.seed, labels=req.labels)
-    if req.tokenizer is None and not the_plan.has("train"):
-        raise DataError(NO_TRAINING_DATA)  # nothing to train a tokenizer on
-    tokenizer, prepared = prepare(cfg, the_plan, req.tokenizer, req.dist, req.say, req.quiet)
-    return task_data(the_plan, tokenizer, prepared)
 
 
 def task_data(plan: DataPlan, tokenizer: Tokenizer, prepared: list[Prepared]) -> TaskData:
