@@ -483,7 +483,7 @@ def test_max_time_ends_the_run_at_its_budget_with_a_full_schedule(tmp_path, caps
     err = capsys.readouterr().err
     assert "max_time=4s: about" in err and "steps fit" in err
     meta = json.loads((out / "config.json").read_text())
-    planned = meta["train"]["max_steps"]  # the first estimate (the length may be fitted again at evaluations)
+    planned = meta["train"]["max_steps"]  # the first estimate (the length may be fitted again as the run goes)
     assert planned > 0 and meta["settings"]["max_steps"] == 0
     assert meta["train"]["warmup_steps"] == round(0.125 * planned)  # the preset's warm-up, as a fraction
     last = json.loads((out / "last" / "config.json").read_text())
@@ -528,11 +528,45 @@ def test_a_run_slower_than_its_estimate_still_cools_down_within_max_time(tmp_pat
     err = capsys.readouterr().err
     planned = json.loads((out / "config.json").read_text())["train"]["max_steps"]
     last = json.loads((out / "last" / "config.json").read_text())
-    assert "steps fit at the speed of the last 20 steps" in err and "time budget" not in err
+    assert "steps fit at the speed of the last 16 steps" in err and "time budget" not in err  # 2 % of the budget
     assert planned > 4 * last["step"] and last["step"] == last["train"]["max_steps"]  # the whole, shorter schedule
     assert 0.9 * 8 < clock.now < 8  # it used the budget
     lrs = [r["lr"] for r in rows(out) if r["split"] == "train"]
     assert lrs[-1] < 0.05 * max(lrs)  # the cool-down reached (nearly) zero
+
+
+def test_a_run_without_evaluations_fits_its_length_again_on_its_own_clock(tmp_path, capsys, monkeypatch):
+    """The run's clock is a fake one that a step moves on by 40 ms until the estimate is made and by 20 ms after
+    it (evaluations take no time), and no evaluation falls inside the budget (eval_every=10000): the first
+    estimate is twice too short, and without fitting it again between evaluations the run would stop after half
+    of its budget. Fitted on the budget's own clock before its warm-up ends, it runs its whole (longer) schedule
+    and ends within the budget, having used it."""
+    from types import SimpleNamespace
+
+    from scratchformer.train import budget, trainer
+
+    clock = SimpleNamespace(now=0.0, step_s=0.04)
+    monkeypatch.setattr(trainer, "time", SimpleNamespace(perf_counter=lambda: clock.now))
+    monkeypatch.setattr(budget, "time", SimpleNamespace(perf_counter=lambda: clock.now))
+    begin, step = trainer.Trainer.begin, trainer.Trainer.train_step
+    monkeypatch.setattr(trainer.Trainer, "begin", lambda self: (begin(self), setattr(clock, "step_s", 0.02)))
+
+    def train_step(self, i):
+        clock.now += clock.step_s
+        return step(self, i)
+
+    monkeypatch.setattr(trainer.Trainer, "train_step", train_step)
+    out = tmp_path / "run"
+    assert main(["train", "--preset", "copy", *TINY, "max_time=4s", "n_test=10", "eval_decode=0",
+                 "eval_every=10000", "log_every=1000", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    planned = json.loads((out / "config.json").read_text())["train"]  # the first estimate
+    last = json.loads((out / "last" / "config.json").read_text())
+    assert "steps fit at the speed of the last" in err and "time budget" not in err
+    assert [r["step"] for r in rows(out) if r["split"] == "val"] == [last["step"]]  # one evaluation: the last step
+    assert last["step"] == last["train"]["max_steps"] > 1.8 * planned["max_steps"]  # the whole, longer schedule
+    assert last["train"]["warmup_steps"] == planned["warmup_steps"]  # the warm-up as first fixed
+    assert 0.95 * 4 < clock.now < 4  # it used the budget
 
 
 def test_progress_lines_when_not_a_terminal_and_quiet(tmp_path, capsys):
