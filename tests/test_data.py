@@ -37,6 +37,7 @@ from scratchformer.data import (
     read_text,
 )
 from scratchformer.data.corpus import CorpusWriter, TokenStream
+from scratchformer.data.named import SHAPES
 from scratchformer.data.splits import carve_documents, carve_tokens
 from scratchformer.tokenizers import CharTokenizer
 
@@ -399,7 +400,7 @@ def test_dataset_table_matches_shared_sha256sums() -> None:
 def test_real_tinyshakespeare_via_data_dir() -> None:
     train, val = load_tinyshakespeare(DATA)
     text = train + val
-    assert len(text) == 1_115_394 and len(set(text)) == 65
+    assert len(text) == 1_115_394 and len(set(text)) == 65 == SHAPES["tinyshakespeare"]["characters"]
     assert len(train) == int(0.9 * len(text)) and text.startswith("First Citizen:")
 
 
@@ -419,7 +420,7 @@ def test_real_sst2_via_env(monkeypatch: pytest.MonkeyPatch) -> None:
     texts, labels = splits["test"]
     assert len(texts) == len(labels) == 872
     assert (len(splits["train"][0]), len(splits["dev"][0])) == (60_614, 6_735)
-    assert set(labels) == {0, 1} and SST2_LABELS == ["negative", "positive"]
+    assert set(labels) == {0, 1} and SST2_LABELS == ["negative", "positive"] and SHAPES["sst2"]["classes"] == 2
     assert texts[0] == "it 's a charming and often affecting journey ." and labels[0] == 1
 
 

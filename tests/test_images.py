@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from scratchformer.data.images import as_input, read_image, read_image_folder, to_pixels
+from scratchformer.data.named import SHAPES
 from scratchformer.data.pipeline import load_data
 from scratchformer.data.roles import DataFiles
 from scratchformer.errors import DataError
@@ -146,7 +147,8 @@ def test_the_digits_split_is_fixed_stratified_and_disjoint():
     assert {k: len(v) for k, v in digits.items()} == {"train": 1295, "val": 143, "test": 359}
     assert all(x.shape == (1, 8, 8) and x.dtype == torch.uint8 for x, _ in digits["test"])
     test = Counter(y for _, y in digits["test"])
-    assert set(test) == set(range(10)) and max(test.values()) - min(test.values()) <= 2  # ~36 of each digit
+    assert set(test) == set(range(SHAPES["digits"]["classes"]))
+    assert max(test.values()) - min(test.values()) <= 2  # ~36 of each digit
     from sklearn.datasets import load_digits as sklearn_digits
 
     raw = sklearn_digits()  # every image in exactly one split: the splits' union is the dataset

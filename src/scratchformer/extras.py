@@ -11,7 +11,8 @@ line, which extra to install.
     pip install "scratchformer[llama]"        llama-cpp-python (built from source): run GGUF files in the tests
 
 The core install (PyTorch, tokenizers, safetensors, sacrebleu, tqdm, numpy) trains, evaluates and decodes
-every model without them.
+every model without them. A package is checked by its name (``importlib``) when a command needs it, so that a
+missing one costs nothing until then.
 """
 
 from __future__ import annotations
