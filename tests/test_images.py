@@ -16,6 +16,7 @@ from scratchformer.data.images import as_input, read_image, read_image_folder, t
 from scratchformer.data.named import SHAPES
 from scratchformer.data.pipeline import load_data
 from scratchformer.data.roles import DataFiles
+from scratchformer.data.task_data import TaskData
 from scratchformer.errors import DataError
 from scratchformer.registry import spec
 
@@ -24,6 +25,7 @@ def load_splits(files, *, val_fraction: float, seed: int) -> SimpleNamespace:
     """The image task's data from ``files``: each split's ``(image file, label id)`` rows, and its origin."""
     cfg = SimpleNamespace(dataset=None, data_dir=None, val_fraction=val_fraction, seed=seed)
     data = load_data(spec("image"), cfg, files, training=False)
+    assert isinstance(data, TaskData) and data.tokenizer is None  # one type for every task's data; pixels, no ids
     rows = {split: list(zip(view.values("image", range(len(view))), data.label_ids[split].tolist()))
             for split, view in data.views.items()}
     return SimpleNamespace(rows=rows, origin=data.origin)
