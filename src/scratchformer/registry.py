@@ -83,11 +83,6 @@ class TaskSpec:
     fine_tune_defaults: dict[str, Any] = field(default_factory=dict)  # with init_from (a pretrained encoder)
 
     @property
-    def family(self) -> str:
-        """The family a run of this task builds when ``arch`` names none."""
-        return self.families[0]
-
-    @property
     def makes_own_data(self) -> bool:
         return self.data.kind == "synthetic"
 
@@ -95,7 +90,7 @@ class TaskSpec:
         """The family a run builds: ``arch`` if one of this task's families learns it (the default when None);
         another is refused in one line. The one place that decides whether a model fits a task."""
         if arch is None:
-            return self.family
+            return self.families[0]
         if arch not in self.families:
             needs = " or ".join(f"arch={f!r}" for f in self.families)
             raise ConfigError(f"arch={arch!r} does not fit task={self.name!r} (needs {needs})")

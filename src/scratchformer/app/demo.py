@@ -92,10 +92,9 @@ def explain_config(preset: str, overrides: dict[str, Any]) -> tuple[ModelConfig,
     if model.arch == "vit":  # no vocabulary; the classes come from the data
         if "n_classes" in run.settings:
             return model, "", run.task
-        classes = known.get("classes", model.n_classes)
-        where = f"dataset {train.dataset}'s {classes} classes; " if "classes" in known else ""
-        return model.replace(n_classes=classes), (f"n_classes={classes} assumed ({where}the real number comes "
-                                                  "from the data; set n_classes=N to change)"), run.task
+        classes = known.get("classes", model.n_classes)  # the named dataset's, else the config's own
+        return model.replace(n_classes=classes), (f"n_classes={classes} assumed (the real number comes from the "
+                                                  "data; set n_classes=N to change)"), run.task
     if vocab is None:  # the real vocabulary comes from the tokenizer trained on the data
         from scratchformer.tokenizers import SPECIAL_TOKENS
 

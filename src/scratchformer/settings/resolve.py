@@ -167,4 +167,3 @@ def resume_settings(saved: dict[str, Any], given: Resolved | None, overrides: di
 
 def _norm(value: Any) -> str:
     return "" if value is None else str(value).lower()
-

@@ -83,7 +83,7 @@ class Task(ABC):
         return self.data.notes
 
     def prepared(self) -> list[Any]:
-        """The prepared corpora the task reads (``data.prepared.Prepared``)."""
+        """The prepared corpora the task reads (``data.task_data.Prepared``; none for data held in memory)."""
         return self.data.prepared
 
     @abstractmethod
