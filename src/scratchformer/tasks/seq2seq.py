@@ -141,6 +141,7 @@ class TranslationTask(Seq2SeqTask):
     ``evaluate`` command) gives beam search and greedy decoding, BLEU and chrF."""
 
     def decoded_metrics(self, split: str, hyps: list[list[int]], pairs: Pairs) -> dict[str, float]:
+        """sacreBLEU's BLEU of the decoded outputs against the reference texts."""
         score, _ = bleu([self.tokenizer.decode(h) for h in hyps], self.references(split, len(pairs)))
         return {"bleu": score}
 
