@@ -591,3 +591,21 @@ def test_info_shows_only_the_settings_of_the_models_family(tmp_path, capsys):
     assert main(["info", str(out)]) == 0
     info = capsys.readouterr().out
     assert "n_encoder_layers = 1" in info and "n_classes" not in info and "pooling" not in info
+
+
+def test_a_fit_of_the_length_rests_on_the_steps_since_the_fit_before_the_last():
+    """A fit that comes one step after the last one (the last before a cosine decay) is not made from that one
+    step's speed alone: the window reaches back to the fit before, so one slow step moves the length little."""
+    from scratchformer.distributed import DistInfo
+    from scratchformer.train.budget import TimeBudget
+    from scratchformer.train.optim import Schedule
+
+    said: list[str] = []
+    fits = TimeBudget(100.0, 1000, 0.1, 0.0, 0.0, 10**9, DistInfo(), said.append)
+    fits.marks = [(0.0, 0, 0.0)]
+    flat = Schedule("constant", 1e-3, 0.0, 0, 1000)
+    first = fits.refit(flat, 100, 10.0)  # 100 steps of 0.1 s: the length stays
+    assert first is flat and not said
+    second = fits.refit(first, 101, 10.5)  # one step of 0.5 s after them: 101 steps in 10.5 s, not 0.5 s a step
+    assert second.total == 101 + int(0.995 * 89.5 / (10.5 / 101)) - 1
+    assert "the last 101 steps" in said[-1]

@@ -69,8 +69,9 @@ def prepared_data(req: DataRequest) -> TaskData:
             tok = load_tokenizer(trained) if trained is not None else req.tokenizer
             assert tok is not None
             tokenizer_id = cache.digest(tok.state())
-            corpora = [_corpus(source, prints[source], tok, tokenizer_id, root, dist, say, quiet)
-                       for source in the_plan.sources()]
+            corpora = []
+            for source in the_plan.sources():  # each prepared in turn, with its own lines on the screen
+                corpora.append(_corpus(source, prints[source], tok, tokenizer_id, root, dist, say, quiet))
             outcome = ("ok", {"tokenizer": trained, "corpora": corpora})
         except DataError as err:
             broadcast_object(("error", str(err)), dist)

@@ -75,8 +75,10 @@ class Task(ABC):
     # ---- where the data came from (the run's summary and config.json)
     def split_origins(self) -> list[tuple[str, str, str]]:
         """(split, where it came from, its size) for each split the task has."""
-        return [(split, self.data.origin.get(split, split), self.views[split].extent(self.spec.data.unit))
-                for split in ("train", "val", "test") if self.has_split(split)]
+        origins = []
+        for split in filter(self.has_split, ("train", "val", "test")):
+            origins.append((split, self.data.origin.get(split, split), self.views[split].extent(self.spec.data.unit)))
+        return origins
 
     def data_notes(self) -> list[str]:
         """What was skipped or truncated while the data was read."""

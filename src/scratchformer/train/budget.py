@@ -8,8 +8,9 @@ left out of the median (it pays one-off costs).
 A few steps say little on a busy machine, and the first steps of a run are often slower than the rest, so the
 length is fitted again on a clock of its own (``TimeBudget``): about every ``FIT_EVERY`` of the budget, the
 first time after that share of it or ``FIRST_FIT`` steps, whichever comes first, whether or not an evaluation
-falls there, from the speed of the training steps since the last fit (the evaluations' time taken out, and put
-back as each step's share of the evaluations to come). It is fitted as long as no step's rate depends on it:
+falls there, from the speed of the training steps since the fit before the last (two intervals, so that a fit
+that comes a step after the last one still rests on several; the evaluations' time taken out, and put back as
+each step's share of the evaluations to come). It is fitted as long as no step's rate depends on it:
 ``constant`` and ``inverse_sqrt`` rates never do; a ``cosine`` decay does once it has begun, so the last fit
 comes at the step before it begins (right after the warm-up, unless ``decay_fraction`` < 1: a
 warm-stable-decay run then gets its whole cool-down within the budget). The warm-up stays as it was fixed at the
@@ -63,14 +64,15 @@ class TimeBudget:
     info: DistInfo
     log: Callable[[str], None]
     next_fit: int = 0  # the step after which the length is fitted next (``due``)
-    since_s: float = 0.0  # the run's training seconds at the last fit (first: when its own steps began)
-    since_step: int = 0
-    evals_s: float = 0.0  # seconds of the evaluations since the last fit
+    # (the run's training seconds, the steps done, the evaluations' seconds so far) where its own steps began
+    # and at each fit since: the speed is measured from the one before the last
+    marks: list[tuple[float, int, float]] = dataclasses.field(default_factory=list)
+    evals_s: float = 0.0  # seconds of the evaluations so far
 
     def start(self, cfg: TrainConfig, elapsed_s: float) -> int:
         """The run's own steps begin now (``elapsed_s``): the first fit comes after ``FIT_EVERY`` of the budget or
         ``FIRST_FIT`` steps, whichever is sooner (and before a decay begins). Returns the steps estimated."""
-        self.since_s, self.since_step = elapsed_s, 0
+        self.marks = [(elapsed_s, 0, 0.0)]
         first = min(FIRST_FIT, self._steps_between_fits(self.per_step_s))
         self.next_fit = self._next_fit(Schedule.of(cfg, self.total), 0, first)
         return self.total
@@ -83,12 +85,13 @@ class TimeBudget:
         return done >= self.next_fit
 
     def refit(self, schedule: Schedule, done: int, elapsed_s: float) -> Schedule:
-        """``schedule``, or a new one if the rest of the budget at the speed of the training steps since the last
-        fit (and their share of the evaluations) gives another length (said in one line); every rank takes rank
-        0's answer. Sets when the next fit comes: before a cosine decay begins, never after."""
-        steps = max(1, done - self.since_step)
-        per_step = (elapsed_s - self.since_s - self.evals_s) / steps + self.eval_s / self.eval_every
-        self.since_s, self.since_step, self.evals_s = elapsed_s, done, 0.0
+        """``schedule``, or a new one if the rest of the budget at the speed of the training steps since the fit
+        before the last (and their share of the evaluations) gives another length (said in one line); every rank
+        takes rank 0's answer. Sets when the next fit comes: before a cosine decay begins, never after."""
+        since_s, since_step, evals_before = self.marks[-2] if len(self.marks) > 1 else self.marks[-1]
+        steps = max(1, done - since_step)
+        per_step = (elapsed_s - since_s - (self.evals_s - evals_before)) / steps + self.eval_s / self.eval_every
+        self.marks = [self.marks[-1], (elapsed_s, done, self.evals_s)]
         new = fitted(schedule, done, per_step, self.budget_s - elapsed_s - self.after_s)
         upcoming = self._next_fit(new or schedule, done, self._steps_between_fits(per_step))
         new, self.next_fit = broadcast_object((new, upcoming), self.info)

@@ -60,7 +60,7 @@ class TokenStream:
 
     def extent(self, unit: str) -> str:
         """Its size in words (``unit``: what is counted, tokens)."""
-        return f"{len(self):,} {unit}"
+        return f"{self.stop - self.start:,} {unit}"
 
     def __repr__(self) -> str:
         return f"TokenStream({self.name!r}, {len(self):,} tokens)"
