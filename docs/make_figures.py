@@ -34,6 +34,7 @@ from scratchformer.app import plots as viz
 from scratchformer.nn import MultiHeadAttention, attention_reference, sinusoidal_table
 from scratchformer.nn.masks import causal_mask, combine_masks, key_padding_to_attention_mask, padding_mask
 from scratchformer.settings.config import TrainConfig
+from scratchformer.settings.resolve import resolve
 from scratchformer.tokenizers import BOS_ID
 from scratchformer.train import train
 from scratchformer.train.optim import lr_at
@@ -522,12 +523,13 @@ def norm_gradients(path: Path) -> None:
 
 def copy_task(out: Path) -> None:
     """Train the copy task briefly; draw the cross-attention before and after, and the loss curve."""
-    model_kw = dict(arch="seq2seq", d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.0)
-    cfg = TrainConfig(task="copy", max_steps=600, batch_size=64, lr=3e-3, warmup_steps=60, eval_every=100,
-                      n_test=100, eval_decode=100, log_every=20, seed=0)
+    settings = resolve(overrides=dict(task="copy", d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.0,
+                                      max_steps=600, batch_size=64, lr=3e-3, warmup_steps=60, eval_every=100,
+                                      n_test=100, eval_decode=100, log_every=20, seed=0))
+    cfg = settings.train
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "copy-task"  # the curves' title names the run folder
-        result = train(model_kw, cfg, run, echo=lambda s: None)
+        result = train(settings, run, echo=lambda s: None)
         viz.plot_curves(run, out / "copy_curves.png", metrics=("loss",))
         model, tok = result.model.eval(), result.task.tokenizer
         text = "cabbagehij"  # the copy task's alphabet is a..j

@@ -27,10 +27,10 @@ import os
 TINY = os.environ.get("SCRATCHFORMER_NOTEBOOK_TINY") == "1"
 
 if TINY:
-    MODEL_KW = dict(arch="seq2seq", d_model=32, n_heads=2, n_layers=1, d_ff=64, dropout=0.0)
+    MODEL = dict(d_model=32, n_heads=2, n_layers=1, d_ff=64, dropout=0.0)
     MAX_STEPS, BATCH_SIZE, N_TEST, MAX_SEQ_LEN = 15, 32, 20, 10
 else:
-    MODEL_KW = dict(arch="seq2seq", d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.0)
+    MODEL = dict(d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.0)
     MAX_STEPS, BATCH_SIZE, N_TEST, MAX_SEQ_LEN = 600, 64, 1000, 16
 
 # %%
@@ -45,8 +45,8 @@ from scratchformer.app import plots as viz
 from scratchformer.data.batching import pad_batch
 from scratchformer.generation import greedy_translate
 from scratchformer.metrics import exact_match
-from scratchformer.settings.config import TrainConfig
-from scratchformer.tasks import build_task, resolve_model_config
+from scratchformer.settings.resolve import resolve
+from scratchformer.tasks import build_task
 from scratchformer.tokenizers import BOS_ID, EOS_ID, PAD_ID
 from scratchformer.train import train
 
@@ -57,29 +57,34 @@ print("TINY mode" if TINY else "full mode", "| pictures go to", OUT_DIR.resolve(
 # %% [markdown]
 # ## The training configuration
 #
-# A training run is described by two things:
+# A training run is described by its settings, `key=value` pairs as on the command line: the fields of the
+# model we choose (`MODEL`: width, heads, layers) and those of the run (the task, the data, the
+# optimisation). `resolve` applies them over the task's own defaults, in the one order every run uses
+# (`scratchformer train --preset copy` reads the same kind of settings from
+# `src/scratchformer/settings/presets/copy.toml`), and builds two configs from them, once:
 #
-# - `MODEL_KW`: fields of `ModelConfig` we choose (width, heads, layers). The rest follows from the task
-#   and the data: the vocabulary size from the tokenizer, `max_len` from the longest string, and the
-#   paper's defaults (post-LN, ReLU, sinusoidal positions, shared embeddings).
-# - `TrainConfig`: the task, the data and the optimisation. This is what `scratchformer train --preset
-#   copy` fills from `src/scratchformer/settings/presets/copy.toml`; here we write it in Python.
+# - `run.model`, the `ModelConfig`: the family follows from the task (an encoder-decoder for `copy`), the
+#   rest from the paper's defaults (post-LN, ReLU, sinusoidal positions, shared embeddings); `max_len` from
+#   the longest string. The vocabulary size comes from the tokenizer, when the task is made.
+# - `run.train`, the `TrainConfig`: the task, the data and the optimisation.
 
 # %%
-cfg = TrainConfig(
+run = resolve(overrides=dict(
     task="copy", n_symbols=10, min_seq_len=4, max_seq_len=MAX_SEQ_LEN, n_test=N_TEST,
     max_steps=MAX_STEPS, batch_size=BATCH_SIZE, lr=3e-3, warmup_steps=max(1, MAX_STEPS // 10),
     schedule="cosine", eval_every=MAX_STEPS if TINY else 100, eval_decode=min(200, N_TEST),
-    log_every=5 if TINY else 50, seed=0,
-)
+    log_every=5 if TINY else 50, seed=0, **MODEL,
+))
+cfg = run.train
 print(cfg)
 
 # %% [markdown]
 # ## The data and the untrained model
 #
-# `build_task` makes what the training loop will use: the tokenizer (one token per character, plus
-# `<pad>`, `<bos>`, `<eos>` and `<unk>` at ids 0..3) and the held-out strings. Every training step draws
-# fresh random strings. A training example is
+# `build_task` makes what the training loop will use: the task's data (the tokenizer, one token per
+# character plus `<pad>`, `<bos>`, `<eos>` and `<unk>` at ids 0..3, and the held-out strings; every training
+# step draws fresh random strings) and the model it trains, `task.model_config`, with the vocabulary filled
+# in. A training example is
 #
 #     source:        c a b b a g e <eos>
 #     decoder input: <bos> c a b b a g e       (the target shifted right: "teacher forcing")
@@ -90,8 +95,8 @@ print(cfg)
 
 # %%
 torch.manual_seed(cfg.seed)
-task = build_task(cfg, MODEL_KW, [], log=print)
-model_cfg = resolve_model_config(task, MODEL_KW)
+task = build_task(run.train, run.model, run.data, log=print)
+model_cfg = task.model_config
 untrained = build_model(model_cfg).eval()
 tok = task.tokenizer
 print(tok, "| vocabulary:", [tok.id_to_token(i) for i in range(tok.vocab_size)])
@@ -154,7 +159,7 @@ print("wrote", before_png)
 # %% [markdown]
 # ## Training
 #
-# `train(model_kw, cfg, out_dir)` is the whole training loop: AdamW, warm-up then cosine learning-rate
+# `train(run, out_dir)` is the whole training loop: AdamW, warm-up then cosine learning-rate
 # decay, gradient clipping, an evaluation every `eval_every` steps (validation loss and exact match of
 # greedily decoded validation strings), checkpoints in `out_dir/best` and `out_dir/last`, and a log of
 # every metric in `out_dir/metrics.jsonl`. It is the function behind `scratchformer train --out DIR`.
@@ -164,7 +169,7 @@ print("wrote", before_png)
 # %%
 run_tmp = tempfile.TemporaryDirectory(prefix="scratchformer-copy-")
 RUN_DIR = Path(run_tmp.name) / "copy"  # must be new or empty: train never overwrites a run
-result = train(MODEL_KW, cfg, RUN_DIR, echo=print)
+result = train(run, RUN_DIR, echo=print)
 print(f"trained {result.step} steps in {result.seconds:.1f} s")
 print("validation:", {k: round(v, 4) for k, v in result.val.items()})
 print("test:      ", {k: round(v, 4) for k, v in result.test.items()})
@@ -234,7 +239,7 @@ if not TINY:
 # %% [markdown]
 # ## What to try next
 #
-# - `task="reverse"` in the `TrainConfig`: the cross-attention becomes an *anti*-diagonal. Change
+# - `task="reverse"` in the settings: the cross-attention becomes an *anti*-diagonal. Change
 #   `aligned_mass` to look at source position `S - 2 - t` for output step `t < S - 1` (the string is
 #   read backwards; `<eos>` stays last) and plot it.
 # - Fewer steps, one head, one layer: how small can the model be and still copy perfectly?

@@ -22,11 +22,11 @@ import os
 TINY = os.environ.get("SCRATCHFORMER_NOTEBOOK_TINY") == "1"
 
 if TINY:
-    MODEL_KW = dict(arch="gpt", max_len=32, n_layers=1, n_heads=2, d_model=32, d_ff=64, dropout=0.0, bias=False)
+    MODEL = dict(max_len=32, n_layers=1, n_heads=2, d_model=32, d_ff=64, dropout=0.0, bias=False)
     MAX_STEPS, TRAIN_LIMIT, EVAL_BATCHES, NEW_TOKENS = 10, 20_000, 2, 60
 else:
     # nanoGPT's CPU configuration for this data (the shakespeare-char preset): block 64, 4 layers, 4 heads
-    MODEL_KW = dict(arch="gpt", max_len=64, n_layers=4, n_heads=4, d_model=128, d_ff=512, dropout=0.0, bias=False)
+    MODEL = dict(max_len=64, n_layers=4, n_heads=4, d_model=128, d_ff=512, dropout=0.0, bias=False)
     MAX_STEPS, TRAIN_LIMIT, EVAL_BATCHES, NEW_TOKENS = 1500, 0, 20, 400
 
 # %%
@@ -41,7 +41,7 @@ import torch
 from scratchformer.data.named import cache_dir, find_dataset
 from scratchformer.errors import DataError
 from scratchformer.generation import generate
-from scratchformer.settings.config import TrainConfig
+from scratchformer.settings.resolve import resolve
 from scratchformer.train import train
 
 print("TINY mode" if TINY else "full mode")
@@ -129,15 +129,15 @@ else:
     fallback = Path(tmp.name) / "fallback.txt"
     fallback.write_text(FALLBACK_TEXT, encoding="utf-8")
     DATASET, DATA_PATHS = None, [str(fallback)]
-    MODEL_KW["max_len"] = min(MODEL_KW["max_len"], 32)  # the 10 % validation slice is only ~200 characters
+    MODEL["max_len"] = min(MODEL["max_len"], 32)  # the 10 % validation slice is only ~200 characters
 
 # %% [markdown]
 # ## The training configuration
 #
-# `MODEL_KW` (above) holds the `ModelConfig` fields we choose, and must say `arch="gpt"`: `train` takes
-# them as given, and `ModelConfig`'s default family is the encoder-decoder. (The command line,
-# `scratchformer train task=lm`, fills in the family from the task by itself.) The vocabulary size comes
-# from the tokenizer.
+# `MODEL` (above) holds the `ModelConfig` fields we choose; the family follows from the task (`task="lm"`: a
+# decoder-only GPT), as on the command line (`scratchformer train task=lm ...`), and the vocabulary size from
+# the tokenizer. `resolve` applies these settings over the task's own defaults, in the one order every run
+# uses, and builds the run's configs once: `run.model` (a `ModelConfig`) and `run.train` (a `TrainConfig`).
 #
 # `task="lm"` means language modelling: the trainer cuts random windows of `max_len` characters out of
 # the text, feeds `x = text[i : i + max_len]` and asks for `y = text[i + 1 : i + max_len + 1]` at every
@@ -150,13 +150,14 @@ else:
 # `src/scratchformer/settings/presets/shakespeare-char.toml`.
 
 # %%
-cfg = TrainConfig(
+run = resolve(data=DATA_PATHS, overrides=dict(
     task="lm", dataset=DATASET, tokenizer="char", train_limit=TRAIN_LIMIT,
     max_steps=MAX_STEPS, batch_size=8 if TINY else 12, lr=4e-3, min_lr=1e-4, schedule="cosine",
     warmup_steps=min(200, MAX_STEPS // 5), beta1=0.9, beta2=0.99, adam_eps=1e-8, weight_decay=0.1,
     grad_clip=1.0, eval_every=MAX_STEPS if TINY else 250, eval_batches=EVAL_BATCHES,
-    log_every=5 if TINY else 100, seed=1337,
-)
+    log_every=5 if TINY else 100, seed=1337, **MODEL,
+))
+cfg = run.train
 print(cfg)
 
 # %% [markdown]
@@ -170,7 +171,7 @@ print(cfg)
 # the model is, on average, as unsure between as if it picked uniformly among them.
 
 # %%
-result = train(MODEL_KW, cfg, Path(tmp.name) / "run", DATA_PATHS, echo=print)
+result = train(run, Path(tmp.name) / "run", echo=print)
 model, tok = result.model.eval(), result.task.tokenizer
 V = tok.vocab_size
 n_params = sum(p.numel() for p in model.parameters())
@@ -260,7 +261,7 @@ print(f"{NEW_TOKENS} greedy tokens: {timings[True][0]:.2f} s with the cache, {ti
 #   `results/shakespeare-char/`).
 # - On the command line: `scratchformer train --preset shakespeare-char --out runs/shakespeare`, then
 #   `scratchformer generate --ckpt runs/shakespeare --prompt "ROMEO:" --top-k 50 --seed 1`.
-# - Train on your own text: `TrainConfig(task="lm", ...)` with `train(MODEL_KW, cfg, out, ["my_book.txt"])`.
+# - Train on your own text: `train(resolve(overrides={"task": "lm", ...}, data=["my_book.txt"]), out)`.
 
 # %%
 tmp.cleanup()  # the run directory (checkpoints, logs) was temporary

@@ -28,10 +28,10 @@ import os
 TINY = os.environ.get("SCRATCHFORMER_NOTEBOOK_TINY") == "1"
 
 if TINY:
-    MODEL_KW = dict(arch="seq2seq", d_model=32, n_heads=2, n_layers=1, d_ff=64, dropout=0.0)
+    MODEL = dict(d_model=32, n_heads=2, n_layers=1, d_ff=64, dropout=0.0)
     TRAIN_LIMIT, BPE_VOCAB, MAX_STEPS, MAX_TOKENS, N_EVAL = 300, 500, 5, 600, 8
 else:
-    MODEL_KW = dict(arch="seq2seq", d_model=128, n_heads=4, n_layers=2, d_ff=512, dropout=0.1)
+    MODEL = dict(d_model=128, n_heads=4, n_layers=2, d_ff=512, dropout=0.1)
     TRAIN_LIMIT, BPE_VOCAB, MAX_STEPS, MAX_TOKENS, N_EVAL = 0, 4000, 600, 1500, 200
 
 # %%
@@ -46,7 +46,7 @@ from scratchformer.data.batching import pad_batch
 from scratchformer.generation import beam_search, beam_search_hypotheses, greedy_translate
 from scratchformer.inference import translate_ids, translate_texts
 from scratchformer.metrics import bleu
-from scratchformer.settings.config import TrainConfig
+from scratchformer.settings.resolve import resolve
 from scratchformer.tokenizers import BOS_ID, EOS_ID, PAD_ID
 from scratchformer.train import train
 
@@ -78,13 +78,15 @@ print("TINY mode" if TINY else "full mode")
 # The trainer learns `bpe_vocab_size` tokens.
 
 # %%
-cfg = TrainConfig(
+run = resolve(overrides=dict(
     task="translate", dataset="multi30k", tokenizer="bpe", bpe_vocab_size=BPE_VOCAB,
     train_limit=TRAIN_LIMIT, eval_limit=N_EVAL,
     max_steps=MAX_STEPS, max_tokens=MAX_TOKENS, batch_size=64, lr=1e-3, min_lr=1e-5, schedule="cosine",
     warmup_steps=max(1, MAX_STEPS // 4), weight_decay=0.0, label_smoothing=0.1, grad_clip=1.0,
     eval_every=MAX_STEPS if TINY else 200, eval_decode=min(N_EVAL, 100), log_every=1 if TINY else 50, seed=0,
-)
+    **MODEL,
+))
+cfg = run.train
 print(cfg)
 
 # %% [markdown]
@@ -99,7 +101,7 @@ print(cfg)
 # %%
 tmp = tempfile.TemporaryDirectory(prefix="scratchformer-mt-")
 RUN_DIR = Path(tmp.name) / "run"
-result = train(MODEL_KW, cfg, RUN_DIR, echo=print)
+result = train(run, RUN_DIR, echo=print)
 model, tok = result.model.eval(), result.task.tokenizer
 print(f"\ntrained {result.step} steps in {result.seconds:.1f} s, "
       f"{sum(p.numel() for p in model.parameters()):,} parameters, vocabulary {tok.vocab_size}")

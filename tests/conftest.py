@@ -10,6 +10,8 @@ import pytest
 import torch
 
 from scratchformer import ModelConfig
+from scratchformer.data.roles import DataFiles
+from scratchformer.settings.resolve import Resolved
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
@@ -27,6 +29,20 @@ def needs_data(*files: str) -> pytest.MarkDecorator:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: takes many seconds (CI runs it; -m 'not slow' skips it)")
+
+
+def exactly(settings: dict, data=None) -> Resolved:
+    """A run's settings exactly as given, none from the task's defaults (``resolve`` adds those): for tests that
+    choose every setting that matters. ``data``: the files by role, or ``--data`` paths."""
+    return Resolved(dict(settings), dict.fromkeys(settings, "given"), DataFiles.of(data))
+
+
+def task_of(settings: dict, data=None):
+    """The task of ``exactly(settings, data)``, built as a run builds it (``tasks.build_task``), quietly."""
+    from scratchformer.tasks import build_task
+
+    run = exactly(settings, data)
+    return build_task(run.train, run.model, run.data, log=lambda line: None)
 
 
 def tiny(arch: str, **overrides) -> ModelConfig:

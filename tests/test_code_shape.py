@@ -3,7 +3,8 @@ task's name, and no import circles.
 
 - every ``.py`` file in ``src/`` has at most 300 lines (``paper.py``, the whole 2017 model in one file: 400);
 - every function has at most 60 lines;
-- only the task registry (``registry.py``) compares a task's name;
+- only the task registry (``registry.py``) compares a task's name (``task == ...``, or any name compared as a
+  string: ``self.name == "copy"``);
 - no two modules import each other, directly or through others (inside functions too).
 """
 
@@ -33,11 +34,35 @@ def test_files_and_functions_are_small(path):
     assert not long, f"{_name(path)}: functions over 60 lines: {', '.join(long)}"
 
 
+def _compares_a_task_name(node: ast.AST, names: set[str]) -> bool:
+    """Whether ``node`` compares something with a task's name, written as a string (``name == "copy"``,
+    ``kind in ("lm", "mlm")``)."""
+    if not isinstance(node, ast.Compare):
+        return False
+    for side in (node.left, *node.comparators):
+        items = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+        if any(isinstance(item, ast.Constant) and item.value in names for item in items):
+            return True
+    return False
+
+
 def test_only_the_registry_compares_a_task_name():
+    from scratchformer.registry import task_names
+
+    names = set(task_names())
     pattern = re.compile(r"task ?(==|!=| in )")
     found = [f"{_name(p)}:{i}" for p in SOURCES if _name(p) != "registry.py"
              for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    found += [f"{_name(p)}:{node.lineno}" for p in SOURCES if _name(p) != "registry.py"
+              for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))) if _compares_a_task_name(node, names)]
     assert not found, found
+
+
+def test_the_task_name_check_sees_a_name_compared_as_a_string():
+    names = {"copy", "lm"}
+    assert _compares_a_task_name(ast.parse('self.name == "copy"', mode="eval").body, names)
+    assert _compares_a_task_name(ast.parse('kind not in ("lm", "x")', mode="eval").body, names)
+    assert not _compares_a_task_name(ast.parse('arch == "gpt"', mode="eval").body, names)
 
 
 def _imports(path: Path) -> set[str]:

@@ -98,6 +98,33 @@ def test_json_round_trip_and_unknown_keys():
 
 
 def test_none_from_a_config_file_or_command_line_unsets_a_field_unless_it_is_one_of_its_choices():
-    model_kw, cfg = split_settings({"task": "classify", "positional": "none", "norm": "None", "dataset": "null"})
-    assert model_kw["positional"] == "none" and model_kw["norm"] is None and cfg.dataset is None
-    assert ModelConfig(**model_kw).positional == "none"
+    model, cfg = split_settings({"task": "classify", "positional": "none", "norm": "None", "dataset": "null"})
+    assert model.positional == "none" and model.norm == "post" and cfg.dataset is None  # norm unset: the family's
+
+
+def test_the_registry_may_list_more_than_one_family_for_a_task_and_the_settings_check_reads_it(monkeypatch):
+    """One place decides whether a model fits a task (``TaskSpec.family_for``), from the families the registry
+    lists, the first being what a run builds when ``arch`` names none: a task that a second family can learn
+    (a classifier on a GPT, say) is one more family in its entry."""
+    import dataclasses
+
+    from scratchformer import registry
+
+    with pytest.raises(ConfigError, match=r"arch='gpt' does not fit task='classify' \(needs arch='encoder'\)"):
+        split_settings({"task": "classify", "arch": "gpt"})
+    both = dataclasses.replace(registry.TASKS["classify"], families=("encoder", "gpt"))
+    monkeypatch.setitem(registry.TASKS, "classify", both)
+    assert split_settings({"task": "classify"})[0].arch == "encoder"
+    assert split_settings({"task": "classify", "arch": "gpt"})[0].arch == "gpt"
+    with pytest.raises(ConfigError, match=r"arch='vit' does not fit task='classify' \(needs arch='encoder' or "
+                                          r"arch='gpt'\)"):
+        split_settings({"task": "classify", "arch": "vit"})
+
+
+def test_every_form_of_data_has_its_reader_and_every_runner_its_class():
+    from scratchformer.data.pipeline import READERS
+    from scratchformer.registry import TASKS
+    from scratchformer.tasks.build import RUNNERS
+
+    assert {t.data.kind for t in TASKS.values()} <= set(READERS)
+    assert all(t.runner in RUNNERS and RUNNERS[t.runner].__name__ == t.runner for t in TASKS.values())

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import task_of
 from corpus_cases import CASES, STEPS, make_inputs
 from scratchformer.app.cli import main
 from scratchformer.data import prepared as corpora_module
@@ -28,11 +29,11 @@ from scratchformer.data.plan import Source, plan
 from scratchformer.data.progress import ByteBar
 from scratchformer.data.roles import DataFiles
 from scratchformer.data.streams import text_chunks
+from scratchformer.data.task_data import DataRequest
 from scratchformer.distributed import DistInfo
 from scratchformer.errors import DataError
 from scratchformer.registry import spec
 from scratchformer.settings.config import TrainConfig
-from scratchformer.tasks import build_task
 from scratchformer.tokenizers import BPETokenizer
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "in_memory_batches.json").read_text())
@@ -56,7 +57,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def case_task(name: str, inputs: dict[str, Path], **changes):
     cfg_kw, model_kw, data, val = CASES[name]
     files = DataFiles.of([str(inputs[k]) for k in data], [str(inputs[k]) for k in val])
-    return build_task(TrainConfig(**{**cfg_kw, **changes}), model_kw, files, log=lambda line: None)
+    return task_of({**cfg_kw, **model_kw, **changes}, files)
 
 
 def entries(root: Path) -> list[str]:
@@ -128,8 +129,7 @@ def test_a_vocabulary_beyond_uint16_is_stored_as_uint32_and_every_id_round_trips
     text = "\n".join("".join(chars[i] for i in order[j:j + 100]) for j in range(0, len(chars), 100)) + "\n"
     path = tmp_path / "wide.txt"
     path.write_text(text, encoding="utf-8")
-    task = build_task(TrainConfig(task="lm", tokenizer="char", batch_size=2), {"max_len": 8}, [str(path)],
-                      log=lambda line: None)
+    task = task_of(dict(task="lm", tokenizer="char", batch_size=2, max_len=8), [str(path)])
     corpus = task.data.prepared[0].corpus
     assert task.tokenizer.vocab_size == 70_005 and corpus.id_type == "uint32"
     stored = corpus.fields["text"].data.read(0, corpus.fields["text"].n_items)
@@ -169,10 +169,10 @@ def test_a_second_run_tokenizes_nothing_and_a_changed_byte_or_setting_prepares_a
     text = tmp_path / "book.txt"
     text.write_text(make_inputs(tmp_path)["lm"].read_text())
 
-    def run(model_kw=None, **cfg) -> dict[str, int]:
+    def run(model=None, **cfg) -> dict[str, int]:
         calls.update(write=0, train=0)
-        build_task(TrainConfig(**{"task": "lm", "tokenizer": "bpe", "bpe_vocab_size": 300, **cfg}),
-                   model_kw or {"max_len": 16}, [str(text)], log=lambda line: None)
+        task_of({"task": "lm", "tokenizer": "bpe", "bpe_vocab_size": 300, **(model or {"max_len": 16}), **cfg},
+                [str(text)])
         return dict(calls)
 
     assert run() == {"write": 1, "train": 1}
@@ -260,8 +260,7 @@ def test_a_folder_is_one_corpus_that_keeps_its_document_boundaries(tmp_path, cor
         else:
             (folder / name).write_text(text)
     (folder / "notes.md").write_text("not a document")
-    task = build_task(TrainConfig(task="lm", tokenizer="bpe", bpe_vocab_size=300), {"max_len": 16}, [str(folder)],
-                      log=lambda line: None)
+    task = task_of(dict(task="lm", tokenizer="bpe", bpe_vocab_size=300, max_len=16), [str(folder)])
     corpus = task.data.prepared[0].corpus
     assert corpus.manifest["documents"] == sorted(texts)
     lengths = [len(task.tokenizer.encode(t if t.endswith("\n") else t + "\n")) for _, t in sorted(texts.items())]
@@ -367,7 +366,9 @@ def test_under_ddp_rank_zero_prepares_and_the_other_ranks_wait_for_its_outcome(t
     the_plan = plan(spec("translate"), files, dataset=None, data_dir=None, val_fraction=0.1, seed=0)
 
     def prepare_sources(cfg, plan, info):
-        return corpora_module.prepare(cfg, plan, None, info, lambda line: None, True)
+        request = DataRequest(plan.task, cfg, files, None, None, info, lambda line: None, True)
+        data = corpora_module.prepared_data(request)
+        return data.tokenizer, data.prepared
     sent = []
     monkeypatch.setattr(corpora_module, "broadcast_object", lambda value, info: sent.append(value) or value)
     tok0, prepared0 = prepare_sources(cfg, the_plan, info=DistInfo(rank=0, world_size=2))
@@ -379,8 +380,9 @@ def test_under_ddp_rank_zero_prepares_and_the_other_ranks_wait_for_its_outcome(t
 
     with monkeypatch.context() as m:  # rank 1 waits for rank 0's outcome and only opens the files
         m.setattr(corpora_module, "broadcast_object", lambda value, info: sent[0])
-        for name in ("_fingerprint", "_corpus", "_trained_tokenizer"):
+        for name in ("_corpus", "_trained_tokenizer"):
             m.setattr(corpora_module, name, never)
+        m.setattr(corpora_module.cache, "fingerprint", never)
         tok1, prepared1 = prepare_sources(cfg, the_plan, info=DistInfo(rank=1, world_size=2))
     assert [p.corpus.path for p in prepared1] == [p.corpus.path for p in prepared0]
     assert tok1.state() == tok0.state()

@@ -37,6 +37,7 @@ from scratchformer.data import (
     read_text,
 )
 from scratchformer.data.corpus import CorpusWriter, TokenStream
+from scratchformer.data.named import SHAPES
 from scratchformer.data.splits import carve_documents, carve_tokens
 from scratchformer.tokenizers import CharTokenizer
 
@@ -155,6 +156,33 @@ def test_synthetic_is_deterministic() -> None:
     random.seed(0)  # global state plays no part
     c = SyntheticTask("copy", seed=7, n_test=50)
     assert c.train_pairs(100, seed=2) == a.train_pairs(100, seed=2)
+
+
+def test_every_task_receives_its_data_as_one_type(tmp_path: Path) -> None:
+    """``load_data`` returns ``TaskData`` whatever the form of the data: the copy task's strings (fresh training
+    rows, held-out rows in memory) as much as prepared sentence pairs; their rows are read the same way."""
+    from scratchformer.data.pipeline import load_data
+    from scratchformer.data.roles import DataFiles
+    from scratchformer.data.task_data import TaskData
+    from scratchformer.registry import spec
+    from scratchformer.settings.config import TrainConfig
+    from scratchformer.tokenizers import EOS_ID
+
+    copy = load_data(spec("copy"), TrainConfig(task="copy", n_test=20, batch_size=4), DataFiles())
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("".join(f"ein haus {i}\ta house {i}\n" for i in range(30)), encoding="utf-8")
+    translate = load_data(spec("translate"), TrainConfig(task="translate"), DataFiles.of([str(pairs)]),
+                          say=lambda line: None)
+    for data in (copy, translate):
+        assert isinstance(data, TaskData) and set(data.views) >= {"train", "val"}
+        for rows in (data.views["train"], data.views["val"]):
+            sources, targets = rows.ids("source", [0, 1]), rows.texts("target", [0, 1])
+            assert sources[0][-1] == EOS_ID and data.tokenizer.decode(rows.ids("target", [0, 1])[1]) == targets[1]
+    steps = copy.views["train"].batches(np.zeros(0), TrainConfig(batch_size=4))
+    assert list(steps(2)) == [8, 9, 10, 11]  # step 2's four fresh rows
+    first = copy.views["train"].texts("source", steps(0))
+    assert first == [s for s, _ in SyntheticTask("copy", n_test=20).train_pairs(4, seed=0)]
+    assert not set(first) & set(copy.views["val"].texts("source", range(20)))  # never a held-out string
 
 
 def test_synthetic_errors() -> None:
@@ -399,7 +427,7 @@ def test_dataset_table_matches_shared_sha256sums() -> None:
 def test_real_tinyshakespeare_via_data_dir() -> None:
     train, val = load_tinyshakespeare(DATA)
     text = train + val
-    assert len(text) == 1_115_394 and len(set(text)) == 65
+    assert len(text) == 1_115_394 and len(set(text)) == 65 == SHAPES["tinyshakespeare"]["characters"]
     assert len(train) == int(0.9 * len(text)) and text.startswith("First Citizen:")
 
 
@@ -419,7 +447,7 @@ def test_real_sst2_via_env(monkeypatch: pytest.MonkeyPatch) -> None:
     texts, labels = splits["test"]
     assert len(texts) == len(labels) == 872
     assert (len(splits["train"][0]), len(splits["dev"][0])) == (60_614, 6_735)
-    assert set(labels) == {0, 1} and SST2_LABELS == ["negative", "positive"]
+    assert set(labels) == {0, 1} and SST2_LABELS == ["negative", "positive"] and SHAPES["sst2"]["classes"] == 2
     assert texts[0] == "it 's a charming and often affecting journey ." and labels[0] == 1
 
 

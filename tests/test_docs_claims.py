@@ -272,8 +272,8 @@ def test_the_files_the_pages_and_notebooks_name_exist():
 def test_multi30k_raises_dropout_and_leaves_attention_dropout_at_zero():
     from scratchformer.settings.resolve import resolve
 
-    model_fields, cfg = resolve(preset="multi30k").split()
-    assert model_fields["dropout"] == 0.2 and model_fields.get("attention_dropout", 0.0) == 0.0
+    model = resolve(preset="multi30k").model
+    assert model.dropout == 0.2 and model.attention_dropout == 0.0
 
 
 def test_equation_3_at_the_end_of_the_plot_and_of_the_papers_training():
@@ -304,8 +304,8 @@ def test_qk_norm_is_the_models_own_normalisation():
     from scratchformer.nn.norms import RMSNorm
     from scratchformer.settings.resolve import resolve
 
-    model_fields, _ = resolve(preset="multi30k-modern").split()
-    assert model_fields["qk_norm"] is True and model_fields.get("norm_type", "layernorm") == "layernorm"
+    model = resolve(preset="multi30k-modern").model
+    assert model.qk_norm is True and model.norm_type == "layernorm"
     layer_norm = Seq2SeqTransformer(tiny("seq2seq", qk_norm=True)).encoder.layers[0].self_attn.q_norm
     assert type(layer_norm) is torch.nn.LayerNorm and layer_norm.bias is not None
     assert layer_norm.normalized_shape == (32 // 4,)  # over D, one head's features

@@ -6,20 +6,29 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
-from scratchformer.data.image_splits import image_splits
 from scratchformer.data.images import as_input, read_image, read_image_folder, to_pixels
+from scratchformer.data.named import SHAPES
+from scratchformer.data.pipeline import load_data
 from scratchformer.data.roles import DataFiles
+from scratchformer.data.task_data import TaskData
 from scratchformer.errors import DataError
 from scratchformer.registry import spec
 
 
-def load_splits(files, **kw):
-    return image_splits(spec("image"), None, None, files, **kw)
+def load_splits(files, *, val_fraction: float, seed: int) -> SimpleNamespace:
+    """The image task's data from ``files``: each split's ``(image file, label id)`` rows, and its origin."""
+    cfg = SimpleNamespace(dataset=None, data_dir=None, val_fraction=val_fraction, seed=seed)
+    data = load_data(spec("image"), cfg, files, training=False)
+    assert isinstance(data, TaskData) and data.tokenizer is None  # one type for every task's data; pixels, no ids
+    rows = {split: list(zip(view.values("image", range(len(view))), data.label_ids[split].tolist()))
+            for split, view in data.views.items()}
+    return SimpleNamespace(rows=rows, origin=data.origin)
 
 Image = pytest.importorskip("PIL.Image", reason="images need Pillow (pip install \"scratchformer[images]\")")
 
@@ -140,7 +149,8 @@ def test_the_digits_split_is_fixed_stratified_and_disjoint():
     assert {k: len(v) for k, v in digits.items()} == {"train": 1295, "val": 143, "test": 359}
     assert all(x.shape == (1, 8, 8) and x.dtype == torch.uint8 for x, _ in digits["test"])
     test = Counter(y for _, y in digits["test"])
-    assert set(test) == set(range(10)) and max(test.values()) - min(test.values()) <= 2  # ~36 of each digit
+    assert set(test) == set(range(SHAPES["digits"]["classes"]))
+    assert max(test.values()) - min(test.values()) <= 2  # ~36 of each digit
     from sklearn.datasets import load_digits as sklearn_digits
 
     raw = sklearn_digits()  # every image in exactly one split: the splits' union is the dataset

@@ -139,7 +139,7 @@ def test_translate_sorted_batches_equal_one_source_at_a_time_in_input_order(monk
 
 def test_seq2seq_loss_does_not_depend_on_the_batches(monkeypatch):
     cfg = TrainConfig(task="copy", batch_size=8, n_test=30, eval_limit=30)
-    task = build_task(cfg, {"max_len": 32}, None)
+    task = build_task(cfg, ModelConfig(arch="seq2seq", max_len=32))
     torch.manual_seed(0)
     model = Seq2SeqTransformer(ModelConfig(arch="seq2seq", vocab_size=task.tokenizer.vocab_size, d_model=32,
                                            n_heads=4, n_layers=1, d_ff=64, max_len=32, dropout=0.0)).eval()

@@ -12,13 +12,16 @@
     rank 4  train/ (the session and the loop)   inference.py (using a trained checkpoint)
     rank 5  app/ (what a user runs: the CLI, its commands, plots, export, explain, explore)
 
-Every import statement counts, those inside functions too. ``scratchformer/__init__.py`` (the public API)
-and ``__main__.py`` may gather from anywhere.
+Every import statement counts, those inside functions too, and so does every module named in a string
+(``"scratchformer.tasks.base"`` in a table of lazy exports, ``"scratchformer.app.train_commands:cmd_train"`` in
+the command line's table): what is imported at run time is seen here. ``scratchformer/__init__.py`` (the public
+API) and ``__main__.py`` may gather from anywhere.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -28,6 +31,7 @@ RANKS = {"lazy": -2, "extras": -2, "errors": -3, "atomic": -2, "paper": -2, "reg
          "tokenizers": 0, "metrics": 0, "models": 1, "data": 1, "settings": 2, "checkpoint": 2, "generation": 2,
          "interop": 2, "tasks": 3, "train": 4, "inference": 4, "app": 5}
 EXEMPT = {"__init__.py", "__main__.py"}
+MODULE_NAME = re.compile(r"scratchformer(\.\w+)+(:\w+)?")
 
 
 def component(path: Path, root: Path = PACKAGE) -> str:
@@ -54,6 +58,8 @@ def imported_components(path: Path, root: Path = PACKAGE) -> list[tuple[int, str
                 names = [node.module or ""]
             if names == ["scratchformer"]:  # from scratchformer import x: x is the component
                 names = [f"scratchformer.{a.name}" for a in node.names]
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and MODULE_NAME.fullmatch(node.value):
+            names = [node.value.partition(":")[0]]  # a module named to be imported later ("module:attribute")
         for name in names:
             parts = name.split(".")
             if parts[0] == "scratchformer" and len(parts) > 1:
@@ -88,3 +94,13 @@ def test_the_check_sees_upward_and_sideways_imports_also_inside_functions(tmp_pa
                    "    import scratchformer.data.files\n")
     assert violations(bad, root) == ["line 4: nn (rank 0) imports train (rank 4)",
                                      "line 5: nn (rank 0) imports data (rank 1)"]
+
+
+def test_the_check_sees_a_module_named_in_a_string(tmp_path):
+    root = tmp_path / "scratchformer"
+    (root / "data").mkdir(parents=True)
+    lazy = root / "data" / "lazy_table.py"
+    lazy.write_text('TABLE = {"Task": "scratchformer.tasks.base", "run": "scratchformer.train.start:train"}\n'
+                    'WORDS = "scratchformer trains models"\n')
+    assert violations(lazy, root) == ["line 1: data (rank 1) imports tasks (rank 3)",
+                                      "line 1: data (rank 1) imports train (rank 4)"]

@@ -123,5 +123,6 @@ def test_mask_is_its_own_special_token(tmp_path):
     assert plain.mask_id is None and plain.vocab_size == len(set("".join(texts))) + 4
     data = tmp_path / "lines.txt"
     data.write_text("\n".join(texts) + "\n")
-    fresh = build_task(TrainConfig(task="mlm", batch_size=8), {"max_len": 16}, [str(data)], lambda s: None)
+    fresh = build_task(TrainConfig(task="mlm", batch_size=8), ModelConfig(arch="encoder", max_len=16), [str(data)],
+                       log=lambda s: None)
     assert fresh.mask_id == MASK_ID and MASK_ID in fresh.global_batch(0)["ids"]

@@ -12,9 +12,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from conftest import exactly
 from scratchformer.app.cli import main
 from scratchformer.settings.config import TrainConfig
-from scratchformer.settings.values import split_settings
 from scratchformer.tasks import LMTask
 from scratchformer.train import device as device_mod
 from scratchformer.train import train
@@ -32,8 +32,8 @@ def text_file(tmp_path: Path) -> Path:
 
 
 def run(tmp_path: Path, text_file: Path, name: str, resume: bool = False, **settings) -> Path:
-    model_kw, cfg = split_settings({**TINY_LM, "max_steps": 6, **settings})
-    train(model_kw, cfg, tmp_path / name, [str(text_file)], resume=resume, echo=lambda s: None)
+    train(exactly({**TINY_LM, "max_steps": 6, **settings}, [str(text_file)]), tmp_path / name, resume=resume,
+          echo=lambda s: None)
     return tmp_path / name
 
 

@@ -15,7 +15,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, exactly
+from scratchformer import ModelConfig
 from scratchformer import checkpoint as ckpt_mod
 from scratchformer.app.cli import main
 from scratchformer.data.roles import DataFiles
@@ -23,7 +24,6 @@ from scratchformer.errors import ConfigError
 from scratchformer.interop import minilm_path
 from scratchformer.settings.config import TrainConfig
 from scratchformer.settings.presets import preset_names
-from scratchformer.settings.values import split_settings
 from scratchformer.tasks import ClassifyTask, LMTask, build_task, drop_tokens
 from scratchformer.train import TrainingError, train
 from scratchformer.train.averaging import CheckpointHistory
@@ -106,13 +106,13 @@ def test_gradient_accumulation_equals_one_full_batch(text_file, task):
     """2 micro-batches of 8 give the gradient of 1 batch of 16, also when sequences have different lengths
     (copy): the loss is divided by the token count of the whole batch, not averaged per micro-batch."""
     from scratchformer.models import build_model
-    from scratchformer.tasks import build_task, resolve_model_config, split_rows
+    from scratchformer.tasks import build_task, split_rows
     from scratchformer.train.steps import accumulate_gradients
 
-    model_kw, cfg = split_settings(dict(task=task, d_model=32, n_heads=2, n_layers=1, d_ff=64, batch_size=16,
-                                        n_test=20, dropout=0.0, max_len=40))
-    t = build_task(cfg, model_kw, [str(text_file)] if task == "lm" else [], log=lambda s: None)
-    model = build_model(resolve_model_config(t, model_kw))
+    run = exactly(dict(task=task, d_model=32, n_heads=2, n_layers=1, d_ff=64, batch_size=16, n_test=20, dropout=0.0,
+                       max_len=40), [str(text_file)] if task == "lm" else [])
+    t = build_task(run.train, run.model, run.data, log=lambda s: None)
+    model = build_model(t.model_config)
     batch = t.global_batch(3)
     grads = {}
     for parts in (1, 2):
@@ -131,9 +131,9 @@ def test_gradient_accumulation_equals_one_full_batch(text_file, task):
 def test_accumulation_end_to_end_gives_the_same_weights(tmp_path, text_file):
     runs = {}
     for accum in (1, 2):
-        model_kw, cfg = split_settings(dict(task="lm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_steps=4,
-                                            batch_size=16, grad_accum=accum, eval_every=4, dropout=0.0, max_len=40))
-        train(model_kw, cfg, tmp_path / f"a{accum}", [str(text_file)], echo=lambda s: None)
+        settings = dict(task="lm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_steps=4,
+                        batch_size=16, grad_accum=accum, eval_every=4, dropout=0.0, max_len=40)
+        train(exactly(settings, [str(text_file)]), tmp_path / f"a{accum}", echo=lambda s: None)
         runs[accum] = weights(tmp_path / f"a{accum}")
     for name, w in runs[1].items():
         torch.testing.assert_close(runs[2][name], w, atol=1e-5, rtol=1e-4)
@@ -266,10 +266,10 @@ def test_nan_loss_stops_cleanly_and_keeps_the_last_good_checkpoint(tmp_path, tex
         return loss * float("nan") if calls["n"] > 5 else loss
 
     monkeypatch.setattr(LMTask, "loss_sum", exploding)
-    model_kw, cfg = split_settings(dict(task="lm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=32,
-                                        max_steps=20, batch_size=4, eval_every=2, eval_batches=1))
+    settings = dict(task="lm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=32,
+                    max_steps=20, batch_size=4, eval_every=2, eval_batches=1)
     with pytest.raises(TrainingError, match="nan at step 6"):
-        train(model_kw, cfg, tmp_path / "run", [str(text_file)], echo=lambda s: None)
+        train(exactly(settings, [str(text_file)]), tmp_path / "run", echo=lambda s: None)
     ck = ckpt_mod.load_checkpoint(tmp_path / "run" / "last")
     assert ck.step == 4 and all(torch.isfinite(p).all() for p in ck.model.parameters())
 
@@ -296,12 +296,10 @@ def test_weight_average_is_what_is_saved_and_resume_continues_exactly(tmp_path, 
     settings = dict(task="lm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=32, batch_size=4,
                     eval_every=3, eval_batches=1, schedule="constant", warmup_steps=0, ema_decay=0.9,
                     num_threads=1)
-    model_kw, cfg = split_settings({**settings, "max_steps": 6})
-    result = train(model_kw, cfg, tmp_path / "full", [str(text_file)], echo=lambda s: None)
-    model_kw, cfg = split_settings({**settings, "max_steps": 3})
-    train(model_kw, cfg, tmp_path / "half", [str(text_file)], echo=lambda s: None)
-    model_kw, cfg = split_settings({**settings, "max_steps": 6})
-    train(model_kw, cfg, tmp_path / "half", [str(text_file)], resume=True, echo=lambda s: None)
+    files = [str(text_file)]
+    result = train(exactly({**settings, "max_steps": 6}, files), tmp_path / "full", echo=lambda s: None)
+    train(exactly({**settings, "max_steps": 3}, files), tmp_path / "half", echo=lambda s: None)
+    train(exactly({**settings, "max_steps": 6}, files), tmp_path / "half", resume=True, echo=lambda s: None)
 
     saved = weights(tmp_path / "full")
     trained = torch.load(tmp_path / "full" / "last" / "trainer_state.pt", weights_only=True)["trained_weights"]
@@ -342,7 +340,6 @@ def test_checkpoint_history_keeps_the_last_n_and_averages_them(tmp_path):
 def test_average_last_writes_the_mean_of_the_last_saves_and_it_is_the_kept_checkpoint(tmp_path, text_file):
     settings = dict(task="lm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=32, batch_size=4,
                     max_steps=8, eval_every=2, eval_batches=1, average_last=3, num_threads=1)
-    model_kw, cfg = split_settings(settings)
     states = {}
     real_add = CheckpointHistory.add
 
@@ -352,7 +349,7 @@ def test_average_last_writes_the_mean_of_the_last_saves_and_it_is_the_kept_check
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(CheckpointHistory, "add", spy)
-        result = train(model_kw, cfg, tmp_path / "run", [str(text_file)], echo=lambda s: None)
+        result = train(exactly(settings, [str(text_file)]), tmp_path / "run", echo=lambda s: None)
     assert sorted(states) == [2, 4, 6, 8]  # one at every save of last/
     assert result.averaged_steps == [4, 6, 8]
     averaged = weights(tmp_path / "run", "averaged")
@@ -371,9 +368,9 @@ def test_average_last_and_ema_decay_are_refused_together():
 
 
 def test_bf16_autocast_trains(tmp_path, text_file):
-    model_kw, cfg = split_settings(dict(task="lm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=32,
-                                        max_steps=3, batch_size=4, eval_every=3, eval_batches=1, precision="bf16"))
-    result = train(model_kw, cfg, tmp_path / "run", [str(text_file)], echo=lambda s: None)
+    settings = dict(task="lm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=32,
+                    max_steps=3, batch_size=4, eval_every=3, eval_batches=1, precision="bf16")
+    result = train(exactly(settings, [str(text_file)]), tmp_path / "run", echo=lambda s: None)
     assert math.isfinite(result.val["loss"])
     assert all(p.dtype == torch.float32 for p in result.model.parameters())  # master weights stay fp32
 
@@ -381,9 +378,9 @@ def test_bf16_autocast_trains(tmp_path, text_file):
 def test_early_stopping(tmp_path, text_file, monkeypatch):
     losses = iter([3.0, 2.0, 2.5, 2.6, 2.7, 2.8])
     monkeypatch.setattr(LMTask, "evaluate", lambda self, model, split: {"loss": next(losses)})
-    model_kw, cfg = split_settings(dict(task="lm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=32,
-                                        max_steps=100, batch_size=4, eval_every=2, patience=2))
-    result = train(model_kw, cfg, tmp_path / "run", [str(text_file)], echo=lambda s: None)
+    settings = dict(task="lm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=32,
+                    max_steps=100, batch_size=4, eval_every=2, patience=2)
+    result = train(exactly(settings, [str(text_file)]), tmp_path / "run", echo=lambda s: None)
     assert result.stopped_early and result.step == 8
     assert json.loads((tmp_path / "run" / "best" / "config.json").read_text())["step"] == 4
     assert result.val == {"loss": 2.0} and result.last_val == {"loss": 2.6}  # the kept checkpoint's, the last
@@ -395,10 +392,10 @@ def test_select_by_a_metric_where_higher_is_better(tmp_path, text_file, monkeypa
     evals = iter([(3.0, 0.2), (2.0, 0.3), (2.5, 0.5), (2.6, 0.4), (2.7, 0.45), (2.8, 0.1)])
     monkeypatch.setattr(MaskedLMTask, "evaluate",
                         lambda self, model, split: dict(zip(("loss", "accuracy"), next(evals))))
-    model_kw, cfg = split_settings(dict(task="mlm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=32,
-                                        max_steps=100, batch_size=4, eval_every=2, patience=2,
-                                        select_by="accuracy"))
-    result = train(model_kw, cfg, tmp_path / "run", [str(text_file)], echo=lambda s: None)
+    settings = dict(task="mlm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=32,
+                    max_steps=100, batch_size=4, eval_every=2, patience=2,
+                    select_by="accuracy")
+    result = train(exactly(settings, [str(text_file)]), tmp_path / "run", echo=lambda s: None)
     assert result.stopped_early and result.step == 10  # best accuracy 0.5 at step 6, then two worse
     assert json.loads((tmp_path / "run" / "best" / "config.json").read_text())["step"] == 6
     assert result.val == {"loss": 2.5, "accuracy": 0.5}
@@ -437,17 +434,16 @@ def test_test_metrics_are_logged_at_the_step_of_the_checkpoint_they_measure_unle
     labelled.write_text("".join(f"good film {i}\t1\nbad film {i}\t0\n" for i in range(20)))
     held_out.write_text("".join(f"good show {i}\t1\nbad show {i}\t0\n" for i in range(5)))
     files = DataFiles.of([str(labelled)], test=[str(held_out)])
-    model_kw, cfg = split_settings(dict(task="classify", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=16,
-                                        max_steps=6, batch_size=8, eval_every=2))
-    result = train(model_kw, cfg, tmp_path / "run", files, echo=lambda s: None)
+    settings = dict(task="classify", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=16,
+                    max_steps=6, batch_size=8, eval_every=2)
+    result = train(exactly(settings, files), tmp_path / "run", echo=lambda s: None)
     assert result.val == {"loss": 0.5} and result.last_val == {"loss": 0.9}
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if r["split"] == "test"] == [4]
     assert result.test and set(result.test) >= {"loss", "accuracy"}
 
     losses = iter([1.0, 0.5, 0.9])
-    _, unseen = split_settings(dict(task="classify", max_steps=6, batch_size=8, eval_every=2, test_at_end=False))
-    result = train(model_kw, unseen, tmp_path / "tuning", files, echo=lambda s: None)
+    result = train(exactly({**settings, "test_at_end": False}, files), tmp_path / "tuning", echo=lambda s: None)
     rows = [json.loads(line) for line in (tmp_path / "tuning" / "metrics.jsonl").read_text().splitlines()]
     assert result.test == {} and not [r for r in rows if r["split"] == "test"]
 
@@ -463,8 +459,8 @@ def test_word_dropout_removes_ordinary_tokens_only_and_is_the_same_for_a_step(tm
 
     labelled = tmp_path / "reviews.tsv"
     labelled.write_text("".join(f"good film number {i} with many words in it\t1\n" for i in range(64)))
-    task = build_task(TrainConfig(task="classify", batch_size=16, word_dropout=0.3), {"max_len": 32},
-                      [str(labelled)], lambda s: None)
+    task = build_task(TrainConfig(task="classify", batch_size=16, word_dropout=0.3),
+                      ModelConfig(arch="encoder", max_len=32), [str(labelled)], log=lambda s: None)
     a, b = task.global_batch(3), task.global_batch(3)
     assert torch.equal(a["ids"], b["ids"])  # reproducible, so resuming gives the same batches
     clean = ClassifyTask.collate(task.examples("train", task.batches(3)))

@@ -165,16 +165,16 @@ def test_a_folder_of_documents_is_one_language_modelling_corpus(tmp_path, capsys
 
 
 def test_task_defaults_do_not_leak_from_the_copy_preset():
-    model_kw, cfg = resolve(overrides={"task": "lm", "d_model": "192"}).split()
-    assert model_kw["d_model"] == 192 and model_kw["d_ff"] == 512 and model_kw["dropout"] == 0.1
-    assert cfg.tokenizer == "char"
-    model_kw, cfg = resolve(overrides={"task": "classify"}).split()
-    assert cfg.tokenizer == "bpe" and model_kw["max_len"] >= 128 and model_kw["dropout"] > 0
-    model_kw, cfg = resolve(overrides={"task": "translate"}).split()
-    assert cfg.tokenizer == "bpe" and cfg.label_smoothing == 0.1
+    run = resolve(overrides={"task": "lm", "d_model": "192"})
+    assert run.model.d_model == 192 and run.model.d_ff == 512 and run.model.dropout == 0.1
+    assert run.train.tokenizer == "char"
+    run = resolve(overrides={"task": "classify"})
+    assert run.train.tokenizer == "bpe" and run.model.max_len >= 128 and run.model.dropout > 0
+    run = resolve(overrides={"task": "translate"})
+    assert run.train.tokenizer == "bpe" and run.train.label_smoothing == 0.1
     # a preset on top of its task's defaults is exactly the preset (nothing of the defaults leaks in)
-    model_kw, cfg = resolve(preset="shakespeare-char").split()
-    assert model_kw["max_len"] == 64 and model_kw["dropout"] == 0.0 and cfg.max_steps == 2000
+    run = resolve(preset="shakespeare-char")
+    assert run.model.max_len == 64 and run.model.dropout == 0.0 and run.train.max_steps == 2000
 
 
 def test_precedence_task_preset_config_data_command_line(tmp_path):
@@ -191,10 +191,10 @@ def test_precedence_task_preset_config_data_command_line(tmp_path):
     assert r.settings["max_len"] == 64 and r.source["max_len"] == "preset shakespeare-char"
     # one setting, two spellings: the later level wins
     r = resolve(preset="shakespeare-char", overrides={"warmup_steps": "7"})
-    assert "warmup_fraction" not in r.settings and r.split()[1].warmup_steps == 7
+    assert "warmup_fraction" not in r.settings and r.train.warmup_steps == 7
     # a time budget alone sets the length; a user's max_steps keeps bounding it
-    assert resolve(preset="copy", overrides={"max_time": "1m"}).split()[1].max_steps == 0
-    assert resolve(preset="copy", overrides={"max_time": "1m", "max_steps": "9"}).split()[1].max_steps == 9
+    assert resolve(preset="copy", overrides={"max_time": "1m"}).train.max_steps == 0
+    assert resolve(preset="copy", overrides={"max_time": "1m", "max_steps": "9"}).train.max_steps == 9
     with pytest.raises(ConfigError, match="max_time='ten' is not a duration"):
         resolve(overrides={"max_time": "ten"})
 
@@ -262,6 +262,7 @@ def lm_run(tmp_path_factory) -> Path:
 
 
 def test_a_validation_split_is_a_seeded_stratified_sample_never_the_first_lines(tmp_path):
+    from scratchformer.nn.config import ModelConfig
     from scratchformer.settings.config import TrainConfig
     from scratchformer.tasks import build_task
 
@@ -270,8 +271,8 @@ def test_a_validation_split_is_a_seeded_stratified_sample_never_the_first_lines(
                  + "".join(f"{'w ' * (i // 2 + 1)}{i}\tb\n" for i in range(100)))
 
     def split(seed: int) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
-        task = build_task(TrainConfig(task="classify", tokenizer="char", seed=seed), {"max_len": 128}, [str(f)],
-                          lambda s: None)
+        task = build_task(TrainConfig(task="classify", tokenizer="char", seed=seed),
+                          ModelConfig(arch="encoder", max_len=128), [str(f)], log=lambda s: None)
         rows = {name: list(zip(task.rows[name].texts("text", range(task.split_size(name))), task.truth(name)))
                 for name in ("train", "val")}
         return rows["train"], rows["val"]
@@ -414,7 +415,7 @@ def test_extending_an_interrupted_run_continues_its_decay(tmp_path, capsys, monk
         patch.setattr(Trainer, "stop_requested", interrupted_at_20)
         assert main(["train", "--preset", "copy", *TINY, "max_steps=30", "eval_every=10", "n_test=10",
                      "eval_decode=0", "log_every=1", "--out", str(out)]) == 130
-    original = Schedule.of(resolve(preset="copy", overrides={"max_steps": "30"}).split()[1])
+    original = Schedule.of(resolve(preset="copy", overrides={"max_steps": "30"}).train)
     assert main(["train", "--out", str(out), "--resume", "max_steps=60"]) == 0
     assert "the decay continues from the current rate" in capsys.readouterr().err
     lrs = {r["step"]: r["lr"] for r in rows(out) if r["split"] == "train"}
@@ -439,7 +440,7 @@ def test_resume_extends_a_finished_run_by_the_documented_rule_and_refuses_less(t
     lrs = {r["step"]: r["lr"] for r in logged if r["split"] == "train"}
     state = torch.load(out / "last" / "trainer_state.pt", weights_only=True)
     schedule = Schedule.from_dict(state["schedule"])
-    original = Schedule.of(resolve(preset="copy", overrides={"max_steps": "20"}).split()[1])
+    original = Schedule.of(resolve(preset="copy", overrides={"max_steps": "20"}).train)
     assert schedule.total == 40 and schedule.resumed_at == 20 and schedule.restarted
     assert all(lrs[s] == pytest.approx(original(s - 1), rel=1e-6, abs=1e-12) for s in range(1, 21))  # steps taken
     assert all(lrs[s] == pytest.approx(schedule(s - 1), rel=1e-6, abs=1e-12) for s in range(21, 41))  # extension
@@ -482,7 +483,7 @@ def test_max_time_ends_the_run_at_its_budget_with_a_full_schedule(tmp_path, caps
     err = capsys.readouterr().err
     assert "max_time=4s: about" in err and "steps fit" in err
     meta = json.loads((out / "config.json").read_text())
-    planned = meta["train"]["max_steps"]  # the first estimate (the length may be fitted again at evaluations)
+    planned = meta["train"]["max_steps"]  # the first estimate (the length may be fitted again as the run goes)
     assert planned > 0 and meta["settings"]["max_steps"] == 0
     assert meta["train"]["warmup_steps"] == round(0.125 * planned)  # the preset's warm-up, as a fraction
     last = json.loads((out / "last" / "config.json").read_text())
@@ -527,11 +528,45 @@ def test_a_run_slower_than_its_estimate_still_cools_down_within_max_time(tmp_pat
     err = capsys.readouterr().err
     planned = json.loads((out / "config.json").read_text())["train"]["max_steps"]
     last = json.loads((out / "last" / "config.json").read_text())
-    assert "steps fit at the speed of the last 20 steps" in err and "time budget" not in err
+    assert "steps fit at the speed of the last 16 steps" in err and "time budget" not in err  # 2 % of the budget
     assert planned > 4 * last["step"] and last["step"] == last["train"]["max_steps"]  # the whole, shorter schedule
     assert 0.9 * 8 < clock.now < 8  # it used the budget
     lrs = [r["lr"] for r in rows(out) if r["split"] == "train"]
     assert lrs[-1] < 0.05 * max(lrs)  # the cool-down reached (nearly) zero
+
+
+def test_a_run_without_evaluations_fits_its_length_again_on_its_own_clock(tmp_path, capsys, monkeypatch):
+    """The run's clock is a fake one that a step moves on by 40 ms until the estimate is made and by 20 ms after
+    it (evaluations take no time), and no evaluation falls inside the budget (eval_every=10000): the first
+    estimate is twice too short, and without fitting it again between evaluations the run would stop after half
+    of its budget. Fitted on the budget's own clock before its warm-up ends, it runs its whole (longer) schedule
+    and ends within the budget, having used it."""
+    from types import SimpleNamespace
+
+    from scratchformer.train import budget, trainer
+
+    clock = SimpleNamespace(now=0.0, step_s=0.04)
+    monkeypatch.setattr(trainer, "time", SimpleNamespace(perf_counter=lambda: clock.now))
+    monkeypatch.setattr(budget, "time", SimpleNamespace(perf_counter=lambda: clock.now))
+    begin, step = trainer.Trainer.begin, trainer.Trainer.train_step
+    monkeypatch.setattr(trainer.Trainer, "begin", lambda self: (begin(self), setattr(clock, "step_s", 0.02)))
+
+    def train_step(self, i):
+        clock.now += clock.step_s
+        return step(self, i)
+
+    monkeypatch.setattr(trainer.Trainer, "train_step", train_step)
+    out = tmp_path / "run"
+    assert main(["train", "--preset", "copy", *TINY, "max_time=4s", "n_test=10", "eval_decode=0",
+                 "eval_every=10000", "log_every=1000", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    planned = json.loads((out / "config.json").read_text())["train"]  # the first estimate
+    last = json.loads((out / "last" / "config.json").read_text())
+    assert "steps fit at the speed of the last" in err and "time budget" not in err
+    assert [r["step"] for r in rows(out) if r["split"] == "val"] == [last["step"]]  # one evaluation: the last step
+    assert last["step"] == last["train"]["max_steps"] > 1.8 * planned["max_steps"]  # the whole, longer schedule
+    assert last["train"]["warmup_steps"] == planned["warmup_steps"]  # the warm-up as first fixed
+    assert 0.95 * 4 < clock.now < 4  # it used the budget
 
 
 def test_progress_lines_when_not_a_terminal_and_quiet(tmp_path, capsys):
@@ -556,3 +591,21 @@ def test_info_shows_only_the_settings_of_the_models_family(tmp_path, capsys):
     assert main(["info", str(out)]) == 0
     info = capsys.readouterr().out
     assert "n_encoder_layers = 1" in info and "n_classes" not in info and "pooling" not in info
+
+
+def test_a_fit_of_the_length_rests_on_the_steps_since_the_fit_before_the_last():
+    """A fit that comes one step after the last one (the last before a cosine decay) is not made from that one
+    step's speed alone: the window reaches back to the fit before, so one slow step moves the length little."""
+    from scratchformer.distributed import DistInfo
+    from scratchformer.train.budget import TimeBudget
+    from scratchformer.train.optim import Schedule
+
+    said: list[str] = []
+    fits = TimeBudget(100.0, 1000, 0.1, 0.0, 0.0, 10**9, DistInfo(), said.append)
+    fits.marks = [(0.0, 0, 0.0)]
+    flat = Schedule("constant", 1e-3, 0.0, 0, 1000)
+    first = fits.refit(flat, 100, 10.0)  # 100 steps of 0.1 s: the length stays
+    assert first is flat and not said
+    second = fits.refit(first, 101, 10.5)  # one step of 0.5 s after them: 101 steps in 10.5 s, not 0.5 s a step
+    assert second.total == 101 + int(0.995 * 89.5 / (10.5 / 101)) - 1
+    assert "the last 101 steps" in said[-1]

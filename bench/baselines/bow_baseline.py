@@ -20,6 +20,7 @@ import sys
 
 from scratchformer.data.roles import DataFiles
 from scratchformer.extras import MissingExtra, require
+from scratchformer.nn.config import ModelConfig
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks import build_task
 
@@ -44,7 +45,7 @@ def read_splits(files: DataFiles, val_fraction: float, seed: int) -> list[list[t
     """(text, label id) rows of train, val and test, chosen by the code ``train`` uses (a character tokenizer
     makes the prepared corpus; only its stored texts and labels are read back)."""
     cfg = TrainConfig(task="classify", tokenizer="char", val_fraction=val_fraction, seed=seed)
-    task = build_task(cfg, {}, files, log=lambda line: None)
+    task = build_task(cfg, ModelConfig(arch="encoder"), files, log=lambda line: None)
     return [list(zip(task.rows[split].texts("text", range(task.split_size(split))), task.truth(split)))
             for split in ("train", "val", "test")]
 

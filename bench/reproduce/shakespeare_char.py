@@ -41,9 +41,9 @@ def main() -> None:
     if out.exists() and not args.keep:
         shutil.rmtree(out)
     resolved = resolve(preset="shakespeare-char", overrides=parse_overrides(args.overrides))
-    model_kw, cfg = resolved.split()
+    cfg = resolved.train
     start = time.perf_counter()
-    result = train(model_kw, cfg, out, run=resolved)
+    result = train(resolved, out)
     seconds = time.perf_counter() - start
     task, model = result.task, result.model
     model.eval()

@@ -42,8 +42,7 @@ def run(out: Path, overrides: list[str]) -> None:
     if out.exists():
         shutil.rmtree(out)
     resolved = resolve(preset="shakespeare-char", overrides=parse_overrides(overrides))
-    model_kw, cfg = resolved.split()
-    train(model_kw, cfg, out, run=resolved, quiet=True)
+    train(resolved, out, quiet=True)
 
 
 def mean_of(run_dir: Path, steps: list[int], out: Path) -> Path:

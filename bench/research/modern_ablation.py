@@ -62,9 +62,8 @@ def train_variant(out: Path, words: list[str], preset: str = "shakespeare-char",
     if out.exists():
         shutil.rmtree(out)
     resolved = resolve(preset=preset, data=data, overrides=parse_overrides(["num_threads=1", *words]))
-    model_kw, cfg = resolved.split()
     start = time.perf_counter()
-    train(model_kw, cfg, out, run=resolved, quiet=True)
+    train(resolved, out, quiet=True)
     return time.perf_counter() - start
 
 

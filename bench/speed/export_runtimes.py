@@ -46,6 +46,10 @@ CHARS = "\n !$&',-.3:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"  # 
 NEW_TOKENS = {"char": 32, "gpt2": 128}
 
 
+def vocab_size(model: str) -> int:
+    return 50257 if model == "gpt2" else len(CHARS) + 4
+
+
 def prompts(batch: int, vocab: int) -> tuple[np.ndarray, np.ndarray]:
     """Batch 1: 8 tokens. Batch B: rows of 4 to 32 real tokens, left-padded with id 0, and the real-token mask."""
     rng = np.random.default_rng(1)
@@ -176,8 +180,7 @@ def _timed_llama(llm, ids, mask, n):
 
 def worker(args: argparse.Namespace) -> None:
     folder = Path(args.dir) / args.model
-    vocab = 50257 if args.model == "gpt2" else len(CHARS) + 4
-    ids, mask = prompts(args.batch, vocab)
+    ids, mask = prompts(args.batch, vocab_size(args.model))
     n = NEW_TOKENS[args.model]
     run = _runner(args.worker, folder, args.threads, args.batch)
     run(ids, mask, 4)  # warm-up
@@ -261,7 +264,8 @@ def main() -> None:
         if args.profile:
             from profile_ort import profile_report
 
-            print(profile_report(root, args.models, args.threads))
+            runs = {name: (prompts(1, vocab_size(name))[0], NEW_TOKENS[name]) for name in args.models}
+            print(profile_report(root, runs, args.threads))
     if args.json:  # the numbers of every round; the tokens only as whether they equal PyTorch's
         def kept(key: tuple, run: dict) -> dict:
             base = results.get((*key[:2], "pytorch"), [run])[0]["tokens"]

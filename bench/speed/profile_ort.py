@@ -9,6 +9,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 
 def _ort_ops(folder: Path, threads: int, ids, n: int) -> list[tuple[str, float]]:
@@ -33,18 +34,16 @@ def _ort_ops(folder: Path, threads: int, ids, n: int) -> list[tuple[str, float]]
     return sorted(per_op.items(), key=lambda kv: -kv[1])
 
 
-def profile_report(root: Path, models: list[str], threads: int) -> str:
-    from export_runtimes import CHARS, NEW_TOKENS, prompts
-
+def profile_report(root: Path, runs: dict[str, tuple[Any, int]], threads: int) -> str:
+    """The report for each model of ``runs``: its name -> (the prompt's ids, the tokens to decode), the benchmark's
+    (``export_runtimes.py`` passes them, so that this module imports nothing of it)."""
     lines = []
-    for name in models:
+    for name, (ids, n) in runs.items():
         folder = root / name / "onnx"
         sys.path.insert(0, str(folder))
         import onnx_decode as od
 
         model = od.CachedModel(folder, threads=threads)
-        ids, _ = prompts(1, 50257 if name == "gpt2" else len(CHARS) + 4)
-        n = NEW_TOKENS[name]
         od.generate(model, ids, 4)
         inside = [0.0]
         run = model.sessions["decoder"].run

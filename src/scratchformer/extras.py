@@ -11,12 +11,14 @@ line, which extra to install.
     pip install "scratchformer[llama]"        llama-cpp-python (built from source): run GGUF files in the tests
 
 The core install (PyTorch, tokenizers, safetensors, sacrebleu, tqdm, numpy) trains, evaluates and decodes
-every model without them.
+every model without them. A package is checked by its name (``importlib``) when a command needs it, so that a
+missing one costs nothing until then.
 """
 
 from __future__ import annotations
 
 import importlib
+from types import ModuleType
 
 WHY = {"plots": "drawing pictures", "onnx": "ONNX export", "tensorboard": "TensorBoard logs",
        "hf": "Hugging Face export", "baseline": "the bag-of-words baseline",
@@ -25,6 +27,14 @@ WHY = {"plots": "drawing pictures", "onnx": "ONNX export", "tensorboard": "Tenso
 
 class MissingExtra(ImportError):
     """A command needs an optional package that is not installed; the message says how to install it."""
+
+
+def optional(module: str) -> ModuleType | None:
+    """The optional package ``module`` if it is installed, else None (for what has another way when it is not)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        return None
 
 
 def require(module: str, extra: str) -> None:

@@ -158,9 +158,8 @@ def _held_out(ckpt: Checkpoint, split: str, data: list[str] | None, whose: str) 
         files, split = DataFiles(test=tuple(data)), "test"
     else:
         files = DataFiles.from_dict(ckpt.extra.get("data"))
-    model_kw = {k: v for k, v in ckpt.model_config.to_dict().items() if k not in ("vocab_size", "pad_id")}
-    task = build_task(cfg, model_kw, files, log=lambda s: print(s, file=sys.stderr), tokenizer=ckpt.tokenizer,
-                      label_names=ckpt.extra.get("labels"))
+    task = build_task(cfg, ckpt.model_config, files, tokenizer=ckpt.tokenizer, labels=ckpt.extra.get("labels"),
+                      log=lambda s: print(s, file=sys.stderr))
     if not task.has_split(split):
         raise DataError(f"{whose} has no {split!r} split; use --split val or --data PATH")
     return task, split

@@ -1,36 +1,40 @@
 """The task registry: everything the code asks about a task, one entry per task, in one place.
 
-A task is what a run learns to do. Its entry says which model family learns it, the settings it starts from
-(before any preset), what its evaluation reports and which metric picks the kept checkpoint, the form of the
-data it reads and the roles its files take, the named datasets it can read, and which class reads that data
-and makes its batches (named by import path, resolved when needed, so this module imports nothing above it).
+A task is what a run learns to do. Its entry says which model families can learn it (the first is the one a
+run builds unless ``arch`` names another), the settings it starts from (before any preset), what its evaluation
+reports and which metric picks the kept checkpoint, the form of the data it reads and the roles its files take,
+the named datasets it can read, and the runner: the class in ``tasks/`` that makes its batches and evaluates it
+(``tasks.build.RUNNERS``, where the classes are imported; this module imports nothing above it).
 
-    task        family   data it reads (--data)                            named datasets    class
-    copy        seq2seq  none: fresh random strings at every step          -                 tasks.seq2seq
-    reverse     seq2seq  none                                              -                 tasks.seq2seq
-    sort        seq2seq  none                                              -                 tasks.seq2seq
-    lm          gpt      a text file, or a folder of .txt/.txt.gz files    tinyshakespeare   tasks.lm
-    translate   seq2seq  sentence pairs (a TSV, or two line-aligned files) multi30k          tasks.seq2seq
-    classify    encoder  labelled texts (.tsv/.csv)                        sst2              tasks.classify
-    mlm         encoder  texts, one a line (or a TSV/CSV's text column)    sst2              tasks.mlm
-    image       vit      a folder of class sub-folders of images           digits            tasks.image
+    task        family   data it reads (--data)                            named datasets    runner
+    copy        seq2seq  none: fresh random strings at every step          -                 Seq2SeqTask
+    reverse     seq2seq  none                                              -                 Seq2SeqTask
+    sort        seq2seq  none                                              -                 Seq2SeqTask
+    lm          gpt      a text file, or a folder of .txt/.txt.gz files    tinyshakespeare   LMTask
+    translate   seq2seq  sentence pairs (a TSV, or two line-aligned files) multi30k          TranslationTask
+    classify    encoder  labelled texts (.tsv/.csv)                        sst2              ClassifyTask
+    mlm         encoder  texts, one a line (or a TSV/CSV's text column)    sst2              MaskedLMTask
+    image       vit      a folder of class sub-folders of images           digits            ImageTask
 
-Adding a task is adding one entry here and its class. No other module compares a task's name: they ask its
-entry (``spec(name)``) instead.
+Adding a task is adding one entry here (and, for a new kind of work, its runner). No other module compares a
+task's name: they ask its entry (``spec(name)``) instead.
 """
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from scratchformer.errors import ConfigError
 
-__all__ = ["DataForm", "TaskSpec", "TASKS", "DEFAULT_TASK", "LOWER_IS_BETTER", "data_formats", "pretrains", "spec",
-           "task_names", "task_only_settings"]
+__all__ = ["ALPHABET", "DataForm", "TaskSpec", "TASKS", "DEFAULT_TASK", "LOWER_IS_BETTER", "data_formats", "data_tasks",
+           "pretrains", "spec", "synthetic_targets", "task_names", "task_only_settings"]
 
 LOWER_IS_BETTER = ("loss", "perplexity")
+# The symbols of the built-in tasks' random strings (a task uses the first n_symbols), in the order ``sort`` sorts
+# them: letters before digits, unlike code points.
+ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 
 
 @dataclass(frozen=True)
@@ -43,15 +47,17 @@ class DataForm:
 
     kind: str
     describe: str
-    paths: int = 1
+    paths: int = 1  # 0: the task takes no files (it makes its own data)
     folders: str = "refused"
     stratified: bool = False
     unit: str = "examples"
+    held: str = ""  # what the task does with its data instead of preparing corpora on disk ("": it prepares them)
+    target: Callable[[str], str] | None = None  # kind "synthetic": a random source string -> its target
 
     @property
     def prepared(self) -> bool:
-        """Whether the data is tokenized into prepared corpora on disk (text), or read into memory (images)."""
-        return self.kind != "images"
+        """Whether the data is tokenized into prepared corpora on disk (text), or held in memory (images, strings)."""
+        return not self.held
 
 
 @dataclass(frozen=True)
@@ -59,13 +65,14 @@ class TaskSpec:
     """One task: see the module docstring."""
 
     name: str
-    family: str  # the ModelConfig.arch that learns it: seq2seq | gpt | encoder | vit
+    families: tuple[str, ...]  # the ModelConfig.arch that can learn it (seq2seq | gpt | encoder | vit); first: default
     summary: str
-    runner: str  # "module:Class" of the object that reads the task's data, makes its batches and evaluates
+    runner: str  # the class in tasks/ that reads its data, makes its batches and evaluates (tasks.build.RUNNERS)
+    data: DataForm
     defaults: dict[str, Any]
     metrics: tuple[str, ...] = ()  # what evaluation reports besides the loss (and perplexity, for tokens)
+    decoded: tuple[str, ...] = ()  # those of its metrics measured on decoded outputs (eval_decode per evaluation)
     select_by: str = "loss"  # the validation metric that picks best/ by default
-    data: DataForm | None = None  # None: the task makes its own data
     datasets: tuple[str, ...] = ()  # named datasets it reads; the first is the one suggested
     dataset_splits: tuple[str, ...] = ("train", "val", "test")  # the splits it takes from a named dataset
     labels: bool = False  # its examples carry labels (a classifier's classes)
@@ -77,7 +84,17 @@ class TaskSpec:
 
     @property
     def makes_own_data(self) -> bool:
-        return self.data is None
+        return self.data.kind == "synthetic"
+
+    def family_for(self, arch: str | None) -> str:
+        """The family a run builds: ``arch`` if one of this task's families learns it (the default when None);
+        another is refused in one line. The one place that decides whether a model fits a task."""
+        if arch is None:
+            return self.families[0]
+        if arch not in self.families:
+            needs = " or ".join(f"arch={f!r}" for f in self.families)
+            raise ConfigError(f"arch={arch!r} does not fit task={self.name!r} (needs {needs})")
+        return arch
 
     @property
     def validation_metrics(self) -> tuple[str, ...]:
@@ -92,10 +109,6 @@ class TaskSpec:
         or ``<eos>``; else the task's default (None: the model derives it, as a ViT from its patches)."""
         return max_seq_len + 2 if self.makes_own_data else self.defaults.get("max_len")
 
-    def runner_class(self) -> type:
-        module, _, name = self.runner.partition(":")
-        return getattr(importlib.import_module(module), name)
-
 
 _SYNTHETIC = dict(n_symbols=10, min_seq_len=4, max_seq_len=16, d_model=128, n_heads=4, n_layers=2, d_ff=256,
                   dropout=0.0, max_steps=800, batch_size=64, lr=1e-3, warmup_fraction=0.125, schedule="cosine",
@@ -103,63 +116,68 @@ _SYNTHETIC = dict(n_symbols=10, min_seq_len=4, max_seq_len=16, d_model=128, n_he
 _ENCODER = dict(tokenizer="bpe", bpe_vocab_size=8000, lowercase=True, d_model=256, n_heads=4, n_layers=4, d_ff=1024,
                 norm="pre", pooling="mean", batch_size=64, schedule="cosine", weight_decay=0.01, log_every=50)
 _LABELLED = "a .tsv/.csv of text<TAB>label rows (.tsv) or text,label rows (.csv)"
-_SEQ2SEQ = "scratchformer.tasks.seq2seq:Seq2SeqTask"
 
 
-def _synthetic(name: str, what: str) -> TaskSpec:
-    return TaskSpec(name, "seq2seq", f"a small encoder-decoder learns to {what} random strings", _SEQ2SEQ,
-                    _SYNTHETIC, metrics=("exact_match",))
+def _synthetic(name: str, what: str, target: Callable[[str], str]) -> TaskSpec:
+    form = DataForm("synthetic", "none: fresh random strings at every step", paths=0,
+                    held="makes fresh random strings at every step", target=target)
+    return TaskSpec(name, ("seq2seq",), f"a small encoder-decoder learns to {what} random strings", "Seq2SeqTask",
+                    form, _SYNTHETIC, metrics=("exact_match",), decoded=("exact_match",))
+
+
+def _sorted(source: str) -> str:
+    return "".join(sorted(source, key=ALPHABET.index))
 
 
 TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
-    _synthetic("copy", "copy"),
-    _synthetic("reverse", "reverse"),
-    _synthetic("sort", "sort"),
+    _synthetic("copy", "copy", lambda source: source),
+    _synthetic("reverse", "reverse", lambda source: source[::-1]),
+    _synthetic("sort", "sort", _sorted),
     # a character-level GPT: nanoGPT's small CPU model with twice its context and some dropout
-    TaskSpec("lm", "gpt", "a GPT language model on a text", "scratchformer.tasks.lm:LMTask",
+    TaskSpec("lm", ("gpt",), "a GPT language model on a text", "LMTask",
+             DataForm("text", "a UTF-8 text file, or a folder of .txt/.txt.gz files (one corpus); a second file is "
+                      "the validation text", folders="allowed", unit="tokens"),
              dict(tokenizer="char", max_len=128, d_model=128, n_heads=4, n_layers=4, d_ff=512, dropout=0.1,
                   bias=False, max_steps=2000, batch_size=16, lr=2e-3, min_lr=1e-4, schedule="cosine",
                   warmup_fraction=0.1, beta2=0.99, adam_eps=1e-8, weight_decay=0.1, eval_every=250, eval_batches=20,
                   log_every=25),
-             data=DataForm("text", "a UTF-8 text file, or a folder of .txt/.txt.gz files (one corpus); a second "
-                           "file is the validation text", folders="allowed", unit="tokens"),
              datasets=("tinyshakespeare",)),
     # the multi30k preset's recipe: shared BPE, post-LN encoder-decoder, token batches, label smoothing
-    TaskSpec("translate", "seq2seq", "an encoder-decoder translates sentence pairs", _SEQ2SEQ,
+    TaskSpec("translate", ("seq2seq",), "an encoder-decoder translates sentence pairs", "TranslationTask",
+             DataForm("pairs", "a TSV of source<TAB>target lines, or two line-aligned files (source, target)",
+                      paths=2),
              dict(tokenizer="bpe", bpe_vocab_size=8000, max_len=128, d_model=256, n_heads=4, n_layers=3, d_ff=1024,
                   dropout=0.2, max_steps=1800, max_tokens=4000, batch_size=128, lr=1e-3, min_lr=1e-5,
                   schedule="cosine", warmup_fraction=0.2, weight_decay=0.0, label_smoothing=0.1, eval_every=500,
                   eval_decode=200, log_every=50),
-             metrics=("bleu",), datasets=("multi30k",), output_name="Translation",
-             data=DataForm("pairs", "a TSV of source<TAB>target lines, or two line-aligned files (source, target)",
-                           paths=2)),
+             metrics=("bleu",), decoded=("bleu",), datasets=("multi30k",), output_name="Translation"),
     # the sst2 preset's recipe, with room for longer texts (reviews)
-    TaskSpec("classify", "encoder", "an encoder classifier on labelled texts", "scratchformer.tasks.classify:"
-             "ClassifyTask", dict(_ENCODER, max_len=256, dropout=0.3, max_steps=2000, lr=5e-4, warmup_fraction=0.15,
-                                  label_smoothing=0.1, eval_every=250),
+    TaskSpec("classify", ("encoder",), "an encoder classifier on labelled texts", "ClassifyTask",
+             DataForm("labelled", f"{_LABELLED}; a second file is the validation set", stratified=True),
+             dict(_ENCODER, max_len=256, dropout=0.3, max_steps=2000, lr=5e-4, warmup_fraction=0.15,
+                  label_smoothing=0.1, eval_every=250),
              metrics=("accuracy", "f1"), datasets=("sst2",), labels=True,
-             data=DataForm("labelled", f"{_LABELLED}; a second file is the validation set", stratified=True),
              own_settings=("word_dropout", "init_from"),
              # fine-tuning a pretrained encoder: its architecture and tokenizer come with it; a lower rate
              fine_tune_defaults=dict(max_len=128, pooling="mean", max_steps=2000, batch_size=32, lr=1e-4,
                                      schedule="cosine", warmup_fraction=0.1, weight_decay=0.01, eval_every=500,
                                      log_every=50)),
-    TaskSpec("mlm", "encoder", "an encoder pretrained by masked-token prediction (BERT's objective)",
-             "scratchformer.tasks.mlm:MaskedLMTask",
+    TaskSpec("mlm", ("encoder",), "an encoder pretrained by masked-token prediction (BERT's objective)",
+             "MaskedLMTask",
+             DataForm("lines", "a text file of one example a line, or the text column of a .tsv/.csv; a second file "
+                      "is the validation set"),
              dict(_ENCODER, max_len=128, dropout=0.1, max_steps=3000, lr=1e-3, warmup_fraction=0.1, eval_every=500),
              metrics=("accuracy",), datasets=("sst2",), dataset_splits=("train", "val"), mask_token=True,
-             pretrains=True,
-             data=DataForm("lines", "a text file of one example a line, or the text column of a .tsv/.csv; a second "
-                           "file is the validation set")),
+             pretrains=True),
     # a small ViT for a folder of images: 32 x 32 RGB in 64 patches of 4 x 4, shifted by up to 2 pixels
-    TaskSpec("image", "vit", "a Vision Transformer classifies labelled images", "scratchformer.tasks.image:ImageTask",
+    TaskSpec("image", ("vit",), "a Vision Transformer classifies labelled images", "ImageTask",
+             DataForm("images", "a folder with one sub-folder of PNG/JPEG images per class (the sub-folder's name is "
+                      "the label); a second folder is the validation set", folders="required", stratified=True,
+                      unit="images", held="reads its images into memory at the start of a run"),
              dict(image_size=32, patch_size=4, channels=3, d_model=128, n_heads=4, n_layers=4, d_ff=256, dropout=0.1,
                   max_steps=2000, batch_size=64, lr=1e-3, min_lr=1e-5, schedule="cosine", warmup_fraction=0.1,
                   weight_decay=0.05, label_smoothing=0.1, augment_shift=2, eval_every=200, log_every=50),
-             metrics=("accuracy", "f1"), datasets=("digits",), labels=True, own_settings=("augment_shift",),
-             data=DataForm("images", "a folder with one sub-folder of PNG/JPEG images per class (the sub-folder's "
-                           "name is the label); a second folder is the validation set", folders="required",
-                           stratified=True, unit="images")),
+             metrics=("accuracy", "f1"), datasets=("digits",), labels=True, own_settings=("augment_shift",)),
 )}
 DEFAULT_TASK = "copy"
 
@@ -188,7 +206,18 @@ def output_name(name: str | None) -> str:
 
 def data_formats() -> str:
     """What ``--data`` takes, task by task (for the command line's help and error messages)."""
-    return "; ".join(f"task={t.name}: {t.data.describe}" for t in TASKS.values() if t.data is not None)
+    return "; ".join(f"task={t.name}: {t.data.describe}" for t in TASKS.values() if t.data.paths)
+
+
+def data_tasks() -> str:
+    """The tasks that read a user's files, in words: ``task=lm, translate, ... or image``."""
+    names = [t.name for t in TASKS.values() if t.data.paths]
+    return f"task={', '.join(names[:-1])} or {names[-1]}"
+
+
+def synthetic_targets() -> dict[str, Callable[[str], str]]:
+    """Task name -> the rule that makes a target from a random source, for each built-in task."""
+    return {t.name: t.data.target for t in TASKS.values() if t.data.target is not None}
 
 
 def task_only_settings() -> dict[str, tuple[str, ...]]:

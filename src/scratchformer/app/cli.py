@@ -16,9 +16,10 @@ runs it; a thin layer over importable functions.
     scratchformer demo [--preset MODEL_PRESET] [key=value ...]
 
 Only the parser is built here: the commands (``commands.py``, ``train_commands.py``) and PyTorch are imported
-when a command runs. The help of ``train`` lists every setting with its allowed values, generated from the
-configs and the task registry. Errors a user can cause end with one line on stderr and a non-zero exit code,
-never a traceback.
+when a command runs (each command's function is named as ``"module:function"`` and imported then, so that
+``scratchformer --help`` starts without PyTorch). The help of ``train`` lists every setting with its allowed
+values, generated from the configs and the task registry. Errors a user can cause end with one line on stderr
+and a non-zero exit code, never a traceback.
 """
 
 from __future__ import annotations

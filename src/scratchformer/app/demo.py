@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from scratchformer.data.named import SHAPES
 from scratchformer.errors import ConfigError
 from scratchformer.models import build_model
 from scratchformer.models.params import count_parameters_formula
@@ -87,20 +88,24 @@ def explain_config(preset: str, overrides: dict[str, Any]) -> tuple[ModelConfig,
     train, model = run.train, run.model
     if train.init_from:
         raise ConfigError(f"preset {preset} fine-tunes a pretrained model; see `scratchformer info` of its checkpoint")
+    known = SHAPES.get(train.dataset or "", {})  # what the preset's named dataset is known to hold
     if model.arch == "vit":  # no vocabulary; the classes come from the data
         if "n_classes" in run.settings:
             return model, "", run.task
-        return model.replace(n_classes=10), ("n_classes=10 assumed (the real number comes from the data; set "
-                                             "n_classes=N to change)"), run.task
+        classes = known.get("classes", model.n_classes)  # the named dataset's, else the config's own
+        return model.replace(n_classes=classes), (f"n_classes={classes} assumed (the real number comes from the "
+                                                  "data; set n_classes=N to change)"), run.task
     if vocab is None:  # the real vocabulary comes from the tokenizer trained on the data
         from scratchformer.tokenizers import SPECIAL_TOKENS
 
         if train.tokenizer == "bpe":
             vocab = train.bpe_vocab_size
-        elif run.task.makes_own_data:
+        elif run.task.makes_own_data:  # a character for each of its symbols
             vocab = train.n_symbols + len(SPECIAL_TOKENS)
-        else:  # a character vocabulary: Tiny Shakespeare's 65 characters, say
-            vocab = 65 + len(SPECIAL_TOKENS)
+        elif "characters" in known:  # a character vocabulary: Tiny Shakespeare's 65 characters, say
+            vocab = known["characters"] + len(SPECIAL_TOKENS)
+        else:
+            vocab = model.vocab_size
         note = f"vocab_size={vocab} assumed (the real one comes from the tokenizer; set vocab_size=N to change)"
     else:
         note = ""

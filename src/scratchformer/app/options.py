@@ -1,5 +1,6 @@
 """The commands that use a trained model or look at one, declared as data (``arguments.Command``); ``cli.py``
-builds the parser from them with ``train`` and ``prepare``."""
+builds the parser from them with ``train`` and ``prepare``. Each names the function that runs it as
+``"module:function"``, imported only when it runs, so that the parser (``--help``) starts without PyTorch."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""``scratchformer train`` and ``prepare``: the settings resolved once, then the run's steps one by one.
-
-    settings      settings_of(args) -> Resolved      settings/   (the precedence rule; ModelConfig built once)
-    session       open_run(out, ...)                 train/      (the run directory, device, torchrun)
-    data          load_data(task, cfg, files, ...)   data/       (files -> tokenizer -> prepared corpora -> views)
-    training      train_on(session, resolved, data)  train/      (the task, the model, the loop)
+"""``scratchformer train`` and ``prepare``: the settings resolved once, then the run (``train.start.train``: its
+session, its data, the task, the model and the loop), or the data prepared (``data.load_data``).
 """
 
 from __future__ import annotations
@@ -13,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from scratchformer.data.roles import DataFiles
+from scratchformer.errors import DataError
 from scratchformer.settings.resolve import Resolved, resolve, resume_settings
 from scratchformer.settings.values import parse_overrides
 
@@ -34,16 +31,10 @@ def settings_of(args: argparse.Namespace) -> Resolved:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    """The four steps of a run, one by one (module docstring)."""
-    from scratchformer.data.pipeline import load_data
-    from scratchformer.train.session import open_run
-    from scratchformer.train.start import train_on
+    """The settings of the command line, then the run (``train.start``), then what it found."""
+    from scratchformer.train.start import train
 
-    run = settings_of(args)
-    with open_run(Path(args.out), run.train, resume=args.resume, quiet=args.quiet) as session:
-        data = load_data(run.task, run.train, run.data, tokenizer=session.tokenizer, dist=session.dist,
-                         say=session.log, quiet=args.quiet)
-        result = train_on(session, run, data)
+    result = train(settings_of(args), Path(args.out), resume=args.resume, quiet=args.quiet)
     if result.is_main:
         _report(result, Path(args.out), args.quiet)
     return 0
@@ -66,15 +57,19 @@ def _report(result: Any, out: Path, quiet: bool) -> None:
 
 def cmd_prepare(args: argparse.Namespace) -> int:
     """Prepare the corpora a ``train`` with the same settings and files would read (and say where, how big)."""
-    from scratchformer.data.corpus.cache import ENV_VAR
-    from scratchformer.data.pipeline import prepare_only
+    from scratchformer.data.corpus.cache import ENV_VAR, corpora_dir
+    from scratchformer.data.pipeline import load_data
     from scratchformer.data.prepared import describe, size_text
     from scratchformer.tasks.build import starting_tokenizer
 
     run = settings_of(args)
-    tokenizer, prepared, folder = prepare_only(run.task, run.train, run.data, starting_tokenizer(run.train),
-                                               quiet=args.quiet)
-    print(f"prepared corpora in {folder} (set by ${ENV_VAR}); tokenizer: {tokenizer.kind}, "
+    if not run.task.data.prepared:
+        raise DataError(f"task={run.task.name} {run.task.data.held}; nothing is prepared")
+    data = load_data(run.task, run.train, run.data, tokenizer=starting_tokenizer(run.train), training=False,
+                     quiet=args.quiet)
+    prepared, tokenizer = data.prepared, data.tokenizer
+    assert tokenizer is not None
+    print(f"prepared corpora in {corpora_dir()} (set by ${ENV_VAR}); tokenizer: {tokenizer.kind}, "
           f"{tokenizer.vocab_size:,} tokens")
     for p in prepared:
         how = "reused (prepared before)" if p.reused else f"wrote it in {p.corpus.manifest['seconds']:.1f} s"

@@ -15,16 +15,27 @@ Inference over many inputs (``classify --input``, ``translate --input``, ``evalu
 random: ``sorted_batches`` sorts all of them by length and cuts batches by a token budget, so a batch of
 short texts holds many rows and a batch of long ones few, and almost nothing is padding. The caller puts
 the results back in input order.
+
+Training on a fixed set of rows walks it epoch after epoch (``EpochBatches``): step -> the rows of its batch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 import torch
 
-__all__ = ["BucketedEpoch", "bucket_batches", "pad_batch", "sorted_batches"]
+__all__ = ["BatchSettings", "BucketedEpoch", "EpochBatches", "bucket_batches", "pad_batch", "sorted_batches"]
+
+
+class BatchSettings(Protocol):
+    """What a training batch is made of (a ``TrainConfig`` has it): rows, or padded tokens; the run's seed."""
+
+    batch_size: int
+    max_tokens: int
+    seed: int
 
 
 def pad_batch(seqs: Sequence[Sequence[int]], pad_id: int = 0, *,
@@ -132,3 +143,31 @@ def _cut(lengths: np.ndarray, batch_size: int | None, max_tokens: int | None) ->
         padded = np.arange(1, most + 1) * lengths[i:i + most]
         i += max(1, int(np.searchsorted(padded, max_tokens, side="right")))
     return np.asarray(starts, dtype=np.int64)
+
+
+class EpochBatches:
+    """Length-bucketed batches of a fixed training set, epoch after epoch: step -> row positions.
+
+    Epoch ``e`` is shuffled with ``(seed, e)``; the batches of one epoch are counted to find where the next
+    begins, so any step maps to its batch without replaying the run. An epoch is held as arrays
+    (``BucketedEpoch``: 8 bytes a row), so millions of rows cost megabytes, not Python lists.
+    """
+
+    def __init__(self, lengths: np.ndarray | Sequence[int], cfg: BatchSettings) -> None:
+        self.lengths, self.cfg = np.asarray(lengths, dtype=np.int64), cfg
+        self._epoch: tuple[int, int, BucketedEpoch] | None = None  # (epoch, its first step, batches)
+
+    def _make(self, epoch: int) -> BucketedEpoch:
+        if self.cfg.max_tokens:
+            return BucketedEpoch.make(self.lengths, max_tokens=self.cfg.max_tokens, seed=self.cfg.seed, epoch=epoch)
+        return BucketedEpoch.make(self.lengths, self.cfg.batch_size, seed=self.cfg.seed, epoch=epoch)
+
+    def __call__(self, step: int) -> np.ndarray:
+        if self._epoch is None or step < self._epoch[1]:
+            self._epoch = (0, 0, self._make(0))
+        epoch, first, batches = self._epoch
+        while step >= first + len(batches):
+            epoch, first = epoch + 1, first + len(batches)
+            batches = self._make(epoch)
+        self._epoch = (epoch, first, batches)
+        return batches[step - first]

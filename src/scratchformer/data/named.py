@@ -40,7 +40,7 @@ from scratchformer.data.parallel import read_parallel
 from scratchformer.errors import DataError
 
 __all__ = [
-    "CARVED", "DATASETS", "SPLITS", "SST2_LABELS", "cache_dir", "find_dataset", "load_multi30k", "load_sst2",
+    "CARVED", "DATASETS", "SHAPES", "SPLITS", "SST2_LABELS", "cache_dir", "find_dataset", "load_multi30k", "load_sst2",
     "load_tinyshakespeare",
 ]
 
@@ -102,6 +102,16 @@ SPLITS: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {
                  for split, stem in (("train", "train"), ("val", "val"), ("test", "test_2016_flickr"))},
     "sst2": {"train": (("train.tsv",), "train"), "val": (("dev.tsv",), "dev"),
              "test": (("test.tsv",), "test (GLUE validation)")},
+}
+
+
+# What a model learning a named dataset takes from it, known without reading it: the number of its classes, or of
+# the characters of its text (a character tokenizer's vocabulary, before its special tokens). The tests check
+# them against the data.
+SHAPES: dict[str, dict[str, int]] = {
+    "tinyshakespeare": {"characters": 65},
+    "sst2": {"classes": 2},
+    "digits": {"classes": 10},
 }
 
 

@@ -1,11 +1,12 @@
 """Which source each split reads, before anything is read: a user's files by role, or a named dataset's splits.
 
 Nothing is read here: each source is prepared once into a corpus on disk (``data.corpus``) and the splits are
-chosen from its index. Without a validation file, one is carved out of the training source: for a running
-text the last ``val_fraction`` of its tokens, one contiguous block (nanoGPT's convention: no validation
-sentence is a neighbour of a training one), or for a folder of documents its last whole documents; for rows
-(pairs, labelled texts, lines) a seeded random ``val_fraction`` of them, stratified by label where the task
-has labels (``data.splits``). A named dataset brings its own splits; ``--val``/``--test`` replace them.
+chosen from its index (a folder of images is read into memory, ``data.image_splits``, and split the same way).
+Without a validation file, one is carved out of the training source (``file_splits``): for a running text the
+last ``val_fraction`` of its tokens, one contiguous block (nanoGPT's convention: no validation sentence is a
+neighbour of a training one), or for a folder of documents its last whole documents; for rows (pairs, labelled
+texts, lines, images) a seeded random ``val_fraction`` of them, stratified by label where the task has labels
+(``data.splits``). A named dataset brings its own splits; ``--val``/``--test`` replace them.
 A test file is scored once at the end of a run and never used to choose a checkpoint or to stop early.
 """
 
@@ -17,13 +18,14 @@ from pathlib import Path
 from scratchformer.data.roles import DataFiles, describe, roles
 from scratchformer.registry import TaskSpec
 
-__all__ = ["DataPlan", "Source", "SplitSpec", "carving", "plan"]
+__all__ = ["DataPlan", "Source", "SplitSpec", "carving", "file_splits", "plan"]
 
 
 @dataclass(frozen=True)
 class Source:
     """One source of examples, read as one prepared corpus: a ``text`` (a file, or a folder of documents), a
-    TSV of ``pairs`` or two line-aligned files, a ``labelled`` TSV/CSV, a file of ``lines`` (one example each)."""
+    TSV of ``pairs`` or two line-aligned files, a ``labelled`` TSV/CSV, a file of ``lines`` (one example each);
+    or a folder of ``images``, read into memory."""
 
     kind: str
     paths: tuple[str, ...]
@@ -67,10 +69,10 @@ class DataPlan:
 
 def carving(task: TaskSpec, val_fraction: float, seed: int, documents: bool = False) -> str:
     """How validation data is carved out of training data, in words."""
-    if task.data is not None and task.data.kind == "text":
+    if task.data.kind == "text":
         return (f"its last documents, about {val_fraction:.0%} of its tokens" if documents
                 else f"its last {val_fraction:.0%}, one contiguous block")
-    how = ", stratified by label" if task.data is not None and task.data.stratified else ""
+    how = ", stratified by label" if task.data.stratified else ""
     return f"a random {val_fraction:.0%} of its rows{how}, seed {seed}"
 
 
@@ -78,24 +80,31 @@ def plan(task: TaskSpec, files: DataFiles, *, dataset: str | None, data_dir: str
          val_fraction: float, seed: int, labels: list[str] | None = None) -> DataPlan:
     """The plan of a task's data: a named dataset's splits (``--val``/``--test`` replace them), or the user's
     files. ``labels``: fix the classes (a trained classifier's)."""
-    assert task.data is not None and task.data.prepared, "a task that makes its own data, or images, has no plan"
     train, val, test = roles(task, files, dataset)
     out = DataPlan(task, {}, labels, val_fraction, seed)
     if dataset is not None:
         out = _named(task, dataset, data_dir, val_fraction, seed)
-    kind = task.data.kind
+    out.splits.update(file_splits(task, train, val, test, val_fraction, seed))
+    return out
+
+
+def file_splits(task: TaskSpec, train: list[str], val: list[str], test: list[str], val_fraction: float,
+                seed: int) -> dict[str, SplitSpec]:
+    """Which source (and which part of it) each split reads, from a user's paths by role (``roles``): the one
+    place that decides to carve validation data out of the training source (when no validation source is
+    given), and says so."""
+    kind, out = task.data.kind, {}
     if train:
         source = Source(kind, tuple(train))
         if val:
-            out.splits["train"] = SplitSpec(source, origin=describe(train))
+            out["train"] = SplitSpec(source, origin=describe(train))
         else:
-            out.splits["train"] = SplitSpec(source, "rest", f"{describe(train)} (the rest)")
-            carved = carving(task, val_fraction, seed)
-            out.splits["val"] = SplitSpec(source, "held_out", f"{describe(train)} ({carved})")
+            out["train"] = SplitSpec(source, "rest", f"{describe(train)} (the rest)")
+            out["val"] = SplitSpec(source, "held_out", f"{describe(train)} ({carving(task, val_fraction, seed)})")
     if val:
-        out.splits["val"] = SplitSpec(Source(kind, tuple(val)), origin=describe(val))
+        out["val"] = SplitSpec(Source(kind, tuple(val)), origin=describe(val))
     if test:
-        out.splits["test"] = SplitSpec(Source(kind, tuple(test)), origin=f"{describe(test)} (all of it)")
+        out["test"] = SplitSpec(Source(kind, tuple(test)), origin=f"{describe(test)} (all of it)")
     return out
 
 

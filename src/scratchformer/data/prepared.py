@@ -1,4 +1,5 @@
-"""The tokenizer and the prepared corpora of a plan: trained and written once, found and reused after.
+"""The reader of text of every form (``prepared_data``): the tokenizer and the prepared corpora of its plan, trained
+and written once, found and reused after, and each split cut from them.
 
     the tokenizer     a checkpoint's (--resume, evaluate, fine-tuning), or else the one trained on the training
                       source with these settings: remembered in the cache folder as tokenizers/KEY, trained
@@ -15,24 +16,25 @@ therefore be one every rank sees (one machine, or a shared file system).
 from __future__ import annotations
 
 import datetime
+import functools
 import os
 import shutil
 import socket
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
 from scratchformer.data.corpus import cache
 from scratchformer.data.corpus.prepare import source_bytes, training_texts, write_corpus
 from scratchformer.data.corpus.store import FORMAT_VERSION, CorruptCorpus, PreparedCorpus
-from scratchformer.data.plan import DataPlan, Source
+from scratchformer.data.plan import DataPlan, Source, plan
 from scratchformer.data.progress import ByteBar
+from scratchformer.data.task_data import NO_TRAINING_DATA, DataRequest, Prepared, TaskData, task_data
 from scratchformer.distributed import DistInfo, broadcast_object
 from scratchformer.errors import DataError
 from scratchformer.tokenizers import TOKENIZER_FILE, Tokenizer, load_tokenizer
 
-__all__ = ["Prepared", "TokenizerSettings", "describe", "prepare", "size_text", "tokenizer_settings"]
+__all__ = ["TokenizerSettings", "describe", "prepared_data", "size_text", "tokenizer_settings", "tokenizer_trainer"]
 
 Say = Callable[[str], None]
 
@@ -46,30 +48,29 @@ class TokenizerSettings(Protocol):
     tokenizer_sample: int
 
 
-@dataclass
-class Prepared:
-    source: Source
-    corpus: PreparedCorpus
-    reused: bool  # found in the cache (else prepared by this run)
-
-
-def prepare(cfg: TokenizerSettings, plan: DataPlan, tokenizer: Tokenizer | None, dist: DistInfo, say: Say,
-            quiet: bool) -> tuple[Tokenizer, list[Prepared]]:
-    """The tokenizer and every source of ``plan`` prepared: by this process, or under ``torchrun`` by rank 0
-    while the others wait for its outcome (module docstring)."""
+def prepared_data(req: DataRequest) -> TaskData:
+    """Text of any form, ready: its plan (``data.plan``), the tokenizer and every source prepared, by this process
+    or under ``torchrun`` by rank 0 while the others wait for its outcome (module docstring), then each split
+    cut from the corpora (``task_data``)."""
+    cfg, dist, say, quiet = req.cfg, req.dist, req.say, req.quiet
+    the_plan = plan(req.task, req.files, dataset=cfg.dataset, data_dir=cfg.data_dir, val_fraction=cfg.val_fraction,
+                    seed=cfg.seed, labels=req.labels)
+    if req.tokenizer is None and not the_plan.has("train"):
+        raise DataError(NO_TRAINING_DATA)  # nothing to train a tokenizer on
     outcome: Any = None
     if dist.is_main:
         try:
-            root = _corpora_root()
-            sources = plan.sources()
-            prints = {}
-            for source in sources:  # loops, not comprehensions: one frame fewer on the way to every byte
-                prints[source] = _fingerprint(source, root, say, quiet)
-            trained = _trained_tokenizer(cfg, plan, prints, root, say, quiet) if tokenizer is None else None
-            tok = load_tokenizer(trained) if trained is not None else tokenizer
+            root, prints = _corpora_root(), {}
+            for source in the_plan.sources():
+                size = source_bytes(source)
+                with ByteBar(f"hashing {source}", size, say if size > 256 << 20 else None, quiet=quiet) as bar:
+                    prints[source] = cache.fingerprint(source, root, bar)
+            trained = _trained_tokenizer(cfg, the_plan, prints, root, say, quiet) if req.tokenizer is None else None
+            tok = load_tokenizer(trained) if trained is not None else req.tokenizer
             assert tok is not None
-            tokenizer_id, corpora = cache.digest(tok.state()), []
-            for source in sources:
+            tokenizer_id = cache.digest(tok.state())
+            corpora = []
+            for source in the_plan.sources():  # each prepared in turn, with its own lines on the screen
                 corpora.append(_corpus(source, prints[source], tok, tokenizer_id, root, dist, say, quiet))
             outcome = ("ok", {"tokenizer": trained, "corpora": corpora})
         except DataError as err:
@@ -78,10 +79,11 @@ def prepare(cfg: TokenizerSettings, plan: DataPlan, tokenizer: Tokenizer | None,
     status, value = broadcast_object(outcome, dist)
     if status == "error":
         raise DataError(value)
-    tokenizer = load_tokenizer(value["tokenizer"]) if value["tokenizer"] is not None else tokenizer
+    tokenizer = load_tokenizer(value["tokenizer"]) if value["tokenizer"] is not None else req.tokenizer
     assert tokenizer is not None
-    return tokenizer, [Prepared(source, PreparedCorpus.open(path, verify=False), reused)
-                       for source, (path, reused) in zip(plan.sources(), value["corpora"])]
+    prepared = [Prepared(source, PreparedCorpus.open(path, verify=False), reused)
+                for source, (path, reused) in zip(the_plan.sources(), value["corpora"])]
+    return task_data(the_plan, tokenizer, prepared)
 
 
 def _corpora_root() -> Path:
@@ -96,21 +98,25 @@ def _corpora_root() -> Path:
     return root
 
 
-def _fingerprint(source: Source, root: Path, say: Say, quiet: bool) -> str:
-    size = source_bytes(source)
-    bar = ByteBar(f"hashing {source}", size, say if size > 256 << 20 else None, quiet=quiet)
-    try:
-        return cache.fingerprint(source, root, bar)
-    finally:
-        bar.close()
-
-
 def tokenizer_settings(cfg: TokenizerSettings, mask_token: bool) -> dict[str, Any]:
     """Every setting that changes the ids a trained tokenizer gives."""
     settings: dict[str, Any] = {"kind": cfg.tokenizer, "mask": mask_token, "sample": cfg.tokenizer_sample}
     if cfg.tokenizer == "bpe":
         settings |= {"vocab_size": cfg.bpe_vocab_size, "lowercase": cfg.lowercase}
     return settings
+
+
+def tokenizer_trainer(cfg: TokenizerSettings, mask_token: bool) -> Callable[[Iterable[str]], Tokenizer]:
+    """How a new tokenizer of the kind the settings name is trained: ``tokenizer_trainer(cfg, mask)(texts)``. The
+    one trainer of every task's tokenizer (``mask_token``: reserve ``<mask>``, for masked-token pretraining)."""
+    if cfg.tokenizer == "bpe":  # each tokenizer's module is imported only when it is the one trained
+        from scratchformer.tokenizers.bpe import BPETokenizer
+
+        return functools.partial(BPETokenizer.train, vocab_size=cfg.bpe_vocab_size, lowercase=cfg.lowercase,
+                                 with_mask=mask_token)
+    from scratchformer.tokenizers.char import CharTokenizer
+
+    return functools.partial(CharTokenizer.train, with_mask=mask_token)
 
 
 def _trained_tokenizer(cfg: TokenizerSettings, plan: DataPlan, prints: dict[Source, str], root: Path, say: Say,
@@ -128,24 +134,16 @@ def _trained_tokenizer(cfg: TokenizerSettings, plan: DataPlan, prints: dict[Sour
             say(f"warning: {err}; training it again")
     kind = f"BPE tokenizer of {cfg.bpe_vocab_size:,} tokens" if cfg.tokenizer == "bpe" else "character tokenizer"
     sample = f" (a sample of {cfg.tokenizer_sample:,} characters)" if cfg.tokenizer_sample else ""
-    bar = ByteBar(f"training a {kind} on {source}{sample}", source_bytes(source), say, quiet=quiet)
-    texts = training_texts(source, cfg.tokenizer_sample, bar)
-    if cfg.tokenizer == "bpe":  # each tokenizer's module is imported only when it is the one trained
-        from scratchformer.tokenizers.bpe import BPETokenizer
-
-        tokenizer: Tokenizer = BPETokenizer.train(texts, cfg.bpe_vocab_size, lowercase=cfg.lowercase, with_mask=mask)
-    else:
-        from scratchformer.tokenizers.char import CharTokenizer
-
-        tokenizer = CharTokenizer.train(texts, with_mask=mask)
-    seconds = bar.close()
+    train = tokenizer_trainer(cfg, mask)
+    with ByteBar(f"training a {kind} on {source}{sample}", source_bytes(source), say, quiet=quiet) as bar:
+        tokenizer = train(training_texts(source, cfg.tokenizer_sample, bar))
     try:
         tokenizer.save(directory)
     except OSError:
         shutil.rmtree(directory, ignore_errors=True)  # no empty folder in place of a tokenizer
         raise
     if not quiet:
-        say(f"trained a {kind} on {source}{sample} in {seconds:.0f} s")
+        say(f"trained a {kind} on {source}{sample} in {bar.seconds:.0f} s")
     return str(directory)
 
 
@@ -161,16 +159,13 @@ def _corpus(source: Source, print_: str, tokenizer: Tokenizer, tokenizer_id: str
         except CorruptCorpus as err:
             say(f"warning: the prepared corpus of {source} in {path} is damaged ({err}); preparing it again")
             shutil.rmtree(path, ignore_errors=True)
-    bar = ByteBar(f"preparing {source}", source_bytes(source), say, quiet=quiet)
     meta = {"key": key, "fingerprint": print_, "tokenizer": tokenizer_id, "tokenizer_kind": tokenizer.kind,
             "created": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "prepared_by": {"host": socket.gethostname(), "pid": os.getpid(), "rank": dist.rank}}
-    try:
+    with ByteBar(f"preparing {source}", source_bytes(source), say, quiet=quiet) as bar:
         corpus = write_corpus(source, tokenizer, path, meta, bar)
-    finally:
-        seconds = bar.close()
     if not quiet:
-        say(f"prepared {source}: {describe(corpus)} in {seconds:.1f} s; {size_text(corpus.n_bytes())} in {path}")
+        say(f"prepared {source}: {describe(corpus)} in {bar.seconds:.1f} s; {size_text(corpus.n_bytes())} in {path}")
     return str(path), False
 
 

@@ -19,13 +19,14 @@ def clock(seconds: float) -> str:
 
 class ByteBar:
     """On a terminal a ``tqdm`` bar with MB/s and the time left; elsewhere a line every ``every`` seconds saying
-    the same. ``say`` None: silent. Call it with the bytes just consumed."""
+    the same. ``say`` None: silent. Call it with the bytes just consumed; close it when done (or use it as a
+    context manager, ``with ByteBar(...) as bar:``)."""
 
     def __init__(self, desc: str, total: int, say: Callable[[str], None] | None, *, quiet: bool = False,
                  every: float = 10.0) -> None:
         self.desc, self.total, self.every = desc, max(int(total), 1), every
         self.say = None if quiet else say
-        self.done, self.started = 0, time.perf_counter()
+        self.done, self.started, self.seconds = 0, time.perf_counter(), 0.0
         self.last_line = self.started
         self.bar: Any = None
         if self.say is not None and sys.stderr.isatty():
@@ -48,8 +49,15 @@ class ByteBar:
                      f"{clock(left)} left")
 
     def close(self) -> float:
-        """Close the bar; returns the seconds since it started."""
+        """Close the bar; returns the seconds since it started (also kept as ``seconds``)."""
         if self.bar is not None:
             self.bar.close()
             self.bar = None
-        return time.perf_counter() - self.started
+        self.seconds = time.perf_counter() - self.started
+        return self.seconds
+
+    def __enter__(self) -> ByteBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scratchformer.errors import DataError
-from scratchformer.registry import TaskSpec
+from scratchformer.registry import TaskSpec, data_tasks
 
 __all__ = ["DataFiles", "describe", "one_source", "roles"]
 
@@ -66,10 +66,10 @@ def roles(task: TaskSpec, files: DataFiles, dataset: str | None = None) -> tuple
     """(train paths, val paths, test paths) of a user's files for ``task``: one source each, checked; with a
     named ``dataset`` beside them, only a validation or test source of its own."""
     form = task.data
-    if form is None:
+    if not form.paths:
         if files:
             raise DataError(f"the built-in task {task.name!r} makes its own data; --data, --val and --test need "
-                            "task=lm, translate, classify, mlm or image")
+                            f"{data_tasks()}")
         return [], [], []
     if dataset is None and not files:
         raise DataError(f"task={task.name} needs data: --data PATH ({form.describe}), or dataset={task.datasets[0]}")

@@ -18,7 +18,7 @@ import numpy as np
 
 from scratchformer.errors import DataError
 
-__all__ = ["carve_documents", "carve_indices", "carve_rows", "carve_tokens"]
+__all__ = ["carve_documents", "carve_indices", "carve_part", "carve_rows", "carve_tokens"]
 
 
 def carve_indices(n: int, fraction: float, seed: int,
@@ -48,8 +48,19 @@ def carve_indices(n: int, fraction: float, seed: int,
     return np.flatnonzero(keep), val
 
 
+def carve_part(part: str, n: int, fraction: float, seed: int,
+               labels: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
+    """The row numbers of one part of ``n`` rows (``data.plan.SplitSpec.part``): ``all`` of them, or the ``rest``
+    or the ``held_out`` part of ``carve_indices``."""
+    if part == "all":
+        return np.arange(n, dtype=np.int64)
+    rest, held_out = carve_indices(n, fraction, seed, labels)
+    return rest if part == "rest" else held_out
+
+
 def carve_rows(n: int, fraction: float, seed: int, labels: Sequence[int] | None = None) -> tuple[list[int], list[int]]:
-    """``carve_indices`` as lists (for small data held in memory: the bag-of-words baseline)."""
+    """``carve_indices`` as lists (for small data held in memory: the digits' fixed split, the bag-of-words
+    baseline)."""
     train, val = carve_indices(n, fraction, seed, labels)
     return train.tolist(), val.tolist()
 

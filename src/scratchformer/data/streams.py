@@ -27,65 +27,46 @@ CHUNK_BYTES = 1 << 20
 Progress = Callable[[int], None]  # called with the number of bytes of the file consumed since the last call
 
 
-def _open(path: Path) -> tuple[BinaryIO, BinaryIO]:
-    """(the file on disk, the stream of its bytes): the same object, or a gzip reader over it."""
-    if not path.is_file():
-        raise DataError(f"no such file: {path}")
-    try:
-        raw = open(path, "rb")  # noqa: SIM115 - closed by text_chunks
-    except OSError as err:
-        raise DataError(f"cannot read {path}: {err.strerror or err}") from None
-    return raw, (gzip.GzipFile(fileobj=raw) if path.suffix == ".gz" else raw)  # type: ignore[return-value]
-
-
 def text_chunks(path: str | Path, progress: Progress | None = None, chunk_bytes: int = CHUNK_BYTES) -> Iterator[str]:
     """The text of ``path`` in chunks of about ``chunk_bytes``; raises ``DataError`` as ``read_text`` does."""
     path = Path(path)
-    raw, stream = _open(path)
+    if not path.is_file():
+        raise DataError(f"no such file: {path}")
+    try:
+        raw = open(path, "rb")  # noqa: SIM115 - closed below
+    except OSError as err:
+        raise DataError(f"cannot read {path}: {err.strerror or err}") from None
+    stream: BinaryIO = gzip.GzipFile(fileobj=raw) if path.suffix == ".gz" else raw  # type: ignore[assignment]
     decoder = codecs.getincrementaldecoder("utf-8")("strict")
     fed = done = 0  # bytes of (decompressed) text given to the decoder; bytes of the file reported
     first, seen_text = True, False
-    try:
-        with raw:
-            while True:
-                data = _read(stream, path, chunk_bytes)
-                text = _decode(decoder, data, fed, path, final=not data)
-                fed += len(data)
-                if progress is not None:
-                    progress(raw.tell() - done)
-                    done = raw.tell()
-                if first and text:
-                    text, first = text.removeprefix("\ufeff"), False
-                if text:
-                    seen_text = seen_text or not text.isspace()
-                    yield text
-                if not data:
-                    break
-    finally:
-        if stream is not raw:
-            stream.close()
+    with raw, stream:
+        while True:
+            try:
+                data = stream.read(chunk_bytes)
+                pending = len(decoder.getstate()[0])  # bytes of a character cut by the previous chunk
+                text = decoder.decode(data, final=not data)
+            except UnicodeDecodeError as err:  # err.start counts from the pending bytes; in a .gz, of its text
+                raise DataError(f"{path} is not valid UTF-8 (byte offset {fed - pending + err.start})") from None
+            except (gzip.BadGzipFile, EOFError, zlib.error) as err:
+                raise DataError(f"{path} is not a valid gzip file ({err})") from None
+            except OSError as err:
+                raise DataError(f"cannot read {path}: {err.strerror or err}") from None
+            fed += len(data)
+            if progress is not None:
+                progress(raw.tell() - done)
+                done = raw.tell()
+            if first and text:
+                text, first = text.removeprefix("\ufeff"), False
+            if text:
+                seen_text = seen_text or not text.isspace()
+                yield text
+            if not data:
+                break
     if fed == 0:
         raise DataError(f"{path} is empty")
     if not seen_text:
         raise DataError(f"{path} is empty (only whitespace)")
-
-
-def _read(stream: BinaryIO, path: Path, size: int) -> bytes:
-    try:
-        return stream.read(size)
-    except (gzip.BadGzipFile, EOFError, zlib.error) as err:
-        raise DataError(f"{path} is not a valid gzip file ({err})") from None
-    except OSError as err:
-        raise DataError(f"cannot read {path}: {err.strerror or err}") from None
-
-
-def _decode(decoder: codecs.IncrementalDecoder, data: bytes, fed: int, path: Path, final: bool) -> str:
-    pending = len(decoder.getstate()[0])  # bytes of a character cut by the previous chunk
-    try:
-        return decoder.decode(data, final=final)
-    except UnicodeDecodeError as err:  # err.start counts from the pending bytes
-        # For .gz files the offset counts bytes of the decompressed text.
-        raise DataError(f"{path} is not valid UTF-8 (byte offset {fed - pending + err.start})") from None
 
 
 def iter_lines(path: str | Path, progress: Progress | None = None, *, keepends: bool = False) -> Iterator[str]:

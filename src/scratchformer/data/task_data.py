@@ -1,67 +1,117 @@
-"""What a task reads: its tokenizer and a view of a prepared corpus for each split.
+"""What a task reads, whatever its data: ``TaskData``, its tokenizer and a view of each split.
 
-A split is a range of a token stream (``TokenStream``: a running text) or a set of rows (``RowSet``). A held-out
-part carved from a training source is chosen from the corpus's index alone (``data.splits``).
+A view is a range of a token stream (``TokenStream``: a running text) or a set of rows: rows of a prepared corpus
+(``RowSet``), rows held in memory (``MemoryRows``: images, the built-in tasks' held-out strings) or rows drawn
+fresh at every step (``FreshRows``: the built-in tasks' training strings). Rows are read alike: ``len``, ``head``,
+``lengths``, ``ids``, ``texts``, and for training ``batches`` (step -> the positions of its rows).
+
+Each form of data has its reader (``data.pipeline.READERS``), and every reader takes a ``DataRequest`` and
+returns ``TaskData``. Text of every form is prepared into corpora (``data.prepared.prepared_data``), then cut here
+into the splits of its plan (``task_data``: a held-out part carved from a training source is chosen from the
+corpus's index alone, ``data.splits``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from scratchformer.data.corpus.store import PreparedCorpus
 from scratchformer.data.corpus.views import RowSet, TokenStream
 from scratchformer.data.plan import DataPlan, Source, SplitSpec, carving
-from scratchformer.data.prepared import Prepared
-from scratchformer.data.splits import carve_documents, carve_indices, carve_tokens
-from scratchformer.tokenizers import Tokenizer
+from scratchformer.data.roles import DataFiles
+from scratchformer.data.splits import carve_documents, carve_part, carve_tokens
+from scratchformer.distributed import DistInfo
+from scratchformer.registry import TaskSpec
+from scratchformer.tokenizers import PAD_ID, Tokenizer
 
-__all__ = ["TaskData", "task_data"]
+__all__ = ["NO_TRAINING_DATA", "DataRequest", "DataSettings", "Prepared", "TaskData", "task_data"]
+
+NO_TRAINING_DATA = "no training data: --data names the training file (--val and --test alone cannot train)"
+
+
+class DataSettings(Protocol):
+    """The settings the data readers use (a ``TrainConfig`` has them)."""
+
+    dataset: str | None
+    data_dir: str | None
+    tokenizer: str
+    bpe_vocab_size: int
+    lowercase: bool
+    tokenizer_sample: int
+    val_fraction: float
+    seed: int
+    batch_size: int
+    n_symbols: int
+    min_seq_len: int
+    max_seq_len: int
+    n_test: int
+
+
+@dataclass(frozen=True)
+class DataRequest:
+    """What a reader is asked for: ``task``'s data from ``files`` (or ``cfg.dataset``). ``tokenizer``: a checkpoint's,
+    used as it is (else one is trained on the training data). ``labels``: a trained classifier's classes.
+    ``dist``: the distributed run (rank 0 prepares, the others wait); ``say``: where to report; ``quiet``."""
+
+    task: TaskSpec
+    cfg: DataSettings
+    files: DataFiles
+    tokenizer: Tokenizer | None
+    labels: list[str] | None
+    dist: DistInfo
+    say: Callable[[str], None]
+    quiet: bool
+
+
+@dataclass
+class Prepared:
+    """A source's prepared corpus, and whether it was found in the cache (else prepared by this run)."""
+
+    source: Source
+    corpus: PreparedCorpus
+    reused: bool
 
 
 @dataclass
 class TaskData:
-    """A task's tokenizer, each split's view, where each came from, the corpora behind them; for a classifier
-    the class names and each split's label ids."""
+    """A task's data: its tokenizer (None for images), each split's view and where it came from, the prepared
+    corpora behind them, what was skipped while reading; for a classifier the class names and each split's
+    label ids (one per row of its view, in order)."""
 
-    plan: DataPlan
-    tokenizer: Tokenizer
-    views: dict[str, TokenStream | RowSet]
+    tokenizer: Tokenizer | None
+    views: dict[str, Any]
     origin: dict[str, str]
-    prepared: list[Prepared]
+    prepared: list[Prepared] = field(default_factory=list)
     labels: list[str] | None = None
     label_ids: dict[str, np.ndarray] = field(default_factory=dict)
-
-    @property
-    def notes(self) -> list[str]:
-        notes = []
-        for p in self.prepared:
-            notes += p.corpus.notes
-        return notes
+    notes: list[str] = field(default_factory=list)
 
     def has(self, split: str) -> bool:
         return split in self.views
+
+    def model_fields(self) -> dict[str, int]:
+        """The model's fields the data decides: its vocabulary, and a classifier's number of classes."""
+        fields = {} if self.tokenizer is None else {"vocab_size": self.tokenizer.vocab_size, "pad_id": PAD_ID}
+        return fields | ({} if self.labels is None else {"n_classes": len(self.labels)})
 
 
 def task_data(plan: DataPlan, tokenizer: Tokenizer, prepared: list[Prepared]) -> TaskData:
     """Cut the prepared corpora of ``plan`` into its splits."""
     corpora = {p.source: p.corpus for p in prepared}
     labels, source_labels = _labels(plan, corpora)
-    out = TaskData(plan, tokenizer, {}, {}, prepared, labels)
-    carved: dict[Source, tuple[np.ndarray, np.ndarray]] = {}  # (rest, held out) of a source, carved once
+    notes = [note for p in prepared for note in p.corpus.notes]
+    out = TaskData(tokenizer, {}, {}, prepared, labels, notes=notes)
     for split, spec in plan.splits.items():
         corpus = corpora[spec.source]
-        if plan.task.data.kind == "text":  # type: ignore[union-attr]
+        if plan.task.data.kind == "text":
             out.views[split], out.origin[split] = _stream(plan, split, spec, corpus)
             continue
-        rows = np.arange(next(iter(corpus.fields.values())).n_rows)
-        if spec.part != "all":
-            if spec.source not in carved:
-                carved[spec.source] = carve_indices(len(rows), plan.val_fraction, plan.seed,
-                                                    source_labels.get(spec.source))
-            rows = carved[spec.source][0 if spec.part == "rest" else 1]
+        n_rows = next(iter(corpus.fields.values())).n_rows
+        rows = carve_part(spec.part, n_rows, plan.val_fraction, plan.seed, source_labels.get(spec.source))
         out.views[split], out.origin[split] = RowSet(corpus, rows, name=split), spec.origin
         if spec.source in source_labels:
             out.label_ids[split] = source_labels[spec.source][rows]

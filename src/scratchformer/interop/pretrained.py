@@ -19,6 +19,7 @@ from pathlib import Path
 
 from scratchformer.data.named import ENV_VAR, DataFile, cache_dir, download_missing
 from scratchformer.errors import DataError
+from scratchformer.extras import optional
 
 __all__ = ["PRETRAINED", "find_pretrained"]
 
@@ -40,14 +41,8 @@ _NEEDED = ("config.json", "model.safetensors", "tokenizer.json")
 
 
 def _package_dir(name: str) -> Path | None:
-    module = _PACKAGES.get(name)
-    if module is None:
-        return None
-    try:
-        package = __import__(module)
-    except ImportError:
-        return None
-    return Path(package.get_model_path())
+    package = optional(_PACKAGES[name]) if name in _PACKAGES else None
+    return None if package is None else Path(package.get_model_path())
 
 
 def _complete(folder: Path) -> bool:

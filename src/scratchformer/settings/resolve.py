@@ -13,13 +13,14 @@ later level wins:
 length is the time budget: its number of steps is estimated from the first steps' speed.
 
 ``resolve`` returns a ``Resolved``: the flat settings, where each came from, the data files, and the run's
-``ModelConfig`` and ``TrainConfig``, built once from them (the model's vocabulary is filled in from the
-tokenizer when it exists). A resumed run takes its own saved settings (``resume_settings``).
+``ModelConfig`` and ``TrainConfig``, built once from them (the model's vocabulary and classes are filled in
+from the data when the task is made). A resumed run takes its own saved settings (``resume_settings``). A
+caller in Python resolves its settings the same way: ``resolve(overrides={...}, data=[...])``.
 """
 
 from __future__ import annotations
 
-import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -30,7 +31,7 @@ from scratchformer.nn.config import ModelConfig
 from scratchformer.registry import DEFAULT_TASK, TaskSpec, spec
 from scratchformer.settings.config import TrainConfig
 from scratchformer.settings.presets import load_config_file, load_preset
-from scratchformer.settings.values import model_config, split_settings
+from scratchformer.settings.values import split_settings
 
 __all__ = ["RESUMABLE", "Resolved", "resolve", "resume_settings", "task_defaults"]
 
@@ -54,25 +55,9 @@ class Resolved:
     source: dict[str, str]  # key -> "task default", "preset NAME", "config FILE", "--data", "command line"
     data: DataFiles = field(default_factory=DataFiles)
 
-    @classmethod
-    def of(cls, model_kw: dict[str, Any], train: TrainConfig, data: DataFiles | None = None) -> Resolved:
-        """A run started from Python with ready-made settings: the settings are those that differ from the
-        configs' own defaults, the model's fields as given."""
-        defaults = TrainConfig(task=train.task)
-        settings: dict[str, Any] = {"task": train.task}
-        settings |= {k: v for k, v in vars(train).items() if v != getattr(defaults, k)}
-        settings |= {k: v for k, v in model_kw.items() if k != "arch"}
-        resolved = cls(settings, dict.fromkeys(settings, "given"), data or DataFiles())
-        resolved.__dict__["_configs"] = (dict(model_kw), train, model_config(model_kw, train))
-        return resolved
-
     @property
     def task(self) -> TaskSpec:
         return spec(self.settings["task"])
-
-    def split(self) -> tuple[dict[str, Any], TrainConfig]:
-        """(model fields chosen, TrainConfig)."""
-        return self._configs[0], self._configs[1]
 
     @property
     def train(self) -> TrainConfig:
@@ -81,12 +66,16 @@ class Resolved:
     @property
     def model(self) -> ModelConfig:
         """The model the settings describe (its vocabulary and classes follow from the data)."""
-        return self._configs[2]
+        return self._configs[0]
 
     @cached_property
-    def _configs(self) -> tuple[dict[str, Any], TrainConfig, ModelConfig]:
-        model_kw, train = split_settings(self.settings)
-        return model_kw, train, model_config(model_kw, train)
+    def _configs(self) -> tuple[ModelConfig, TrainConfig]:
+        return split_settings(self.settings)
+
+    def model_settings(self) -> dict[str, Any]:
+        """The model's fields that the settings give (at any level), as typed in ``model``: what a run that takes
+        its architecture from a pretrained model (``init_from``) checks against it."""
+        return {key: getattr(self.model, key) for key in self.settings if key in _MODEL_FIELDS}
 
     def changed(self) -> dict[str, list[str]]:
         """Source -> ``key=value`` of each setting not at the task's default (or, for a key the task does not
@@ -100,14 +89,18 @@ class Resolved:
         return out
 
 
+_MODEL_FIELDS = set(ModelConfig.__dataclass_fields__)
+
+
 def _field_defaults(cls: type) -> dict[str, Any]:
     return {name: f.default for name, f in cls.__dataclass_fields__.items()}  # type: ignore[attr-defined]
 
 
-def resolve(*, preset: str | None = None, config: str | None = None, data: DataFiles | None = None,
+def resolve(*, preset: str | None = None, config: str | None = None, data: DataFiles | Sequence[str] | None = None,
             overrides: dict[str, Any] | None = None) -> Resolved:
-    """Apply the levels in order (module docstring); refuse contradictions in one line."""
-    data = data or DataFiles()
+    """Apply the levels in order (module docstring); refuse contradictions in one line. ``data``: the files by
+    role, or ``--data`` paths."""
+    data = DataFiles.of(data)
     overrides = dict(overrides or {})
     preset_settings = load_preset(preset) if preset else {}
     file_settings = load_config_file(config) if config else {}
@@ -174,7 +167,3 @@ def resume_settings(saved: dict[str, Any], given: Resolved | None, overrides: di
 
 def _norm(value: Any) -> str:
     return "" if value is None else str(value).lower()
-
-
-def show(value: Any) -> str:
-    return json.dumps(value) if isinstance(value, str) and (" " in value or not value) else str(value)

@@ -66,38 +66,32 @@ def coerce(name: str, value: Any, annotation: Any) -> Any:
     return value
 
 
-def split_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], TrainConfig]:
-    """Flat ``key -> value`` settings (preset, config file, command line) -> (model fields, TrainConfig).
+def split_settings(settings: dict[str, Any]) -> tuple[ModelConfig, TrainConfig]:
+    """Flat ``key -> value`` settings (preset, config file, command line) -> the run's (ModelConfig, TrainConfig),
+    each built once.
 
     Every key must be a ``ModelConfig`` or ``TrainConfig`` field; values are type-checked (and strings
-    converted) against the field's type. ``arch`` follows from ``task`` and need not be given.
+    converted) against the field's type. ``arch`` is one of the task's families (the registry says which fit,
+    ``TaskSpec.family_for``): its first when none is given. ``max_len`` comes from the task when no setting gives
+    one. The vocabulary (and a classifier's classes) follow from the data: they are filled in when the task is
+    made (``tasks.build.make_task``).
     """
     model_types, train_types = field_types(ModelConfig), field_types(TrainConfig)
-    model_kw: dict[str, Any] = {}
-    train_kw: dict[str, Any] = {}
+    model_fields: dict[str, Any] = {}
+    train_fields: dict[str, Any] = {}
     for key, value in settings.items():
         if key in train_types:
-            train_kw[key] = coerce(key, value, train_types[key])
+            train_fields[key] = coerce(key, value, train_types[key])
         elif key in model_types:
-            model_kw[key] = coerce(key, value, model_types[key])
+            model_fields[key] = coerce(key, value, model_types[key])
         else:
             close = difflib.get_close_matches(key, [*model_types, *train_types], n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise ConfigError(f"unknown config key {key!r}{hint}")
-    train = TrainConfig(**train_kw)
-    if model_kw.setdefault("arch", train.arch) != train.arch:
-        raise ConfigError(f"arch={model_kw['arch']!r} does not fit task={train.task!r} (needs arch={train.arch!r})")
-    return model_kw, train
-
-
-def model_config(model_kw: dict[str, Any], train: TrainConfig) -> ModelConfig:
-    """The model the settings describe, built once: the family that learns ``train.task``, its ``max_len`` from
-    the task when no setting gives one. The vocabulary (and a classifier's classes) follow from the data: the
-    task fills them in when its tokenizer exists (``dataclasses.replace``)."""
-    fields = {"arch": train.arch, **model_kw}
-    if fields["arch"] != train.arch:
-        raise ConfigError(f"arch={fields['arch']!r} does not fit task={train.task!r} (needs arch={train.arch!r})")
-    default = spec(train.task).default_max_len(train.max_seq_len)
-    if "max_len" not in fields and default is not None:
-        fields["max_len"] = default
-    return ModelConfig(**fields)
+    train = TrainConfig(**train_fields)
+    task = spec(train.task)
+    model_fields["arch"] = task.family_for(model_fields.get("arch"))
+    default = task.default_max_len(train.max_seq_len)
+    if "max_len" not in model_fields and default is not None:
+        model_fields["max_len"] = default
+    return ModelConfig(**model_fields), train

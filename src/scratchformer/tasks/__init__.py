@@ -1,30 +1,31 @@
 """Tasks: how each task reads its data, makes its batches and is evaluated; one module per kind of data.
 
-What a task *is* (its model family, defaults, metrics, data form, named datasets) is declared in the task
-registry (``registry.py``), which names the class here that does the work:
+What a task *is* (its model families, defaults, metrics, data form, named datasets) is declared in the task
+registry (``registry.py``), which names the runner here that does the work (``build.RUNNERS``):
 
-- ``seq2seq``: copy / reverse / sort (built-in, infinite fresh data) and translation.
+- ``seq2seq``: copy / reverse / sort (``Seq2SeqTask``: fresh strings at every step) and translation
+  (``TranslationTask``).
 - ``lm``: language modelling on a text (random windows of ``max_len`` tokens, as nanoGPT).
 - ``classify``: labelled text.
 - ``mlm``: masked-token prediction (BERT's pretraining objective), to pretrain an encoder that a
   classifier is then fine-tuned from (``init_from=RUN_DIR``).
 - ``image``: labelled images, for a Vision Transformer (no tokenizer: the model reads pixels).
 
-A task receives its data ready from the data pipeline (``data.load_data``); ``build_task`` does both steps
-for a caller that has only settings and files.
+A task is built from (settings, model, data): it receives its data ready from the data pipeline
+(``data.load_data``, ``make_task``); ``build_task`` does both steps for a caller that has settings and files.
+The names below load on first use (``lazy.py``), so importing one task's module does not import the others.
 """
 
 from scratchformer.lazy import lazy_exports
 
 _EXPORTS = {  # name -> the module that defines it
-    **dict.fromkeys(["Batch", "EpochBatches", "Task", "split_rows", "step_generator"], "scratchformer.tasks.base"),
-    **dict.fromkeys(["build_task", "make_task", "resolve_model_config", "starting_tokenizer"],
-                    "scratchformer.tasks.build"),
+    **dict.fromkeys(["Batch", "Task", "split_rows", "step_generator"], "scratchformer.tasks.base"),
+    **dict.fromkeys(["RUNNERS", "build_task", "make_task", "starting_tokenizer"], "scratchformer.tasks.build"),
     **dict.fromkeys(["ClassifyTask", "class_probabilities", "drop_tokens"], "scratchformer.tasks.classify"),
     **dict.fromkeys(["ImageTask"], "scratchformer.tasks.image"),
     **dict.fromkeys(["LMTask"], "scratchformer.tasks.lm"),
     **dict.fromkeys(["MaskedLMTask", "TokenPredictor", "mask_tokens"], "scratchformer.tasks.mlm"),
-    **dict.fromkeys(["Seq2SeqTask"], "scratchformer.tasks.seq2seq"),
+    **dict.fromkeys(["Seq2SeqTask", "TranslationTask"], "scratchformer.tasks.seq2seq"),
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = list(_EXPORTS)

@@ -1,43 +1,52 @@
-"""A task from settings and files: its data read by the pipeline, handed to the class its registry entry names."""
+"""A task from (settings, model, data): the runner its registry entry names, on data read by the pipeline."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable
-from typing import Any
 
 from scratchformer.data.pipeline import load_data
 from scratchformer.data.roles import DataFiles
+from scratchformer.data.task_data import TaskData
 from scratchformer.distributed import DistInfo
 from scratchformer.nn.config import ModelConfig
 from scratchformer.registry import spec
 from scratchformer.settings.config import TrainConfig
-from scratchformer.settings.values import model_config
 from scratchformer.tasks.base import Task
+from scratchformer.tasks.classify import ClassifyTask
+from scratchformer.tasks.image import ImageTask
+from scratchformer.tasks.lm import LMTask
+from scratchformer.tasks.mlm import MaskedLMTask
+from scratchformer.tasks.seq2seq import Seq2SeqTask, TranslationTask
 from scratchformer.tokenizers import Tokenizer
 
-__all__ = ["build_task", "make_task", "resolve_model_config", "starting_tokenizer"]
+__all__ = ["RUNNERS", "build_task", "make_task", "starting_tokenizer"]
+
+# The classes that run tasks, by the runner id a task's registry entry declares (``TaskSpec.runner``).
+RUNNERS: dict[str, type[Task]] = {cls.__name__: cls for cls in (
+    Seq2SeqTask, TranslationTask, LMTask, ClassifyTask, MaskedLMTask, ImageTask)}
 
 
 def _stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def make_task(cfg: TrainConfig, model: ModelConfig, data: Any, log: Callable[[str], None] = _stderr,
-              tokenizer: Tokenizer | None = None) -> Task:
-    """The task object of ``cfg.task`` (its registry entry's class) on data already read (``load_data``)."""
-    return spec(cfg.task).runner_class()(cfg, model, data, log, tokenizer)
+def make_task(cfg: TrainConfig, model: ModelConfig, data: TaskData, log: Callable[[str], None] = _stderr) -> Task:
+    """The task object of ``cfg.task`` (its registry entry's runner) on data already read (``load_data``), for
+    ``model``, the settings' model with the fields the data decides (its vocabulary and classes) filled in."""
+    return RUNNERS[spec(cfg.task).runner](cfg, dataclasses.replace(model, **data.model_fields()), data, log)
 
 
-def build_task(cfg: TrainConfig, model_kw: dict[str, Any], data: DataFiles | list[str] | None = None,
-               log: Callable[[str], None] = _stderr, tokenizer: Tokenizer | None = None,
-               label_names: list[str] | None = None, *, dist: DistInfo | None = None, quiet: bool = False) -> Task:
-    """The task for ``cfg.task`` on ``data``; pass ``tokenizer`` (a checkpoint's) to reuse it instead of training
-    one, and ``label_names`` (a classifier's) to keep its classes."""
-    tokenizer = tokenizer or starting_tokenizer(cfg)
-    ready = load_data(spec(cfg.task), cfg, DataFiles.of(data), tokenizer=tokenizer, labels=label_names,
-                      training=False, dist=dist, say=log, quiet=quiet)
-    return make_task(cfg, model_config(model_kw, cfg), ready, log, tokenizer)
+def build_task(cfg: TrainConfig, model: ModelConfig, files: DataFiles | list[str] | None = None, *,
+               tokenizer: Tokenizer | None = None, labels: list[str] | None = None,
+               log: Callable[[str], None] = _stderr, dist: DistInfo | None = None, quiet: bool = False) -> Task:
+    """The task for ``cfg.task`` on ``files`` (its data read by ``load_data``, then ``make_task``): for a caller with
+    settings and files, a checkpoint's evaluation say. ``tokenizer``: a checkpoint's (else the one a fine-tuning
+    run starts from, or one trained on the data); ``labels``: a trained classifier's classes."""
+    data = load_data(spec(cfg.task), cfg, DataFiles.of(files), tokenizer=tokenizer or starting_tokenizer(cfg),
+                     labels=labels, training=False, dist=dist, say=log, quiet=quiet)
+    return make_task(cfg, model, data, log)
 
 
 def starting_tokenizer(cfg: TrainConfig) -> Tokenizer | None:
@@ -53,8 +62,3 @@ def starting_tokenizer(cfg: TrainConfig) -> Tokenizer | None:
     if base is not None:
         return load_checkpoint(base).tokenizer
     return PretrainedTokenizer.from_file(find_pretrained(cfg.init_from, cfg.data_dir) / "tokenizer.json")
-
-
-def resolve_model_config(task: Task, model_kw: dict[str, Any] | None = None) -> ModelConfig:
-    """The model ``task`` trains: its settings' model with the vocabulary (and classes) its data decides."""
-    return task.model_config

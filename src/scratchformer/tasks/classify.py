@@ -8,21 +8,20 @@ of similar length (``class_probabilities``), which the ``classify`` command uses
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from scratchformer.data import pad_batch, sorted_batches
+from scratchformer.data.batching import pad_batch, sorted_batches
 from scratchformer.data.corpus.views import RowSet
 from scratchformer.data.task_data import TaskData
 from scratchformer.metrics import accuracy, macro_f1
 from scratchformer.nn.config import ModelConfig
 from scratchformer.settings.config import TrainConfig
-from scratchformer.tasks.base import Batch, EpochBatches, Task, clip, step_generator
-from scratchformer.tokenizers import PAD_ID, Tokenizer
+from scratchformer.tasks.base import Batch, Task, clip, step_generator
+from scratchformer.tokenizers import PAD_ID
 
 
 def drop_tokens(ids: list[int], prob: float, keep: Collection[int], gen: torch.Generator) -> list[int]:
@@ -73,27 +72,17 @@ def class_probabilities(model: nn.Module, rows: list[list[int]], n_classes: int,
 class ClassifyTask(Task):
     """Labelled text -> class."""
 
-    def __init__(self, cfg: TrainConfig, model: ModelConfig, data: TaskData, log: Callable[[str], None],
-                 tokenizer: Tokenizer | None = None) -> None:
-        super().__init__(cfg, model, data, log, tokenizer)
+    def __init__(self, cfg: TrainConfig, model: ModelConfig, data: TaskData, log: Callable[[str], None]) -> None:
+        super().__init__(cfg, model, data, log)
         assert data.labels is not None
         self.labels = list(data.labels)
-        self.rows: dict[str, RowSet] = self._views()
+        self.rows: dict[str, RowSet] = self.views
         self.label_ids = {split: data.label_ids[split][:len(rows)] for split, rows in self.rows.items()}
         for split, rows in self.rows.items():
             self._check_lengths(rows.lengths("text"), self.max_len, split)
-        self.extra_meta = {"labels": self.labels}
         if "train" in self.rows:
-            self.batches = EpochBatches(np.clip(self.rows["train"].lengths("text"), 1, self.max_len), cfg)
-
-    def model_fields(self) -> dict[str, Any]:
-        return {**super().model_fields(), "n_classes": len(self.labels)}
-
-    def has_split(self, split: str) -> bool:
-        return split in self.rows
-
-    def split_size(self, split: str) -> int:
-        return len(self.rows[split])
+            train = self.rows["train"]
+            self.batches = train.batches(np.clip(train.lengths("text"), 1, self.max_len), cfg)
 
     def examples(self, split: str, positions: Sequence[int] | np.ndarray) -> list[tuple[list[int], int]]:
         """(token ids cut to max_len, label id) of the rows at ``positions`` of a split; an empty text is one

@@ -1,6 +1,6 @@
 """Image classification with a Vision Transformer: labelled images -> class.
 
-The data layer lists the images (a folder of class sub-folders, or the digits) into in-memory ``Splits``
+The data layer lists the images (a folder of class sub-folders, or the digits) into rows held in memory
 (``data.image_splits``: images are small, and are never prepared into a corpus on disk as text is); this task
 decodes every split once at the model's ``image_size`` and ``channels``, keeps the pixels as bytes, and
 batches them: ``{"images": (B, ch, R, R) uint8, "labels": (B,)}`` (R = ``image_size``), scaled to [0, 1] only
@@ -15,20 +15,17 @@ true class), accuracy and macro-F1, as text classification does.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from scratchformer.data.image_splits import Splits
 from scratchformer.data.images import as_input, to_pixels
+from scratchformer.data.task_data import TaskData
 from scratchformer.nn.config import ModelConfig
 from scratchformer.settings.config import TrainConfig
-from scratchformer.tasks.base import Batch, EpochBatches, Task, step_generator
+from scratchformer.tasks.base import Batch, Task, step_generator
 from scratchformer.tasks.classify import class_scores
-from scratchformer.tokenizers import Tokenizer
 
 
 def shift_images(images: Tensor, max_shift: int, gen: torch.Generator) -> Tensor:
@@ -45,41 +42,22 @@ def shift_images(images: Tensor, max_shift: int, gen: torch.Generator) -> Tensor
 class ImageTask(Task):
     """Labelled images -> class, for ``arch="vit"``."""
 
-    def __init__(self, cfg: TrainConfig, model: ModelConfig, data: Splits, log: Callable[[str], None],
-                 tokenizer: Tokenizer | None = None) -> None:
-        super().__init__(cfg, model, data, log, tokenizer)
+    def __init__(self, cfg: TrainConfig, model: ModelConfig, data: TaskData, log: Callable[[str], None]) -> None:
+        super().__init__(cfg, model, data, log)
         assert data.labels is not None
         self.labels = list(data.labels)
         self.channels, self.image_size = model.channels, model.image_size
         self.tokens_per_image = model.n_patches + 1  # the patches and the class token
-        self.items = {split: self._limited(split, rows) for split, rows in data.rows.items()}
         self.splits: dict[str, tuple[Tensor, Tensor]] = {}  # split -> (pixels (N, ch, S, S) uint8, labels (N,))
-        for split, rows in self.items.items():
+        for split, rows in self.views.items():
             shape = (0, self.channels, self.image_size, self.image_size)
-            pixels = [to_pixels(item, self.image_size, self.channels) for item, _ in rows]
+            items = rows.values("image", range(len(rows)))
+            pixels = [to_pixels(item, self.image_size, self.channels) for item in items]
             self.splits[split] = (torch.stack(pixels) if pixels else torch.zeros(shape, dtype=torch.uint8),
-                                  torch.tensor([y for _, y in rows], dtype=torch.long))
-        self.extra_meta = {"labels": self.labels}
-        if "train" in self.splits:
+                                  torch.from_numpy(data.label_ids[split][:len(rows)]))
+        if "train" in self.views:
             # every image is as long as every other: max_tokens, if set, counts its patches and class token
-            self.batches = EpochBatches([self.tokens_per_image] * self.split_size("train"), cfg)
-
-    def _limited(self, split: str, rows: list[Any]) -> list[Any]:
-        """``train_limit`` / ``eval_limit`` applied to a split's rows (a quick run on a slice of the data)."""
-        limit = self.cfg.train_limit if split == "train" else self.cfg.eval_limit
-        return rows[:limit] if limit else rows
-
-    def model_fields(self) -> dict[str, Any]:
-        return {"n_classes": len(self.labels)}
-
-    def data_notes(self) -> list[str]:
-        return self.data.notes
-
-    def has_split(self, split: str) -> bool:
-        return split in self.splits
-
-    def split_size(self, split: str) -> int:
-        return len(self.splits[split][1])
+            self.batches = self.views["train"].batches([self.tokens_per_image] * self.split_size("train"), cfg)
 
     def global_batch(self, step: int) -> Batch:
         idx = torch.tensor(self.batches(step))
@@ -112,10 +90,10 @@ class ImageTask(Task):
     def samples(self, model: nn.Module) -> list[str]:
         split = self.sample_split()
         probs = self.probabilities(model, split)[:8]
+        names, truths = self.views[split].texts("image", range(len(probs))), self.splits[split][1].tolist()
         lines = [f"{split} examples: predicted label, its probability, the true label"]
-        for i, (p, (item, truth)) in enumerate(zip(probs, self.items[split])):
+        for p, name, truth in zip(probs, names, truths):
             guess = int(p.argmax())
-            name = Path(item).name if isinstance(item, str) else f"{split} image {i}"
             mark = "ok " if guess == truth else "   "
             lines.append(f"{mark} {self.labels[guess]:>10} {p.max().item():.2f}  (true: {self.labels[truth]})  {name}")
         return lines

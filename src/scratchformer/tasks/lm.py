@@ -22,28 +22,21 @@ from scratchformer.errors import DataError
 from scratchformer.nn.config import ModelConfig
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks.base import Batch, Task, step_generator
-from scratchformer.tokenizers import Tokenizer
 
 
 class LMTask(Task):
     """Random windows of a token stream; the target is the window shifted by one."""
 
-    def __init__(self, cfg: TrainConfig, model: ModelConfig, data: TaskData, log: Callable[[str], None],
-                 tokenizer: Tokenizer | None = None) -> None:
-        super().__init__(cfg, model, data, log, tokenizer)
+    limits_eval = False  # eval_limit counts examples; a language model's held-out text is scored in windows, whole
+
+    def __init__(self, cfg: TrainConfig, model: ModelConfig, data: TaskData, log: Callable[[str], None]) -> None:
+        super().__init__(cfg, model, data, log)
         self.block = model.max_len
-        # eval_limit counts examples; a language model's held-out text is scored in windows, whole
-        self.streams: dict[str, TokenStream] = self._views(eval_limit=False)
+        self.streams: dict[str, TokenStream] = self.views
         for split, stream in self.streams.items():
             if len(stream) < self.block + 1 and split != "test":
                 raise DataError(f"the {split} text has {len(stream)} tokens, fewer than max_len + 1 = "
                                 f"{self.block + 1}; give more text or a smaller max_len")
-
-    def has_split(self, split: str) -> bool:
-        return split in self.streams
-
-    def split_size(self, split: str) -> int:
-        return len(self.streams[split])
 
     def global_batch(self, step: int) -> Batch:
         x, y = self.streams["train"].get_batch(self.cfg.batch_size, self.block, step_generator(self.cfg.seed, step))

@@ -7,21 +7,20 @@ from its run (``task=classify init_from=RUN_DIR``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from scratchformer.data import pad_batch
+from scratchformer.data.batching import pad_batch
 from scratchformer.data.corpus.views import RowSet
 from scratchformer.data.task_data import TaskData
 from scratchformer.metrics import perplexity
 from scratchformer.nn.config import ModelConfig
 from scratchformer.settings.config import TrainConfig
-from scratchformer.tasks.base import Batch, EpochBatches, Task, step_generator
-from scratchformer.tokenizers import MASK_ID, PAD_ID, Tokenizer
+from scratchformer.tasks.base import Batch, Task, step_generator
+from scratchformer.tokenizers import MASK_ID, PAD_ID
 
 
 def mask_tokens(ids: Tensor, real: Tensor, prob: float, vocab_size: int, gen: torch.Generator, *,
@@ -63,31 +62,22 @@ class MaskedLMTask(Task):
     drawn once with a fixed seed, so the validation loss of every evaluation is comparable.
     """
 
-    def __init__(self, cfg: TrainConfig, model: ModelConfig, data: TaskData, log: Callable[[str], None],
-                 tokenizer: Tokenizer | None = None) -> None:
-        super().__init__(cfg, model, data, log, tokenizer)
+    def __init__(self, cfg: TrainConfig, model: ModelConfig, data: TaskData, log: Callable[[str], None]) -> None:
+        super().__init__(cfg, model, data, log)
         self.mask_id = self.tokenizer.mask_id
-        self.rows: dict[str, RowSet] = self._views()
+        self.rows: dict[str, RowSet] = self.views
         for split, rows in self.rows.items():
             self._check_lengths(rows.lengths("text"), self.max_len, split)
         if "train" in self.rows:
-            self.batches = EpochBatches(np.clip(self.rows["train"].lengths("text"), 1, self.max_len), cfg)
+            train = self.rows["train"]
+            self.batches = train.batches(np.clip(train.lengths("text"), 1, self.max_len), cfg)
 
     def examples(self, split: str, positions: np.ndarray | list[int]) -> list[list[int]]:
         """Token ids of the texts at ``positions`` of a split, cut to max_len (an empty text: one ``<pad>``)."""
         return [ids[:self.max_len] or [PAD_ID] for ids in self.rows[split].ids("text", positions)]
 
-    def model_fields(self) -> dict[str, Any]:
-        return {**super().model_fields(), "n_classes": 2}
-
     def training_module(self, model: nn.Module) -> nn.Module:
         return TokenPredictor(model)
-
-    def has_split(self, split: str) -> bool:
-        return split in self.rows
-
-    def split_size(self, split: str) -> int:
-        return len(self.rows[split])
 
     def _masked(self, rows: list[list[int]], gen: torch.Generator) -> Batch:
         ids, real = pad_batch(rows, PAD_ID)

@@ -19,46 +19,48 @@ from scratchformer.errors import ConfigError
 from scratchformer.models import EncoderClassifier
 from scratchformer.nn.config import ModelConfig
 from scratchformer.settings.config import TrainConfig
-from scratchformer.tasks import Task
+from scratchformer.settings.resolve import Resolved
+from scratchformer.tasks.base import Task
 
 __all__ = ["fine_tuned"]
 
 
-def fine_tuned(cfg: TrainConfig, model_kw: dict[str, Any], task: Task, log: Callable[[str], None]) -> nn.Module:
-    """The classifier ``cfg.init_from`` starts: a scratchformer run's (or checkpoint's) encoder, else the
-    pretrained BERT of that name or folder. ``model_kw``: the model settings given (most are fixed by it)."""
+def fine_tuned(run: Resolved, task: Task, log: Callable[[str], None]) -> nn.Module:
+    """The classifier ``init_from`` starts: a scratchformer run's (or checkpoint's) encoder, else the pretrained
+    BERT of that name or folder. The model settings the run gives (``Resolved.model_settings``) must leave its
+    architecture as it is."""
+    cfg, given = run.train, run.model_settings()
     base_dir = find_checkpoint(cfg.init_from)  # type: ignore[arg-type]
-    model = _from_run(base_dir, model_kw, task, log) if base_dir is not None else _from_bert(cfg, model_kw, task, log)
+    model = _from_run(base_dir, given, task, log) if base_dir is not None else _from_bert(cfg, given, task, log)
     return _inputs_up_to(model, task.max_len, cfg.init_from).train()  # type: ignore[arg-type]
 
 
-def _from_bert(cfg: TrainConfig, model_kw: dict[str, Any], task: Task, log: Callable[[str], None]) -> nn.Module:
+def _from_bert(cfg: TrainConfig, given: dict[str, Any], task: Task, log: Callable[[str], None]) -> nn.Module:
     from scratchformer.interop import bert_from_pretrained
     from scratchformer.interop.pretrained import find_pretrained
 
-    clash = sorted(set(model_kw) - {"arch", "pooling", "max_len"})
+    clash = sorted(set(given) - {"arch", "pooling", "max_len"})
     if clash:
         raise ConfigError(f"init_from={cfg.init_from} fixes the architecture; remove {', '.join(clash)}")
     folder = find_pretrained(cfg.init_from, cfg.data_dir)  # type: ignore[arg-type]
-    model = bert_from_pretrained(folder, n_classes=task.model_fields().get("n_classes", 2),
-                                 pooling=model_kw.get("pooling", "mean"))
+    model = bert_from_pretrained(folder, n_classes=task.model_config.n_classes, pooling=task.model_config.pooling)
     log(f"initialised from {folder} (the classification head is new)")
     return model
 
 
-def _from_run(base_dir: Any, model_kw: dict[str, Any], task: Task, log: Callable[[str], None]) -> nn.Module:
+def _from_run(base_dir: Any, given: dict[str, Any], task: Task, log: Callable[[str], None]) -> nn.Module:
     run = str(base_dir)
     base = load_checkpoint(base_dir)
     have = base.model_config
     if have.arch != "encoder":
         raise ConfigError(f"init_from={run} holds a {have.arch} model; a classifier starts only from an encoder "
                           "(a task=mlm or task=classify run)")
-    clash = [f"{k}={v!r} (it has {getattr(have, k)!r})" for k, v in sorted(model_kw.items())
+    clash = [f"{k}={v!r} (it has {getattr(have, k)!r})" for k, v in sorted(given.items())
              if k not in ("arch", "pooling", "dropout", "max_len") and getattr(have, k) != v]
     if clash:
         raise ConfigError(f"init_from={run} fixes the architecture; remove or match {', '.join(clash)}")
-    fields = {**have.to_dict(), "n_classes": task.model_fields().get("n_classes", 2),
-              "pooling": model_kw.get("pooling", have.pooling), "dropout": model_kw.get("dropout", have.dropout)}
+    fields = {**have.to_dict(), "n_classes": task.model_config.n_classes,
+              "pooling": given.get("pooling", have.pooling), "dropout": given.get("dropout", have.dropout)}
     model = EncoderClassifier(ModelConfig(**fields))
     encoder = {k: v for k, v in base.model.state_dict().items() if not k.startswith(("head.", "pooler."))}
     missing, unexpected = model.load_state_dict(encoder, strict=False)

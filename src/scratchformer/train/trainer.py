@@ -143,7 +143,7 @@ class Trainer:
             out_of_time = self.out_of_time()
             is_eval = done % cfg.eval_every == 0 or done == total or out_of_time
             early = self.evaluate_and_select(done) if is_eval else False
-            if is_eval and self.budget is not None and not (early or out_of_time):  # max_time: the length again
+            if self.budget is not None and self.budget.due(done) and not (early or out_of_time):  # max_time
                 self.schedule = self.budget.refit(self.schedule, done, self.elapsed())
                 self.progress.total = total = self.schedule.total
             saving = (is_eval and not cfg.save_every) or (cfg.save_every and done % cfg.save_every == 0)
@@ -215,10 +215,12 @@ class Trainer:
 
     def evaluate_and_select(self, done: int) -> bool:
         """Evaluate on the validation split, keep best/; returns whether early stopping says stop."""
-        stop = False
+        stop, started = False, time.perf_counter()
         if self.info.is_main:
             with self.averaged():
                 self.val = evaluate(self.task, self.model, "val")
+            if self.budget is not None:
+                self.budget.evaluated(time.perf_counter() - started)  # max_time: its time is not a step's
             self.metrics.log(done, "val", **self.val, time_s=self.elapsed())
             self.progress.write(f"step {done:,}: validation " + ", ".join(f"{k} {v:.4g}" for k, v in self.val.items()))
             now = score(self.val, self.cfg.select_by)
@@ -272,21 +274,19 @@ class Trainer:
         """How many steps fit in ``max_time`` (``budget.py``); the timed steps are then undone."""
         weights = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         self.schedule = Schedule.of(self.cfg, 10_000)  # any schedule: these steps are undone
-        total, self.budget = estimate_steps(self.cfg, self.elapsed(), self.train_step,
-                                            lambda: evaluate(self.task, self.model, "val"), self.info, self.log,
-                                            tested=self.cfg.test_at_end and self.task.has_split("test"))
+        self.budget = estimate_steps(self.cfg, self.elapsed(), self.train_step,
+                                     lambda: evaluate(self.task, self.model, "val"), self.info, self.log,
+                                     tested=self.cfg.test_at_end and self.task.has_split("test"))
         self.model.load_state_dict(weights)
         self.fresh_optimizer()
-        self.budget.since_s = self.elapsed()  # the run's own steps begin
-        return total
+        return self.budget.start(self.cfg, self.elapsed())  # the run's own steps begin
 
     def elapsed(self) -> float:
         """Training seconds of this run, earlier sessions of a resumed run included."""
         return self.spent_before + time.perf_counter() - self.started
 
     def out_of_time(self) -> bool:
-        budget = self.cfg.max_time_s
-        late = budget is not None and self.elapsed() >= budget
+        late = self.cfg.max_time_s is not None and self.elapsed() >= self.cfg.max_time_s
         return bool(reduce_flags([late], self.info)[0]) if self.info.enabled else late
 
     def request_stop(self) -> bool:

@@ -61,21 +61,18 @@ def documents(source: Source) -> list[tuple[str, Path]]:
         if not files:
             raise DataError(f"{folder} is a folder without .txt or .txt.gz files")
         return [(p.relative_to(folder).as_posix(), p) for p in files]
-    found = []
-    for p in map(Path, source.paths):  # a loop, not a comprehension: this is read on the way to every byte
-        if not p.is_file():
-            raise DataError(f"no such file: {p}")
-        found.append((p.name, p))
-    return found
+    paths = [Path(p) for p in source.paths]
+    missing = [p for p in paths if not p.is_file()]
+    if missing:
+        raise DataError(f"no such file: {missing[0]}")
+    return [(p.name, p) for p in paths]
 
 
 def fingerprint(source: Source, root: Path, progress: Callable[[int], None] | None = None) -> str:
     """A digest of the source's content and of how it is read (its kind)."""
     docs = documents(source)
     memo = _Memo(root)
-    hashes = []
-    for _, path in docs:
-        hashes.append(memo.sha256(path, progress))
+    hashes = [memo.sha256(path, progress) for _, path in docs]
     memo.save()
     folder = source.kind == "text" and Path(source.paths[0]).is_dir()
     names = [name for name, _ in docs] if folder else None  # a folder's order and names matter; a file's name not

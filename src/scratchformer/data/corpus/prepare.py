@@ -17,6 +17,7 @@ newline (no line starts with a letter or digit) is cut anyway, at its last newli
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -44,7 +45,7 @@ MLM_FORMAT = "a text file of one example a line, or the text column of a .tsv/.c
 
 class Encoder(Protocol):
     """What preparation needs of a tokenizer (every ``scratchformer.tokenizers.Tokenizer`` is one). One that
-    also has ``encode_arrays`` (the same, giving NumPy arrays; the character tokenizer) is called through it."""
+    also has ``encode_arrays`` (the same, giving NumPy arrays; the character tokenizer) is written through it."""
 
     @property
     def vocab_size(self) -> int: ...
@@ -52,9 +53,7 @@ class Encoder(Protocol):
     def encode_batch(self, texts: list[str], *, add_bos: bool = False, add_eos: bool = False) -> list[list[int]]: ...
 
 
-def _encode(encoder: Encoder, texts: list[str], add_eos: bool = False) -> Sequence[Sequence[int]]:
-    fast = getattr(encoder, "encode_arrays", None)
-    return fast(texts, add_eos=add_eos) if fast is not None else encoder.encode_batch(texts, add_eos=add_eos)
+BatchEncode = Callable[..., Sequence[Sequence[int]]]  # (texts, add_eos=False) -> the ids of each text
 
 
 def source_bytes(source: Source) -> int:
@@ -71,7 +70,8 @@ def write_corpus(source: Source, encoder: Encoder, directory: Path, meta: dict[s
     # about what it takes: the ids (2 or 4 bytes a token, a token for every character or two) and, for rows, the
     # text kept beside them
     with CorpusWriter(directory, encoder.vocab_size, needed=3 * source_bytes(source)) as writer:
-        extra = _WRITERS[source.kind](source, encoder, writer, notes, progress)
+        encode = getattr(encoder, "encode_arrays", encoder.encode_batch)
+        extra = _WRITERS[source.kind](source, encode, writer, notes, progress)
         return writer.commit({**meta, **extra, "kind": source.kind, "source": [str(p) for p in source.paths],
                               "notes": notes, "input_bytes": source_bytes(source),
                               "seconds": round(time.perf_counter() - started, 3)})
@@ -82,13 +82,21 @@ def training_texts(source: Source, sample_chars: int = 0, progress: ByteBar | No
     them, taken evenly over the files (from every megabyte read, its share; ``progress.done`` counts the bytes
     read)."""
     bar = progress if progress is not None else ByteBar("", 1, None)
-    total, kept = max(1, source_bytes(source)), 0
-    groups = _documents_text(source, bar) if source.kind == "text" else _row_texts(source, bar)
-    for _, texts in groups:
-        for text in texts:
-            if not sample_chars or kept <= sample_chars * bar.done / total:
-                kept += len(text)
-                yield text
+    docs = documents(source)
+    groups = _documents_text(source, docs, bar) if source.kind == "text" else _row_texts(source, bar)
+    texts = itertools.chain.from_iterable(group for _, group in groups)
+    if not sample_chars:
+        return texts
+    return _evenly(texts, sample_chars, bar, total=max(1, sum(path.stat().st_size for _, path in docs)))
+
+
+def _evenly(texts: Iterator[str], sample_chars: int, bar: ByteBar, total: int) -> Iterator[str]:
+    """About ``sample_chars`` characters of ``texts``: after ``bar.done`` of ``total`` bytes read, that share."""
+    kept = 0
+    for text in texts:
+        if kept <= sample_chars * bar.done / total:
+            kept += len(text)
+            yield text
 
 
 def _row_texts(source: Source, bar: ByteBar) -> Iterator[tuple[str, Iterable[str]]]:
@@ -111,16 +119,20 @@ def segments(chunks: Iterable[str]) -> Iterator[str]:
     """A text, given in chunks, as pieces cut only where the BPE pre-tokenizer splits (module docstring)."""
     rest = ""
     for chunk in chunks:
-        text = rest + chunk
-        cut = _last_cut(text)
-        if cut <= 0:
-            if len(text) < LONGEST_PIECE:
-                rest = text
-                continue
-            cut = text.rfind("\n") if text.rfind("\n") > 0 else len(text)
-        yield from (piece for piece in _CUT.split(text[:cut]) if piece)
-        rest = text[cut:]
-    yield from (piece for piece in _CUT.split(rest) if piece)
+        pieces, rest = cut_pieces(rest + chunk)
+        yield from pieces
+    yield from cut_pieces(rest, final=True)[0]
+
+
+def cut_pieces(text: str, final: bool = False) -> tuple[list[str], str]:
+    """(the whole pieces of ``text``, the rest, to be joined to the next chunk); ``final``: no chunk follows,
+    so the rest is cut too. A text without a cut stays whole until it is ``LONGEST_PIECE`` long."""
+    cut = len(text) if final else _last_cut(text)
+    if cut <= 0:
+        if len(text) < LONGEST_PIECE:
+            return [], text
+        cut = text.rfind("\n") if text.rfind("\n") > 0 else len(text)
+    return [piece for piece in _CUT.split(text[:cut]) if piece], text[cut:]
 
 
 def _last_cut(text: str) -> int:
@@ -130,11 +142,12 @@ def _last_cut(text: str) -> int:
     return i
 
 
-def _documents_text(source: Source, progress: Progress | None) -> Iterator[tuple[str, Iterator[str]]]:
-    """(name, pieces) of each document; in a folder every document ends with a newline, so none runs into
-    the next."""
+def _documents_text(source: Source, docs: list[tuple[str, Path]],
+                    progress: Progress | None) -> Iterator[tuple[str, Iterator[str]]]:
+    """(name, pieces) of each document of ``docs`` (``documents(source)``); in a folder every document ends
+    with a newline, so none runs into the next."""
     folder = Path(source.paths[0]).is_dir()
-    for name, path in documents(source):
+    for name, path in docs:
         chunks = text_chunks(path, progress)
         yield name, segments(_newline_ended(chunks) if folder else chunks)
 
@@ -181,38 +194,42 @@ def _batched(items: Iterable[T], size: Callable[[T], int]) -> Iterator[list[T]]:
 # ------------------------------------------------------------------------------------------ writing by kind
 
 
-def _write_text(source: Source, encoder: Encoder, writer: CorpusWriter, notes: list[str],
+def _write_text(source: Source, encode: BatchEncode, writer: CorpusWriter, notes: list[str],
                 progress: Progress | None) -> dict[str, Any]:
-    names = []
-    for name, pieces in _documents_text(source, progress):
-        batch, chars = [], 0
-        for piece in pieces:  # batched here, not by _batched: one generator fewer between the file and the writer
-            batch.append(piece)
-            chars += len(piece)
-            if chars >= BATCH_CHARS or len(batch) >= BATCH_ROWS:
-                writer.extend("text", _encode(encoder, batch))
-                batch, chars = [], 0
-        if batch:
-            writer.extend("text", _encode(encoder, batch))
+    """Each document as one row of tokens, encoded a chunk's pieces at a time (the cut of ``segments``, with
+    the batch encoder called once a chunk)."""
+    folder = Path(source.paths[0]).is_dir()
+    docs = documents(source)
+    for _, path in docs:
+        rest = last = ""
+        for chunk in text_chunks(path, progress):
+            pieces, rest = cut_pieces(rest + chunk)
+            if pieces:
+                writer.extend("text", encode(pieces))
+            last = chunk
+        if folder and not last.endswith("\n"):  # in a folder every document ends with a newline
+            rest += "\n"
+        pieces, _ = cut_pieces(rest, final=True)
+        if pieces:
+            writer.extend("text", encode(pieces))
         writer.end_row("text")
-        names.append(name)
-    return {"documents": names} if Path(source.paths[0]).is_dir() else {}
+    return {"documents": [name for name, _ in docs]} if folder else {}
 
 
-def _write_pairs(source: Source, encoder: Encoder, writer: CorpusWriter, notes: list[str],
+def _write_pairs(source: Source, encode: BatchEncode, writer: CorpusWriter, notes: list[str],
                  progress: Progress | None) -> dict[str, Any]:
     from scratchformer.data.parallel import iter_pairs
 
     for batch in _batched(iter_pairs(source.paths, notes, progress), lambda p: len(p[0]) + len(p[1])):
         sources, targets = [s for s, _ in batch], [t for _, t in batch]
-        writer.add_rows("source", _encode(encoder, sources, add_eos=True))
-        writer.add_rows("target", _encode(encoder, targets))
+        writer.add_rows("source", encode(sources, add_eos=True))
+        writer.add_rows("target", encode(targets))
         writer.add_texts("source", sources)
         writer.add_texts("target", targets)
     return {}
 
 
-def _write_labelled(source: Source, encoder: Encoder, writer: CorpusWriter, notes: list[str],
+def _write_labelled(source: Source, encode: BatchEncode, writer: CorpusWriter, notes: list[str],
                     progress: Progress | None) -> dict[str, Any]:
     from scratchformer.data.labelled import iter_labelled
 
@@ -220,7 +237,7 @@ def _write_labelled(source: Source, encoder: Encoder, writer: CorpusWriter, note
     first_line: dict[str, int] = {}
     for batch in _batched(iter_labelled(source.paths[0], notes, progress), lambda row: len(row[1])):
         texts = [text for _, text, _ in batch]
-        writer.add_rows("text", _encode(encoder, texts))
+        writer.add_rows("text", encode(texts))
         writer.add_texts("text", texts)
         for line, _, label in batch:
             if label not in codes:
@@ -229,10 +246,10 @@ def _write_labelled(source: Source, encoder: Encoder, writer: CorpusWriter, note
     return {"labels": {"names": list(codes), "first_line": [first_line[name] for name in codes]}}
 
 
-def _write_lines(source: Source, encoder: Encoder, writer: CorpusWriter, notes: list[str],
+def _write_lines(source: Source, encode: BatchEncode, writer: CorpusWriter, notes: list[str],
                  progress: Progress | None) -> dict[str, Any]:
     for batch in _batched(_lines(source, notes, progress), len):
-        writer.add_rows("text", _encode(encoder, batch))
+        writer.add_rows("text", encode(batch))
         writer.add_texts("text", batch)
     return {}
 

@@ -6,14 +6,18 @@ a window's first ``block`` tokens, the target the same window shifted by one. On
 
 ``RowSet`` is the view of every other task: some rows of the corpus (a split chosen by ``data.splits`` from
 the index alone), read a batch at a time. Lengths come from the offsets index, so length-bucketed batching
-never touches the token files.
+never touches the token files. Rows held in memory (``data.memory.MemoryRows``) and the built-in tasks' fresh
+rows (``data.synthetic.FreshRows``) are read the same way.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 
+from scratchformer.data.batching import BatchSettings, EpochBatches
 from scratchformer.data.corpus.store import PreparedCorpus
 from scratchformer.errors import DataError
 
@@ -54,6 +58,10 @@ class TokenStream:
         chunk = torch.from_numpy(self.field.data.take(self.start + window.numpy()).astype(np.int64))  # (B, block+1)
         return chunk[:, :-1].contiguous(), chunk[:, 1:].contiguous()
 
+    def extent(self, unit: str) -> str:
+        """Its size in words (``unit``: what is counted, tokens)."""
+        return f"{self.stop - self.start:,} {unit}"
+
     def __repr__(self) -> str:
         return f"TokenStream({self.name!r}, {len(self):,} tokens)"
 
@@ -73,8 +81,9 @@ class RowSet:
         """The first ``n`` rows (``train_limit``, ``eval_limit``)."""
         return RowSet(self.corpus, self.rows[:n], self.name)
 
-    def subset(self, positions: np.ndarray) -> RowSet:
-        return RowSet(self.corpus, self.rows[positions], self.name)
+    def extent(self, unit: str) -> str:
+        """Its size in words (``unit``: what a row is, examples)."""
+        return f"{len(self):,} {unit}"
 
     def lengths(self, field: str) -> np.ndarray:
         """The length in tokens of each row of this set, in order."""
@@ -88,6 +97,6 @@ class RowSet:
         """The raw text of the rows at ``positions`` of this set, as it was in the file (stripped)."""
         return self.corpus.fields[f"{field}.text"].texts(self.rows[np.asarray(positions, np.int64)])
 
-    def label_codes(self) -> np.ndarray:
-        """Classification: each row's label code (see ``PreparedCorpus.labels``)."""
-        return self.corpus.labels()[self.rows]
+    def batches(self, lengths: np.ndarray, cfg: BatchSettings) -> Callable[[int], np.ndarray]:
+        """Training: step -> the positions of its rows (``EpochBatches`` over the rows' ``lengths``)."""
+        return EpochBatches(lengths, cfg)
