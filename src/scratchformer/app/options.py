@@ -67,7 +67,7 @@ INFERENCE = [
 
 
 EXPLORE = Command("explore", "the attention explorer: a local web page that draws every layer's and head's attention "
-            "for what you type", [
+            "and each layer's prediction for what you type", [
                 _CKPT,
                 opt("--port", type=int, default=8000, help="port to listen on (default 8000; 0: any free port)"),
                 opt("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this computer "
@@ -89,8 +89,9 @@ EXPLORE = Command("explore", "the attention explorer: a local web page that draw
                 opt("--force", action="store_true", help="--export: replace FILE if it exists"),
             ], _RUN + "cmd_explore",
             description="Serve a web page (on this computer only, by default) where you type an input and see "
-                        "its tokens, every layer's and head's attention, and the model's output: next-token "
-                        "probabilities and a sampled continuation (GPT), the beam-search translation "
+                        "its tokens, every layer's and head's attention, each layer's prediction (the logit lens: "
+                        "what the model would predict if it stopped after that layer) and the model's output: "
+                        "next-token probabilities and a sampled continuation (GPT), the beam-search translation "
                         "(encoder-decoder) or the class probabilities (classifier). POST /api/explore serves "
                         "the same numbers as JSON. With --export FILE it writes instead, for the --text inputs: "
                         "FILE.html, the page as one file that works offline; FILE.png or FILE.svg, one view as a "

@@ -44,7 +44,7 @@ function tokenLensTable(lens, onLayer) {
         { title, "data-pos": String(i), "data-top": top[0].token });
     })));
   const foot = el("tr", { class: "lens-final" }, el("th", { scope: "row", text: "prediction" }),
-    ...lens.final.map((f) => el("td", { class: "lens-pos", text: clipped(shown(f.token), 8) })));
+    ...lens.final.map((f) => el("td", { class: "lens-pos", text: clipped(shown(f.token), 8), "data-token": f.token })));
   return el("table", { id: "lens-table", class: "lens-table" }, el("thead", {}, head), el("tbody", {}, ...body),
     el("tfoot", {}, foot));
 }
