@@ -25,7 +25,7 @@ from scratchformer.models.lens import class_lens, logit_lens, read_out, residual
 from scratchformer.nn.recording import record_attention
 from scratchformer.tokenizers import BOS_ID
 from test_explore import _request, _save
-from test_explore_export import _screenshot
+from test_explore_export import _screenshot, _vit
 
 browser = test_explore.browser  # the headless Chromium fixture, shared
 
@@ -145,9 +145,9 @@ def ckpts(tmp_path_factory) -> dict[str, Path]:
     torch.manual_seed(0)
     root = tmp_path_factory.mktemp("lens")
     (root / "post").mkdir()
-    return {"gpt": _save(root, "gpt", "lm"), "gpt-post": _save(root / "post", "gpt", "lm", norm="post"),
-            "seq2seq": _save(root, "seq2seq", "copy"), "encoder": _save(root, "encoder", "classify", n_classes=3),
-            "mlm": _save(root, "encoder", "mlm")}
+    return {"vit": _vit(root), "gpt": _save(root, "gpt", "lm"),
+            "gpt-post": _save(root / "post", "gpt", "lm", norm="post"), "seq2seq": _save(root, "seq2seq", "copy"),
+            "encoder": _save(root, "encoder", "classify", n_classes=3), "mlm": _save(root, "encoder", "mlm")}
 
 
 def test_the_explorer_s_lens_is_the_model_s_prediction_layer_by_layer(ckpts):
@@ -221,9 +221,10 @@ def test_explain_prints_the_lens_of_a_checkpoint_layer_by_layer(ckpts, capsys):
     (["--ckpt", "{gpt}", "--prompt", "xyz"], "vocabulary has no"),
     (["--ckpt", "{gpt}", "--prompt", "a" * 25], "25 tokens; the explorer takes at most 24"),
     (["--ckpt", "{gpt}/nope", "--prompt", "abc"], "no checkpoint"),
+    (["--ckpt", "{vit}", "--prompt", "abc"], "explain --ckpt reads a text model"),
 ])
 def test_explain_mistakes_end_in_one_line(ckpts, capsys, words, needle):
-    assert main(["explain", *[w.format(gpt=ckpts["gpt"]) for w in words]]) == 2
+    assert main(["explain", *[w.format(gpt=ckpts["gpt"], vit=ckpts["vit"]) for w in words]]) == 2
     captured = capsys.readouterr()
     assert needle in captured.err and captured.err.count("\n") == 1 and not captured.out
 
