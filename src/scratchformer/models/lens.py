@@ -15,9 +15,10 @@ So the last state's read-out is the model's own output (a test holds it to 1e-6)
 norm) has no final norm: each block already ends in its own LayerNorm, so each state is read by the output
 layer alone; the embeddings' state is the one read before any norm.
 
-The states are values this module returns: it runs the model's own blocks one after another with the same
-masks and positions as the model's forward (for one unpadded example or batch, without a cache), and no
-module keeps anything. The attention inside them is recorded as usual (``nn.recording``) when asked.
+The states are values this module returns: it runs the model's own blocks one after another with the masks
+and positions of the model's forward called without a cache or masks (padding found by ``pad_id`` where that
+forward finds it: a classifier's input, a source), and no module keeps anything. The attention inside them is
+recorded as usual (``nn.recording``) when asked; a test holds each state equal to the block's own output.
 """
 
 from __future__ import annotations
