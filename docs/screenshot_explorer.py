@@ -4,8 +4,13 @@
     python docs/screenshot_explorer.py --ckpt runs/copy --text abcdefghij --layer 1 --head 0 --hover 5 5 \\
         --out docs/figures/explore_copy.png
 
+    scratchformer train --preset shakespeare-char --out runs/shakespeare
+    python docs/screenshot_explorer.py --ckpt runs/shakespeare --text "ROMEO: But soft, what light" --layer 3 \
+        --only lens-card --out docs/figures/explore_lens.png
+
 Serves the checkpoint with ``scratchformer.explore`` on a free port, types the text, runs it, picks the
-layer and head, rests the mouse on one cell (so the hover value shows) and saves the whole page as PNG.
+layer and head, rests the mouse on one cell (so the hover value shows) and saves the whole page as PNG
+(``--only ID``: only that part of it, such as the layer-by-layer card, ``lens-card``).
 Needs selenium (the dev extra), Pillow (which matplotlib brings) and the system's chromium and
 chromedriver (Debian: ``apt-get install chromium chromium-driver``).
 """
@@ -39,6 +44,7 @@ def main() -> int:
     parser.add_argument("--head", type=int, default=0)
     parser.add_argument("--hover", type=int, nargs=2, metavar=("QUERY", "KEY"), help="the cell to rest the mouse on")
     parser.add_argument("--width", type=int, default=1180, help="page width in pixels")
+    parser.add_argument("--only", metavar="ID", help="keep only the element with this id (e.g. lens-card)")
     parser.add_argument("--out", required=True, help="PNG file")
     args = parser.parse_args()
 
@@ -77,6 +83,10 @@ def main() -> int:
         shot = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "png"})
         # 256 colours are plenty for a page of flat panels and one colour map, at about half the bytes
         image = Image.open(io.BytesIO(base64.b64decode(shot["data"]))).convert("RGB")
+        if args.only:
+            box = driver.execute_script("const r = document.getElementById(arguments[0]).getBoundingClientRect();"
+                                        "return [r.left, r.top, r.right, r.bottom].map(Math.round);", args.only)
+            image = image.crop(tuple(box))
         image.quantize(256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE).save(args.out, optimize=True)
     finally:
         driver.quit()

@@ -25,6 +25,7 @@ from scratchformer import ModelConfig, ViT
 from scratchformer.app.cli import main
 from scratchformer.app.explore import explore, make_server, model_info, standalone_page
 from scratchformer.app.explore.model_view import checkpoint_name
+from scratchformer.app.explore.standalone import SCRIPTS
 from scratchformer.checkpoint import load_checkpoint, save_checkpoint
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tokenizers import CharTokenizer
@@ -71,7 +72,7 @@ def test_the_page_holds_its_scripts_styles_and_numbers_and_may_fetch_nothing(ckp
     # its policy allows exactly its inline scripts and style (by hash), data: images and no connection
     policy = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', page)[1]
     inline = re.findall(r"<script>(.*?)</script>", page, re.S) + re.findall(r"<style>(.*?)</style>", page, re.S)
-    assert len(inline) == 3
+    assert len(inline) == len(SCRIPTS) + 1 == 4  # figures.js, lens.js, explore.js and the styles
     for text in inline:
         digest = base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
         assert f"'sha256-{digest}'" in policy
@@ -83,7 +84,7 @@ def test_text_that_could_close_the_script_stays_data(ckpts):
     result = explore(ckpt, "abc")
     result["input"] = "</script><script>alert(1)</script>&\u2028"
     page = standalone_page(model_info(ckpt), [result])
-    assert "alert(1)</script>" not in page and page.count("</script>") == 3  # the data block and two scripts
+    assert "alert(1)</script>" not in page and page.count("</script>") == 1 + len(SCRIPTS)  # the data block and the scripts
     assert _embedded(page)["results"][0]["input"] == result["input"]
 
 

@@ -213,12 +213,21 @@ def cmd_explore(args: argparse.Namespace) -> int:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from scratchformer.app.demo import explain_config
-    from scratchformer.app.explain import explain
+    from scratchformer.app.explain import explain, explain_lens
 
-    cfg, note, task = explain_config(args.preset, parse_overrides(args.overrides))
+    if args.ckpt is not None or args.prompt is not None:
+        if args.ckpt is None or args.prompt is None:
+            raise ConfigError("--ckpt and --prompt go together: explain --ckpt RUN --prompt TEXT")
+        given = [f"--{name.replace('_', '-')}" for name in ("preset", "batch", "length", "target_length")
+                 if getattr(args, name) is not None] + args.overrides[:1]
+        if given:
+            raise ConfigError(f"{given[0]} describes a fresh model; with --ckpt, explain reads the trained one")
+        print(explain_lens(args.ckpt, args.prompt))
+        return 0
+    cfg, note, task = explain_config(args.preset or "paper-base", parse_overrides(args.overrides))
     if note:
         print(note)
-    print(explain(cfg, batch=args.batch, length=args.length, target_length=args.target_length,
+    print(explain(cfg, batch=args.batch or 1, length=args.length or 8, target_length=args.target_length,
                   predict_tokens=task is not None and task.pretrains))
     return 0
 

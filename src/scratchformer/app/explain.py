@@ -12,6 +12,10 @@ the tensor shape it produces and the parameters it owns::
 
 and then the total parameter count next to ``count_parameters_formula`` (they must agree). Parameters
 shared between stages (tied embeddings) are counted where they first appear.
+
+``explain_lens`` (``explain --ckpt RUN --prompt TEXT``) reads a trained checkpoint instead: what it would
+predict after the embeddings and after each layer (the logit lens, ``models/lens.py``), the numbers the
+explorer's page shows, as text.
 """
 
 from __future__ import annotations
@@ -19,6 +23,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from scratchformer.app.explore.lens_view import lens_lines
+from scratchformer.app.explore.model_view import DEFAULT_LIMITS, Limits, checkpoint_name, explore
+from scratchformer.checkpoint import load_checkpoint
+from scratchformer.errors import ConfigError
+from scratchformer.inference import KIND_NAMES
 from scratchformer.models import build_model
 from scratchformer.models.params import count_parameters_formula
 from scratchformer.nn.attention import MultiHeadAttention
@@ -30,7 +39,7 @@ from scratchformer.nn.norms import NORMS, RMSNorm
 from scratchformer.nn.patches import PatchEmbeddings
 from scratchformer.nn.recording import record_attention
 
-__all__ = ["explain"]
+__all__ = ["explain", "explain_lens"]
 
 
 def _shape(t: Tensor) -> str:
@@ -207,3 +216,21 @@ def _table(trace: _Trace, model: nn.Module, cfg: ModelConfig, out: Tensor) -> li
                  f"{'match' if total == formula == counted else 'MISMATCH'})")
     lines.append(f"output: {_shape(out)}")
     return lines
+
+
+def explain_lens(path: str, prompt: str, limits: Limits = DEFAULT_LIMITS) -> str:
+    """A trained checkpoint's prediction layer by layer for ``prompt`` (a GPT's prompt, an encoder-decoder's
+    source, whose decoder reads its beam-search translation, or a classifier's text), within the explorer's
+    ``limits``: the lines ``lens_view.lens_lines`` makes of the explorer's own numbers."""
+    ckpt = load_checkpoint(path)
+    arch = ckpt.model_config.arch
+    if arch == "vit":
+        raise ConfigError("explain --ckpt reads a text model (GPT, encoder-decoder, classifier); an image "
+                          "classifier's attention: scratchformer plot attention --ckpt RUN --image FILE --out a.png")
+    result = explore(ckpt, prompt, limits, **({"max_new_tokens": 0} if arch == "gpt" else {}))
+    lines = [f"{checkpoint_name(path)}: {KIND_NAMES[arch]}, {ckpt.model_config.norm}-LN, step {ckpt.step}",
+             f"input: {len(result['tokens'])} tokens {' '.join(repr(t) for t in result['tokens'])}"]
+    if arch == "seq2seq":
+        out = result["translation"]
+        lines.append(f"the decoder reads <bos> and the beam-search output ({out['text']!r}), one position a token")
+    return "\n".join([*lines, "", *lens_lines(result["lens"])])

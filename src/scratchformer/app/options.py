@@ -68,7 +68,7 @@ INFERENCE = [
 
 
 EXPLORE = Command("explore", "the attention explorer: a local web page that draws every layer's and head's attention "
-            "for what you type", [
+            "and each layer's prediction for what you type", [
                 _CKPT,
                 opt("--port", type=int, default=8000, help="port to listen on (default 8000; 0: any free port)"),
                 opt("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this computer "
@@ -90,8 +90,9 @@ EXPLORE = Command("explore", "the attention explorer: a local web page that draw
                 opt("--force", action="store_true", help="--export: replace FILE if it exists"),
             ], _RUN + "cmd_explore",
             description="Serve a web page (on this computer only, by default) where you type an input and see "
-                        "its tokens, every layer's and head's attention, and the model's output: next-token "
-                        "probabilities and a sampled continuation (GPT), the beam-search translation "
+                        "its tokens, every layer's and head's attention, each layer's prediction (the logit lens: "
+                        "what the model would predict if it stopped after that layer) and the model's output: "
+                        "next-token probabilities and a sampled continuation (GPT), the beam-search translation "
                         "(encoder-decoder) or the class probabilities (classifier). POST /api/explore serves "
                         "the same numbers as JSON. With --export FILE it writes instead, for the --text inputs: "
                         "FILE.html, the page as one file that works offline; FILE.png or FILE.svg, one view as a "
@@ -119,19 +120,28 @@ def model_tools(model_presets: list[str]) -> list[Command]:
             opt("overrides", nargs="*", metavar="key=value", help="schedule: settings, e.g. warmup_steps=4000"),
         ], _RUN + "cmd_plot", settings=True),
         EXPLORE,
-        Command("explain", "print a model's data flow: each stage's tensor shape and parameters", [
-            opt("--preset", default="paper-base", help="a model or training preset (default: paper-base)"),
-            opt("--batch", type=at_least(1), default=1, help="example batch size B (default 1)"),
-            opt("--length", type=at_least(1), default=8, help="example input length T (source length S for "
-                "translation; default 8)"),
+        Command("explain", "print a model's data flow: each stage's tensor shape and parameters; or, with --ckpt "
+                "and --prompt, a trained model's prediction layer by layer", [
+            opt("--preset", help="a model or training preset (default: paper-base)"),
+            opt("--batch", type=at_least(1), help="example batch size B (default 1)"),
+            opt("--length", type=at_least(1), help="example input length T (source length S for translation; "
+                "default 8)"),
             opt("--target-length", type=at_least(1), default=None, help="translation: target length (default: "
                 "--length)"),
+            opt("--ckpt", help="a checkpoint or run directory: print what it would predict after the embeddings and "
+                "after each layer for --prompt (the logit lens), instead of a preset's data flow"),
+            opt("--prompt", help="with --ckpt: the input (a GPT's prompt, an encoder-decoder's source sentence, a "
+                "classifier's text), within the explorer's limits (1000 characters, 128 tokens, max_len)"),
             opt("overrides", nargs="*", metavar="key=value", help="model settings to change, e.g. n_layers=2"),
         ], _RUN + "cmd_explain", settings=True,
             description=f"Build the model of a preset (model presets: {', '.join(model_presets)}; or any training "
                         "preset) with key=value changes, run one random example through it and print every stage "
                         "in order: embedding, each layer's attention scores (B, H, T, S), feed-forward expansion, "
-                        "add & norm, logits; then the parameter total checked against the analytic formula."),
+                        "add & norm, logits; then the parameter total checked against the analytic formula. With "
+                        "--ckpt RUN --prompt TEXT instead: the trained model's prediction layer by layer (the logit "
+                        "lens), for every position the top tokens after the embeddings and after each layer, and "
+                        "the probability each layer gives the token the model finally predicts (a classifier: its "
+                        "class probabilities after each layer), the numbers the explorer's page shows."),
         Command("demo", "build a model, count its parameters, run a forward pass", [
             opt("--preset", default="paper-base", help=f"a model preset: {', '.join(model_presets)}"),
             opt("--seed", type=at_least(0), default=0),

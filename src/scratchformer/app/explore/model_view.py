@@ -14,6 +14,9 @@ The attention weights are the reference path's softmax(QK^T / sqrt(d_k)), record
 - classifier: every class's probability (none for a masked-token pretrained encoder, whose head is
   untrained).
 
+and ``lens``: each layer's prediction, layer by layer (the logit lens, ``lens_view.py``): the next token's
+for a GPT and for the decoder of an encoder-decoder, the classes' for a classifier.
+
 Every input is checked first: ``RequestError`` says, in one line, what is wrong (too long, an unknown
 option, a value out of range); a character a character-level model never saw raises ``DataError``.
 """
@@ -27,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from scratchformer.app.explore.lens_view import classes_lens, token_lens
 from scratchformer.checkpoint import Checkpoint, load_checkpoint
 from scratchformer.errors import ConfigError
 from scratchformer.generation import generate
@@ -229,6 +233,7 @@ def explore(ckpt: Checkpoint, text: str, limits: Limits = DEFAULT_LIMITS, **opti
         labels = {"encoder": _labels(ckpt, src), "decoder": _labels(ckpt, tgt)}
         result["tokens"], result["token_ids"] = labels["encoder"], src
         result["attention"] = _views(arch, maps, labels)
+        result["lens"] = token_lens(ckpt, labels["decoder"], src=torch.tensor([src]), tgt=torch.tensor([tgt]))
         return result
 
     ids = _tokens(ckpt, text, "input", limit)
@@ -247,8 +252,10 @@ def explore(ckpt: Checkpoint, text: str, limits: Limits = DEFAULT_LIMITS, **opti
                        temperature=options["temperature"], top_k=options["sample_top_k"], seed=options["seed"])
         new = out[0, len(ids):].tolist()
         result["continuation"] = {"text": ckpt.tokenizer.decode(new), "tokens": _labels(ckpt, new), "token_ids": new}
+        result["lens"] = token_lens(ckpt, labels, input_ids)
     else:
         labels_out = _class_labels(ckpt)
+        result["lens"] = classes_lens(ckpt, input_ids, labels_out)
         if labels_out is None:
             result["classes"] = None
             result["note"] = ("a masked-token pretrained encoder: its classification head is untrained, so no "

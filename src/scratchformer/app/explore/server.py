@@ -1,12 +1,13 @@
 """The attention explorer's web server: the standard library's ``ThreadingHTTPServer``, no framework.
 
-    GET  /              the page (static/index.html), which loads /explore.css, /figures.js and /explore.js
+    GET  /              the page (static/index.html), which loads /explore.css, /figures.js, /lens.js and
+                        /explore.js
     GET  /api/model     the model's family, sizes, option defaults and input caps (JSON)
     POST /api/explore   {"text": "...", options...} -> tokens, attention maps, outputs (JSON; model_view.explore)
     POST /api/export    the same, and "view": {"kind", "layer", "head"} to open on -> the page as one HTML file
                         with those numbers inside (standalone.py; what ``explore --export page.html`` writes)
 
-It serves three files of its own package by a fixed table and the one checkpoint it was started with;
+It serves the files of its own package by a fixed table (``STATIC``) and the one checkpoint it was started with;
 nothing in a request is ever used as a path. A bad request gets a 4xx with a one-line JSON message
 (``{"error": "..."}``), an unexpected failure a 500 whose traceback goes to the server's console only.
 Bound to 127.0.0.1 by default, and then it answers only requests addressed to a loopback name, so a web
@@ -47,6 +48,7 @@ STATIC = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/explore.css": ("explore.css", "text/css; charset=utf-8"),
     "/figures.js": ("figures.js", "text/javascript; charset=utf-8"),
+    "/lens.js": ("lens.js", "text/javascript; charset=utf-8"),
     "/explore.js": ("explore.js", "text/javascript; charset=utf-8"),
 }
 MAX_BODY = 64 * 1024  # bytes of one request body; the text itself is capped far below this

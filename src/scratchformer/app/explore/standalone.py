@@ -20,7 +20,7 @@ from importlib import resources
 from typing import Any
 
 FORMAT = "scratchformer-explore/1"
-SCRIPTS = ("figures.js", "explore.js")  # in the order index.html loads them
+SCRIPTS = ("figures.js", "lens.js", "explore.js")  # in the order index.html loads them
 _STYLE_LINK = '<link rel="stylesheet" href="/explore.css">'
 _SCRIPT_TAG = re.compile(r'<script src="/(?P<name>[\w.-]+\.js)" defer></script>')
 

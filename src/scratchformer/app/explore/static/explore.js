@@ -141,6 +141,8 @@ function render(data, previousKind) {
   state.view = keep >= 0 ? keep : Math.max(cross, 0);
   buildKinds();
   selectView(state.view, true);
+  renderLens(data.lens, showLayer);
+  markLens();
 }
 
 function tokenChips(tokens, ids, cls = "") {
@@ -272,6 +274,34 @@ function drawHeatmap() {
   for (const thumb of $("overview").querySelectorAll("canvas")) {
     thumb.classList.toggle("selected", thumb.dataset.layer === box.dataset.layer && thumb.dataset.head === box.dataset.head);
   }
+  markLens();
+}
+
+// ------------------------------------------------------------------------------- layer by layer
+
+// The stack the lens reads: a classifier's encoder, else the decoder.
+function lensStack() {
+  return state.result.family === "encoder" ? "encoder" : "decoder";
+}
+
+// The lens's row of the layer drawn above, when the drawn attention is of the stack the lens reads.
+function markLens() {
+  const view = state.result.attention[state.view];
+  markLensLayer(view.kind.startsWith(lensStack()) ? state.layer : -1);
+}
+
+// A click on the lens's row of block `layer`: draw that layer's attention (of the stack the lens reads).
+function showLayer(layer) {
+  const views = state.result.attention;
+  let index = state.view;
+  if (!views[index].kind.startsWith(lensStack())) {
+    const cross = views.findIndex((v) => v.kind === "decoder.cross_attn");
+    index = cross >= 0 ? cross : views.findIndex((v) => v.kind.startsWith(lensStack()));
+  }
+  const changed = index !== state.view;
+  state.layer = layer;
+  selectView(index, changed);
+  $("attention-card").scrollIntoView({ block: "start" });
 }
 
 function drawOverview(view) {
