@@ -39,6 +39,7 @@ from scratchformer.train import train
 from scratchformer.train.optim import lr_at
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import figures_first_read as first_read  # noqa: E402  (the two pictures at the top of the walkthrough)
 import figures_learner as learner  # noqa: E402  (the pictures drawn from trained models, in their own file)
 
 OUT = Path(__file__).resolve().parent / "figures"
@@ -745,6 +746,8 @@ def digit_patches(path: Path) -> None:
 
 
 FIGURES: dict[str, Callable[[], None]] = {
+    "model_map": lambda: first_read.model_map(OUT / "model_map.png"),
+    "training_step": lambda: first_read.training_step(OUT / "training_step.png"),
     "paper_figure_1": lambda: paper_figure_1(OUT / "paper_figure_1.png"),
     "paper_figure_2": lambda: paper_figure_2(OUT / "paper_figure_2.png"),
     "attention_by_numbers": lambda: attention_by_numbers(OUT / "attention_by_numbers.png"),
