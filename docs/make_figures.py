@@ -174,7 +174,7 @@ def paper_figure_1(path: Path) -> None:
 
 
 def paper_figure_2(path: Path) -> None:
-    """Scaled dot-product attention and multi-head attention (the paper's Figure 2), with the code."""
+    """Scaled dot-product attention and multi-head attention (the paper's Figure 2), with paper.py's code."""
     fig = Figure(figsize=(11.5, 6.0))
     ax = fig.add_axes((0, 0, 1, 1))
     ax.set_xlim(0, 15.4)
@@ -183,7 +183,7 @@ def paper_figure_2(path: Path) -> None:
     d = _Diagram(ax)
     bw, bh = 2.0, 0.48
 
-    # left: scaled dot-product attention (attention_reference)
+    # left: scaled dot-product attention (paper.attention; the library's attention_reference is the same)
     x = 2.3
     ax.text(x, 7.85, "Scaled Dot-Product Attention", ha="center", fontsize=11, fontweight="bold")
     steps = [(1.6, "MatMul", "#d9d2ef", "q @ k.transpose(-2, -1)"), (2.7, "Scale", NORM, "/ math.sqrt(d_k)"),
@@ -201,9 +201,9 @@ def paper_figure_2(path: Path) -> None:
         d.arrow((qx, 0.6), (qx, 1.6 - bh / 2))
     ax.text(x + 1.4, 0.35, "V", ha="center", fontsize=11)
     d.path([(x + 1.4, 0.6), (x + 1.4, 6.0), (x + 0.5, 6.0), (x + 0.5, 6.5 - bh / 2)])
-    ax.text(x, 7.45, "attention_reference (page 4)", fontsize=8, family="monospace", color=CODE, ha="center")
+    ax.text(x, 7.45, "paper.attention (page 4)", fontsize=8, family="monospace", color=CODE, ha="center")
 
-    # right: multi-head attention (MultiHeadAttention)
+    # right: multi-head attention (paper.MultiHeadAttention)
     x = 9.6
     ax.text(x, 7.85, "Multi-Head Attention", ha="center", fontsize=11, fontweight="bold")
     for i, (label, lx) in enumerate((("V", x - 1.6), ("K", x), ("Q", x + 1.6))):
@@ -221,12 +221,12 @@ def paper_figure_2(path: Path) -> None:
     d.arrow((x, 3.45), (x, 4.75 - bh / 2))
     d.arrow((x, 4.75 + bh / 2), (x, 5.9 - bh / 2))
     d.arrow((x, 5.9 + bh / 2), (x, 7.2))
-    notes = [(1.4, "in_proj: [W^Q; W^K; W^V], one\n(3C, C) matrix for all heads", x + 2.5),
-             (3.1, "attend(q, k, v): heads are a\nbatch axis, (B, H, T, D)", x + 2.45),
-             (4.75, "transpose(1, 2).reshape(B, T, C)", x + 1.15), (5.9, "out_proj: W^O", x + 1.15)]
+    notes = [(1.4, "w_v, w_k, w_q: each one (C, C)\nmatrix, all heads side by side", x + 2.5),
+             (3.1, "attention(q, k, v, mask): heads\nare a batch axis, (B, H, T, D)", x + 2.45),
+             (4.75, "transpose(1, 2).reshape(B, T, C)", x + 1.15), (5.9, "w_o: W^O", x + 1.15)]
     for y, note, nx in notes:
         ax.text(nx, y, note, fontsize=7.5, family="monospace", color=CODE, va="center")
-    ax.text(x, 7.45, "MultiHeadAttention (page 5)", fontsize=8, family="monospace", color=CODE, ha="center")
+    ax.text(x, 7.45, "paper.MultiHeadAttention (page 5)", fontsize=8, family="monospace", color=CODE, ha="center")
     _save(fig, path)
 
 
