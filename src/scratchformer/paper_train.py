@@ -2,7 +2,7 @@
 
 Copy ``paper.py`` and this file into an empty folder; torch is the only package they need::
 
-    python paper_train.py              # 1,500 steps: about a minute on 2 CPU cores, >= 99 % exact match
+    python paper_train.py              # 1,000 steps: about a minute on 2 CPU cores, >= 99 % exact match
     python paper_train.py --steps 300  # a shorter run
 
 The task: read a random string of the letters a to j (4 to 12 of them) and write it again. The model must
@@ -15,7 +15,10 @@ walkthrough draws what it learns). The recipe is the paper's §5, at toy scale:
 - **Adam** with beta1 = 0.9, beta2 = 0.98 and epsilon = 1e-9 (§5.3);
 - **the learning rate of equation 3** (§5.3), lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5): a
   linear rise for ``warmup`` steps, then a decay with 1 / sqrt(step). The paper warms up for 4,000 of its
-  100,000 steps; this run has 1,500, so the warm-up is scaled down to 200 steps.
+  100,000 steps; this run has 1,000, so the warm-up is scaled down to 200 steps. The rate falls with the
+  model's width: at d_model = 64 it peaks at 8.8e-3 (the base model's: 7.0e-4), and batches of 128 strings
+  keep steps that large steady (with 64 strings the exact match still swung between 96.6 % and 98.6 % from
+  step 500 to step 1,000).
 
 What is not the paper's: the model is small (2 + 2 layers, d_model 64, 4 heads, d_ff 128: about 170,000
 parameters against 63 million), and dropout is 0, since random strings cannot be memorised and there is
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import random
 import time
+import warnings
 
 import paper  # the model: paper.py, in the same folder
 import torch
@@ -40,7 +44,7 @@ MIN_LEN, MAX_LEN = 4, 12  # string lengths
 N_HELD_OUT = 1000  # strings kept for the test, never trained on
 
 MODEL = dict(n_layers=2, d_model=64, d_ff=128, n_heads=4, dropout=0.0)  # the base model: 6, 512, 2048, 8, 0.1
-BATCH_SIZE = 64  # strings per step
+BATCH_SIZE = 128  # strings per step: about 1,150 target tokens (the paper's batches: about 25,000)
 WARMUP = 200  # the paper's warmup_steps = 4000, scaled down to this run's length
 LABEL_SMOOTHING = 0.1  # the paper's eps_ls
 ADAM = dict(betas=(0.9, 0.98), eps=1e-9)  # §5.3
@@ -147,9 +151,10 @@ def greedy_decode(model: paper.Transformer, src: torch.Tensor, max_new_tokens: i
 
 def main(argv: list[str] | None = None) -> float:
     parser = argparse.ArgumentParser(description="Train paper.py's Transformer on the copy task.")
-    parser.add_argument("--steps", type=int, default=1500, help="training steps (default 1500)")
+    parser.add_argument("--steps", type=int, default=1000, help="training steps (default 1000)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # torch alone says so; nothing needs it
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
     tests: list[str] = []  # the held-out strings, drawn first
@@ -162,7 +167,7 @@ def main(argv: list[str] | None = None) -> float:
 
     model = paper.make_model(VOCAB_SIZE, max_len=MAX_LEN + 2, pad_id=PAD, **MODEL)
     print(f"copy task: {sum(p.numel() for p in model.parameters()):,} parameters, {args.steps} steps of "
-          f"{BATCH_SIZE} strings, warm-up {WARMUP} steps, {torch.get_num_threads()} threads")
+          f"{BATCH_SIZE} strings, warm-up {WARMUP} steps; torch threads: {torch.get_num_threads()}")
     start = time.time()
     losses = train(model, args.steps, rng, held_out)
 
