@@ -33,9 +33,11 @@ import random
 import time
 import warnings
 
-import paper  # the model: paper.py, in the same folder
-import torch
-import torch.nn.functional as F
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # torch alone warns so; nothing needs it
+
+import paper  # noqa: E402  (the model: paper.py, in the same folder)
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 PAD, BOS, EOS = 0, 1, 2  # special ids; paper.make_model's pad_id is 0
 LETTERS = "abcdefghij"  # ids 3 .. 12
@@ -154,7 +156,6 @@ def main(argv: list[str] | None = None) -> float:
     parser.add_argument("--steps", type=int, default=1000, help="training steps (default 1000)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # torch alone says so; nothing needs it
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
     tests: list[str] = []  # the held-out strings, drawn first
