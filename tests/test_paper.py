@@ -141,7 +141,7 @@ def test_init_weights_zeroes_every_bias_and_torch_only_the_attention_ones():
     the attention biases; the feed-forward biases keep ``nn.Linear``'s default. The one-file model zeroes all."""
     torch.manual_seed(0)
     reference = torch.nn.Transformer(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
-                                     dim_feedforward=32)
+                                     dim_feedforward=32, batch_first=True)
     layer = reference.encoder.layers[0]
     assert not layer.self_attn.in_proj_bias.any() and not layer.self_attn.out_proj.bias.any()
     assert layer.linear1.bias.abs().min() > 0 and layer.linear2.bias.abs().min() > 0
@@ -214,7 +214,7 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_the_trainer_imports_torch_the_standard_library_and_paper_only():
-    assert _imports(TRAIN_FILE) <= {"__future__", "argparse", "random", "time", "torch", "paper"}
+    assert _imports(TRAIN_FILE) <= {"__future__", "argparse", "random", "time", "warnings", "torch", "paper"}
     assert len(TRAIN_FILE.read_text(encoding="utf-8").splitlines()) <= 300
     assert PAPER_FILE.name in TRAIN_FILE.read_text(encoding="utf-8")  # it says which file it needs
 
@@ -228,7 +228,7 @@ def test_the_two_files_train_the_copy_task_from_an_empty_folder(tmp_path):
     no_library = "import runpy, sys; sys.modules['scratchformer'] = None; sys.argv = ['paper_train.py', '--steps', " \
                  "'500']; runpy.run_path('paper_train.py', run_name='__main__')"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["OMP_NUM_THREADS"] = "1"  # the same numbers; on a 2-core machine other work shares, two threads wait on each other
+    env["OMP_NUM_THREADS"] = "1"  # the same numbers; where other work shares 2 cores, two threads wait on each other
     done = subprocess.run([sys.executable, "-c", no_library], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr
