@@ -40,6 +40,7 @@ from scratchformer.train import train
 from scratchformer.train.optim import lr_at
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import figures_first_read as first_read  # noqa: E402  (the two pictures at the top of the walkthrough)
 import figures_learner as learner  # noqa: E402  (the pictures drawn from trained models, in their own file)
 
 OUT = Path(__file__).resolve().parent / "figures"
@@ -174,7 +175,7 @@ def paper_figure_1(path: Path) -> None:
 
 
 def paper_figure_2(path: Path) -> None:
-    """Scaled dot-product attention and multi-head attention (the paper's Figure 2), with the code."""
+    """Scaled dot-product attention and multi-head attention (the paper's Figure 2), with paper.py's code."""
     fig = Figure(figsize=(11.5, 6.0))
     ax = fig.add_axes((0, 0, 1, 1))
     ax.set_xlim(0, 15.4)
@@ -183,7 +184,7 @@ def paper_figure_2(path: Path) -> None:
     d = _Diagram(ax)
     bw, bh = 2.0, 0.48
 
-    # left: scaled dot-product attention (attention_reference)
+    # left: scaled dot-product attention (paper.attention; the library's attention_reference is the same)
     x = 2.3
     ax.text(x, 7.85, "Scaled Dot-Product Attention", ha="center", fontsize=11, fontweight="bold")
     steps = [(1.6, "MatMul", "#d9d2ef", "q @ k.transpose(-2, -1)"), (2.7, "Scale", NORM, "/ math.sqrt(d_k)"),
@@ -201,9 +202,9 @@ def paper_figure_2(path: Path) -> None:
         d.arrow((qx, 0.6), (qx, 1.6 - bh / 2))
     ax.text(x + 1.4, 0.35, "V", ha="center", fontsize=11)
     d.path([(x + 1.4, 0.6), (x + 1.4, 6.0), (x + 0.5, 6.0), (x + 0.5, 6.5 - bh / 2)])
-    ax.text(x, 7.45, "attention_reference (page 4)", fontsize=8, family="monospace", color=CODE, ha="center")
+    ax.text(x, 7.45, "paper.attention (page 4)", fontsize=8, family="monospace", color=CODE, ha="center")
 
-    # right: multi-head attention (MultiHeadAttention)
+    # right: multi-head attention (paper.MultiHeadAttention)
     x = 9.6
     ax.text(x, 7.85, "Multi-Head Attention", ha="center", fontsize=11, fontweight="bold")
     for i, (label, lx) in enumerate((("V", x - 1.6), ("K", x), ("Q", x + 1.6))):
@@ -221,12 +222,12 @@ def paper_figure_2(path: Path) -> None:
     d.arrow((x, 3.45), (x, 4.75 - bh / 2))
     d.arrow((x, 4.75 + bh / 2), (x, 5.9 - bh / 2))
     d.arrow((x, 5.9 + bh / 2), (x, 7.2))
-    notes = [(1.4, "in_proj: [W^Q; W^K; W^V], one\n(3C, C) matrix for all heads", x + 2.5),
-             (3.1, "attend(q, k, v): heads are a\nbatch axis, (B, H, T, D)", x + 2.45),
-             (4.75, "transpose(1, 2).reshape(B, T, C)", x + 1.15), (5.9, "out_proj: W^O", x + 1.15)]
+    notes = [(1.4, "w_v, w_k, w_q: each one (C, C)\nmatrix, all heads side by side", x + 2.5),
+             (3.1, "attention(q, k, v, mask): heads\nare a batch axis, (B, H, T, D)", x + 2.45),
+             (4.75, "transpose(1, 2).reshape(B, T, C)", x + 1.15), (5.9, "w_o: W^O", x + 1.15)]
     for y, note, nx in notes:
         ax.text(nx, y, note, fontsize=7.5, family="monospace", color=CODE, va="center")
-    ax.text(x, 7.45, "MultiHeadAttention (page 5)", fontsize=8, family="monospace", color=CODE, ha="center")
+    ax.text(x, 7.45, "paper.MultiHeadAttention (page 5)", fontsize=8, family="monospace", color=CODE, ha="center")
     _save(fig, path)
 
 
@@ -747,6 +748,8 @@ def digit_patches(path: Path) -> None:
 
 
 FIGURES: dict[str, Callable[[], None]] = {
+    "model_map": lambda: first_read.model_map(OUT / "model_map.png"),
+    "training_step": lambda: first_read.training_step(OUT / "training_step.png"),
     "paper_figure_1": lambda: paper_figure_1(OUT / "paper_figure_1.png"),
     "paper_figure_2": lambda: paper_figure_2(OUT / "paper_figure_2.png"),
     "attention_by_numbers": lambda: attention_by_numbers(OUT / "attention_by_numbers.png"),

@@ -14,9 +14,12 @@
 #    rate of equation 3 (warm-up, then 1/√step);
 # 5. **greedy decoding** of strings the model has never seen, and the exact-match score.
 #
-# It is the paper's recipe (§5) at toy scale, and it is what `train` does underneath, step for step (page
-# 10 of the walkthrough, `docs/10-training.md`, goes through the full trainer). At the end the trained
-# weights move into the library's `Seq2SeqTransformer`, whose cached decoder must give the same tokens.
+# It is the paper's recipe (§5) at toy scale, the loop of `scratchformer/paper_train.py` (which runs with torch
+# alone, beside `paper.py`). The full trainer, `train`, takes the same kind of step, with what real runs need
+# around it and other choices by default (AdamW with weight decay, a cosine schedule, batches by token count,
+# clipped gradients): page 10 of the walkthrough, `docs/10-training.md`, goes through it, and the end of this
+# notebook lists the differences. At the end the trained weights move into the library's `Seq2SeqTransformer`,
+# whose cached decoder must give the same tokens.
 
 # %%
 # Parameters. SCRATCHFORMER_NOTEBOOK_TINY=1 (set by the test suite) trains a one-layer model for 400 steps,

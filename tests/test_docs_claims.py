@@ -250,6 +250,35 @@ def test_page_13_growth_per_doubling_is_read_off_its_own_table():
     assert found and [float(x) for x in found.groups()] == [round(r, 1) for r in ratios]
 
 
+def _summary_wall_time(preset: str) -> str:
+    """The wall time RESULTS.md's summary gives the ``preset`` row (the whole ``scratchformer train`` command)."""
+    summary = (REPO / "RESULTS.md").read_text(encoding="utf-8").split("## Summary")[1].split("\n## ")[0]
+    row = next(line for line in summary.splitlines() if line.startswith("|") and f"| `{preset}` " in line)
+    return row.split("|")[6].strip()
+
+
+def test_page_5_gives_the_recorded_time_of_shakespeare_char():
+    """Page 5's time for ``--preset shakespeare-char`` is RESULTS.md's (it said "about two minutes" for 49 s)."""
+    wall = _summary_wall_time("shakespeare-char")
+    assert re.fullmatch(r"\d+ s", wall), wall
+    page = _page("05-multi-head-attention.md")
+    assert f"shakespeare-char --out runs/shakespeare`, {wall} on a quiet 2-core machine" in page
+
+
+def test_page_16_times_the_modern_preset_with_each_setup():
+    """Page 16's three times for ``shakespeare-char-modern`` come with their setups: the table's are the recorded
+    ones of ``modern_ablation.py --presets`` (one thread, ``train`` alone), the whole command's is RESULTS.md's."""
+    recorded = {r["name"]: r["seconds"] for r in json.loads((REPO / "results/modern-presets/presets.json").read_text())}
+    page = _page("16-since-2017.md")
+    for name, row in [("shakespeare-char", "| `shakespeare-char` | 2,000 | {} s |"),
+                      ("shakespeare-char-modern", "| `shakespeare-char-modern` | 2,000 | {} s (1.20x) |")]:
+        assert row.format(round(recorded[name])) in page, name
+    assert "This table's are the `train` call alone" in page and "on one thread" in page
+    whole = _summary_wall_time("shakespeare-char-modern")
+    assert f"took {whole} in a fresh clone" in page and f"({whole} on 2 cores, the whole command" in page
+    assert "`N / ‖N‖`" in page and "M / ‖M‖" not in page  # Muon orthogonalises the Nesterov momentum N
+
+
 def test_notebook_3_quotes_the_recorded_shakespeare_char_loss():
     recorded = json.loads((REPO / "results/shakespeare-char/eval.json").read_text())["loss"]
     notebook = (REPO / "notebooks/03_char_gpt.py").read_text(encoding="utf-8")

@@ -3,7 +3,8 @@
     rank -3 errors.py (the exceptions a command ends with)
     rank -2 lazy.py (how the packages load their names on first use), extras.py (the optional packages),
             atomic.py (writing files so that a failure or a crash leaves none half-written),
-            paper.py (the whole 2017 model in one file: it imports torch and nothing of the package)
+            paper.py (the whole 2017 model in one file: it imports torch and nothing of the package),
+            paper_train.py (trains paper.py on the copy task: it imports torch and paper, run beside it)
     rank -1 registry.py (the task registry: what each task is)   distributed.py (torchrun's processes)
     rank 0  nn/ (the paper's blocks)   tokenizers/   metrics.py
     rank 1  models/ (the three families, from nn/)   data/ (files by role -> tokenizer -> prepared corpora -> views)
@@ -30,6 +31,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "scratchformer"
 RANKS = {"lazy": -2, "extras": -2, "errors": -3, "atomic": -2, "paper": -2, "registry": -1, "distributed": -1, "nn": 0,
          "tokenizers": 0, "metrics": 0, "models": 1, "data": 1, "settings": 2, "checkpoint": 2, "generation": 2,
          "interop": 2, "tasks": 3, "train": 4, "inference": 4, "app": 5}
+RANKS["paper_train"] = -2  # beside paper.py, importing it as ``paper``: nothing of the package
 EXEMPT = {"__init__.py", "__main__.py"}
 MODULE_NAME = re.compile(r"scratchformer(\.\w+)+(:\w+)?")
 

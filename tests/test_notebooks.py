@@ -78,7 +78,19 @@ def test_notebook_runs_in_tiny_mode(name, tmp_path, monkeypatch):
         assert namespace["library"] == namespace["predictions"]  # the plain loop decodes as greedy_translate
         # the loop trains the one-file model (scratchformer/paper.py), and it learns to copy unseen strings
         assert type(namespace["model"]).__module__ == "scratchformer.paper"
-        assert namespace["exact_match"] >= 0.8, namespace["exact_match"]
+        assert namespace["exact_match"] >= NOTEBOOK_5_EXACT_MATCH, namespace["exact_match"]
+
+
+NOTEBOOK_5_EXACT_MATCH = 0.8  # in tiny mode; notebooks/README.md gives the same number
+
+
+def test_the_readme_says_what_tiny_mode_asks_of_each_notebook():
+    """Tiny mode learns little in notebooks 1-4, but notebook 5's copy model must reach 80 % exact match: the
+    README says so (it once said that every tiny model learns next to nothing)."""
+    readme = " ".join((NOTEBOOKS / "README.md").read_text(encoding="utf-8").split())
+    share = f"{NOTEBOOK_5_EXACT_MATCH * 100:.0f} %"
+    assert f"must copy at least {share} of the held-out strings exactly" in readme
+    assert "learn next to nothing" not in readme
 
 
 def test_char_gpt_notebook_falls_back_to_builtin_text_without_data(tmp_path, monkeypatch):

@@ -12,11 +12,14 @@ Letters used in every shape comment (the same on every page of the walkthrough):
     F  d_ff               V  vocabulary size          N  number of layers
 
 Masks are boolean and ``True`` means "may attend", the polarity of ``F.scaled_dot_product_attention``.
+Padding goes at the end of a row (right padding): positions are counted from the first column, so padding in
+front would move every real token to another position.
 
 The order is the paper's: §3.4 embeddings, §3.5 positions, §3.2.1 attention, §3.2.3 masks, §3.2.2
 multi-head attention, §3.3 feed-forward, §3.1 residual + LayerNorm, the encoder and decoder layers and
 stacks, Figure 1's encoder-decoder and ``make_model``; then two small variations on the same blocks, a
-decoder-only language model (GPT) and an encoder-only classifier.
+decoder-only language model (GPT) and an encoder-only classifier. ``paper_train.py``, beside this file,
+trains ``make_model`` on a copy task with the paper's recipe: ``python paper_train.py``.
 """
 
 from __future__ import annotations
@@ -273,8 +276,9 @@ class Transformer(nn.Module):
 
 def make_model(vocab_size: int, n_layers: int = 6, d_model: int = 512, d_ff: int = 2048, n_heads: int = 8,
                dropout: float = 0.1, max_len: int = 5000, pad_id: int = 0) -> Transformer:
-    """The whole model wired in one place. The defaults are the base model of Table 3 (65M parameters
-    with the paper's 37,000-token vocabulary)."""
+    """The whole model wired in one place. The defaults are the base model of Table 3: with a shared
+    vocabulary of 37,000 tokens (the paper's "about 37000"), ``make_model(37000)`` has 63,082,496 parameters,
+    where Table 3 lists 65M; page 2 of the walkthrough counts them."""
     model = Transformer(
         Embeddings(vocab_size, d_model),
         PositionalEncoding(d_model, dropout, max_len),
@@ -287,8 +291,9 @@ def make_model(vocab_size: int, n_layers: int = 6, d_model: int = 512, d_ff: int
 
 
 def init_weights(model: nn.Module) -> None:
-    """The paper states no initialisation. Matrices Xavier-uniform, biases 0 (as tensor2tensor and
-    ``torch.nn.Transformer``); the embedding N(0, 1/C), so that x sqrt(C) makes it unit-variance."""
+    """The paper states no initialisation. Matrices Xavier-uniform (as ``torch.nn.Transformer``), every bias 0
+    (``torch.nn.Transformer`` zeroes only the attention biases and leaves the feed-forward ones at
+    ``nn.Linear``'s default); the embedding N(0, 1/C), so that x sqrt(C) makes it unit-variance."""
     for module in model.modules():
         if isinstance(module, nn.Linear):
             nn.init.xavier_uniform_(module.weight)
@@ -301,9 +306,10 @@ def init_weights(model: nn.Module) -> None:
 
 
 class GPT(nn.Module):
-    """A language model: the encoder's layers under the causal mask, so each position sees only earlier
-    ones (the decoder without cross-attention, as Radford et al. 2018). ``(B, T) -> logits (B, T, V)``:
-    position t predicts token t + 1."""
+    """A language model: the encoder's layers under the causal mask, so each position sees itself and the
+    positions before it (the decoder without cross-attention, as Radford et al. 2018). ``(B, T) -> logits
+    (B, T, V)``: position t predicts token t + 1. Pad at the end only: a row that starts with padding has a
+    first query that may attend to no key at all, and its NaN spreads to every position."""
 
     def __init__(self, vocab_size: int, n_layers: int = 6, d_model: int = 512, d_ff: int = 2048,
                  n_heads: int = 8, dropout: float = 0.1, max_len: int = 5000, pad_id: int = 0) -> None:
@@ -325,7 +331,8 @@ class GPT(nn.Module):
 
 class EncoderClassifier(nn.Module):
     """A sentence classifier: the encoder, the mean of its outputs over the real tokens, one linear
-    layer. ``(B, S) -> class logits (B, K)`` for K classes."""
+    layer. ``(B, S) -> class logits (B, K)`` for K classes. Pad at the end only: padding in front moves the
+    real tokens to later positions, which changes the logits."""
 
     def __init__(self, vocab_size: int, n_classes: int, n_layers: int = 6, d_model: int = 512, d_ff: int = 2048,
                  n_heads: int = 8, dropout: float = 0.1, max_len: int = 5000, pad_id: int = 0) -> None:
