@@ -84,7 +84,8 @@ def test_text_that_could_close_the_script_stays_data(ckpts):
     result = explore(ckpt, "abc")
     result["input"] = "</script><script>alert(1)</script>&\u2028"
     page = standalone_page(model_info(ckpt), [result])
-    assert "alert(1)</script>" not in page and page.count("</script>") == 1 + len(SCRIPTS)  # the data block and the scripts
+    # the data block's closing tag and the scripts' own
+    assert "alert(1)</script>" not in page and page.count("</script>") == 1 + len(SCRIPTS)
     assert _embedded(page)["results"][0]["input"] == result["input"]
 
 
