@@ -169,3 +169,12 @@ def test_output_into_a_closed_pipe_ends_quietly():
     stderr = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141
     assert stderr == ""
+
+
+def test_evaluate_refuses_a_settings_word_among_its_files_in_one_line(tmp_path, capsys):
+    """``evaluate --data FILE key=value`` once read the word as a second file and named --test in its error."""
+    text = tmp_path / "val.txt"
+    text.write_text("some text\n")
+    assert main(["evaluate", "--ckpt", str(tmp_path / "run"), "--data", str(text), "num_threads=1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "evaluate takes no settings (num_threads=1)" in err and "--test" not in err

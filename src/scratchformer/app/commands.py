@@ -106,6 +106,9 @@ def cmd_classify(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    words = [p for p in args.data or () if "=" in Path(p).name and not Path(p).exists()]
+    if words:  # not a file to score: a setting, which a checkpoint brings with it
+        raise ConfigError(f"evaluate takes no settings ({words[0]}): a checkpoint is scored with its own")
     if len(args.ckpt) > 1:
         ckpts = [(path, load_checkpoint(path)) for path in args.ckpt]
         result = evaluate_ensemble(ckpts, split=args.split, data=args.data)
