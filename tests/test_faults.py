@@ -19,6 +19,7 @@ import torch
 from safetensors.torch import load_file
 
 from scratchformer.app.cli import main
+from scratchformer.errors import RunDirError
 
 TINY = ["task=lm", "d_model=16", "n_heads=2", "n_layers=1", "d_ff=32", "max_len=16", "batch_size=4", "log_every=2",
         "eval_every=3", "eval_batches=1", "max_steps=9"]
@@ -155,6 +156,7 @@ import os, signal, sys
 import scratchformer.atomic as atomic
 import safetensors.torch
 from scratchformer.app.cli import main
+from scratchformer.errors import RunDirError
 
 point, real_replace, real_save = sys.argv[1], os.replace, safetensors.torch.save_model
 def die():
@@ -237,6 +239,7 @@ SOAK = """
 import os, signal, sys
 import scratchformer.train.trainer as trainer
 from scratchformer.app.cli import main
+from scratchformer.errors import RunDirError
 stop_at, real = int(sys.argv[1]), trainer.Trainer.train_step
 def step(self, i):
     if i == stop_at:
@@ -267,3 +270,22 @@ def test_ten_sigterms_at_random_steps_end_bit_identical_to_one_unbroken_run(tmp_
     b = load_file(str(reference / "last" / "model.safetensors"))
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert rows(out) == rows(reference)
+
+
+def test_a_later_rank_does_not_take_its_first_rank_s_files_for_another_run(tmp_path, monkeypatch):
+    """Under torchrun, rank 0 takes the lock, checks the directory and begins writing into it; a rank that starts
+    later finds rank 0's files there and must not refuse them as another run's (under load it did, and the run
+    ended with that rank's one-line error)."""
+    from scratchformer.distributed import DistInfo
+    from scratchformer.settings.config import TrainConfig
+    from scratchformer.train import session
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.json").write_text("{}")  # what rank 0 has written by then
+    monkeypatch.setattr(session, "init_distributed", lambda device: DistInfo(rank=1, world_size=2))
+    opened = session.open_run(out, TrainConfig(), quiet=True)
+    assert opened.lock is None and opened.dist.rank == 1
+    monkeypatch.setattr(session, "init_distributed", lambda device: DistInfo())
+    with pytest.raises(RunDirError, match="already holds a run"):  # rank 0 (or one process) still refuses it
+        session.open_run(out, TrainConfig(), quiet=True)

@@ -52,9 +52,9 @@ class Session:
 
 def open_run(out: Path, cfg: TrainConfig, *, resume: bool = False, quiet: bool = False,
              echo: Callable[[str], None] | None = None) -> Session:
-    """Pick the device; join the process group when started by ``torchrun``; take the run directory's lock
-    (``lock.py``: one writer); refuse a directory that holds another run (or, resuming, nothing); remove what a
-    killed write left; find the checkpoint a resumed run continues from."""
+    """Pick the device; join the process group when started by ``torchrun``; on rank 0, take the run directory's
+    lock (``lock.py``: one writer), refuse a directory that holds another run (or, resuming, nothing) and remove
+    what a killed write left; find the checkpoint a resumed run continues from."""
     device = pick_device(cfg.device)
     dist = init_distributed(device)
     if dist.enabled and device.type == "cuda":
@@ -64,10 +64,9 @@ def open_run(out: Path, cfg: TrainConfig, *, resume: bool = False, quiet: bool =
     progress = Progress(say if dist.is_main else None, quiet=quiet)
     lock = RunLock(out) if dist.is_main else None
     try:
-        if lock is not None:
+        if lock is not None:  # rank 0 alone: another rank, started later, would find rank 0's own files there
             lock.acquire(progress.say)
-        check_out_dir(out, resume)
-        if lock is not None:
+            check_out_dir(out, resume)
             remove_leftovers(out)
         ckpt = pick_checkpoint(out, progress.say) if resume else None
         return Session(out, resume, device, dist, progress, ckpt, _tokenizer(ckpt, cfg), lock)
