@@ -226,14 +226,14 @@ def test_the_two_files_train_the_copy_task_from_an_empty_folder(tmp_path):
     for source in (PAPER_FILE, TRAIN_FILE):
         shutil.copy(source, tmp_path / source.name)
     no_library = "import runpy, sys; sys.modules['scratchformer'] = None; sys.argv = ['paper_train.py', '--steps', " \
-                 "'500']; runpy.run_path('paper_train.py', run_name='__main__')"
+                 "'300']; runpy.run_path('paper_train.py', run_name='__main__')"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["OMP_NUM_THREADS"] = "1"  # the same numbers; where other work shares 2 cores, two threads wait on each other
     done = subprocess.run([sys.executable, "-c", no_library], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    losses = [float(m.group(1)) for line in lines if (m := re.match(r"step +\d+/500 +loss ([\d.]+)", line))]
-    assert len(losses) == 5 and losses[-1] < 0.7 < losses[0], losses  # the floor with label smoothing: 0.537
+    losses = [float(m.group(1)) for line in lines if (m := re.match(r"step +\d+/300 +loss ([\d.]+)", line))]
+    assert len(losses) == 3 and losses[-1] < 0.7 < losses[0], losses  # the floor with label smoothing: 0.537
     match = re.search(r"exact match ([\d.]+) %$", lines[-1])
     assert match and float(match.group(1)) >= 90, lines[-1]
