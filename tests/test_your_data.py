@@ -503,25 +503,32 @@ def test_fitting_a_time_budget_again_keeps_the_rates_taken():
     assert fitted(Schedule("constant", 1e-3, 0.0, 10, 1000), 900, 0.1, 2.0).total == 918
 
 
-def test_a_run_slower_than_its_estimate_still_cools_down_within_max_time(tmp_path, capsys, monkeypatch):
-    """The run's clock is a fake one that a step moves on by 10 ms until the estimate is made and by 50 ms
-    after it (evaluations take no time): the first estimate is five times too long, and without fitting it
-    again the budget would end the run in its constant phase. Machine load changes nothing."""
+def fake_clock(monkeypatch, before_s: float, after_s: float):
+    """The training clock made a fake one (``clock.now``) that each step moves on by ``before_s`` until the
+    budget's estimate is made (``Trainer.begin``) and by ``after_s`` after it; evaluations take no time."""
     from types import SimpleNamespace
 
     from scratchformer.train import budget, trainer
 
-    clock = SimpleNamespace(now=0.0, step_s=0.01)
+    clock = SimpleNamespace(now=0.0, step_s=before_s)
     monkeypatch.setattr(trainer, "time", SimpleNamespace(perf_counter=lambda: clock.now))
     monkeypatch.setattr(budget, "time", SimpleNamespace(perf_counter=lambda: clock.now))
     begin, step = trainer.Trainer.begin, trainer.Trainer.train_step
-    monkeypatch.setattr(trainer.Trainer, "begin", lambda self: (begin(self), setattr(clock, "step_s", 0.05)))
+    monkeypatch.setattr(trainer.Trainer, "begin", lambda self: (begin(self), setattr(clock, "step_s", after_s)))
 
     def train_step(self, i):
         clock.now += clock.step_s
         return step(self, i)
 
     monkeypatch.setattr(trainer.Trainer, "train_step", train_step)
+    return clock
+
+
+def test_a_run_slower_than_its_estimate_still_cools_down_within_max_time(tmp_path, capsys, monkeypatch):
+    """The run's clock is a fake one that a step moves on by 10 ms until the estimate is made and by 50 ms
+    after it (evaluations take no time): the first estimate is five times too long, and without fitting it
+    again the budget would end the run in its constant phase. Machine load changes nothing."""
+    clock = fake_clock(monkeypatch, 0.01, 0.05)
     out = tmp_path / "run"
     assert main(["train", "--preset", "copy", *TINY, "max_time=8s", "decay_fraction=0.5", "min_lr=0",
                  "n_test=10", "eval_decode=0", "eval_every=20", "--out", str(out)]) == 0
@@ -541,21 +548,7 @@ def test_a_run_without_evaluations_fits_its_length_again_on_its_own_clock(tmp_pa
     estimate is twice too short, and without fitting it again between evaluations the run would stop after half
     of its budget. Fitted on the budget's own clock before its warm-up ends, it runs its whole (longer) schedule
     and ends within the budget, having used it."""
-    from types import SimpleNamespace
-
-    from scratchformer.train import budget, trainer
-
-    clock = SimpleNamespace(now=0.0, step_s=0.04)
-    monkeypatch.setattr(trainer, "time", SimpleNamespace(perf_counter=lambda: clock.now))
-    monkeypatch.setattr(budget, "time", SimpleNamespace(perf_counter=lambda: clock.now))
-    begin, step = trainer.Trainer.begin, trainer.Trainer.train_step
-    monkeypatch.setattr(trainer.Trainer, "begin", lambda self: (begin(self), setattr(clock, "step_s", 0.02)))
-
-    def train_step(self, i):
-        clock.now += clock.step_s
-        return step(self, i)
-
-    monkeypatch.setattr(trainer.Trainer, "train_step", train_step)
+    clock = fake_clock(monkeypatch, 0.04, 0.02)
     out = tmp_path / "run"
     assert main(["train", "--preset", "copy", *TINY, "max_time=4s", "n_test=10", "eval_decode=0",
                  "eval_every=10000", "log_every=1000", "--out", str(out)]) == 0
