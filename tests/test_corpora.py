@@ -380,7 +380,7 @@ def test_under_ddp_rank_zero_prepares_and_the_other_ranks_wait_for_its_outcome(t
 
     with monkeypatch.context() as m:  # rank 1 waits for rank 0's outcome and only opens the files
         m.setattr(corpora_module, "broadcast_object", lambda value, info: sent[0])
-        for name in ("_corpus", "_trained_tokenizer"):
+        for name in ("_cached", "write_corpus", "_trained_tokenizer"):
             m.setattr(corpora_module, name, never)
         m.setattr(corpora_module.cache, "fingerprint", never)
         tok1, prepared1 = prepare_sources(cfg, the_plan, info=DistInfo(rank=1, world_size=2))

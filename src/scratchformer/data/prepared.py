@@ -70,8 +70,17 @@ def prepared_data(req: DataRequest) -> TaskData:
             assert tok is not None
             tokenizer_id = cache.digest(tok.state())
             corpora = []
-            for source in the_plan.sources():  # each prepared in turn, with its own lines on the screen
-                corpora.append(_corpus(source, prints[source], tok, tokenizer_id, root, dist, say, quiet))
+            for source in the_plan.sources():  # each found in the cache, or written now with its own lines
+                path = _cached(source, prints[source], tokenizer_id, root, say)
+                reused = path.exists()
+                if not reused:
+                    with ByteBar(f"preparing {source}", source_bytes(source), say, quiet=quiet) as bar:
+                        corpus = write_corpus(source, tok, path, _meta(path, prints[source], tok, tokenizer_id, dist),
+                                              bar)
+                    if not quiet:
+                        say(f"prepared {source}: {describe(corpus)} in {bar.seconds:.1f} s; "
+                            f"{size_text(corpus.n_bytes())} in {path}")
+                corpora.append((str(path), reused))
             outcome = ("ok", {"tokenizer": trained, "corpora": corpora})
         except DataError as err:
             broadcast_object(("error", str(err)), dist)
@@ -147,26 +156,24 @@ def _trained_tokenizer(cfg: TokenizerSettings, plan: DataPlan, prints: dict[Sour
     return str(directory)
 
 
-def _corpus(source: Source, print_: str, tokenizer: Tokenizer, tokenizer_id: str, root: Path, dist: DistInfo,
-            say: Say, quiet: bool) -> tuple[str, bool]:
-    """(path, reused) of the corpus of ``source``: found in the cache, or written now."""
-    key = cache.digest({"format": FORMAT_VERSION, "source": print_, "tokenizer": tokenizer_id})
-    path = root / key
+def _cached(source: Source, print_: str, tokenizer_id: str, root: Path, say: Say) -> Path:
+    """The cache's folder for the corpus of ``source`` with this tokenizer: present if a sound copy is there (a
+    damaged one is removed, to be written again)."""
+    path = root / cache.digest({"format": FORMAT_VERSION, "source": print_, "tokenizer": tokenizer_id})
     if path.exists():
         try:
             PreparedCorpus.open(path)
-            return str(path), True
         except CorruptCorpus as err:
             say(f"warning: the prepared corpus of {source} in {path} is damaged ({err}); preparing it again")
             shutil.rmtree(path, ignore_errors=True)
-    meta = {"key": key, "fingerprint": print_, "tokenizer": tokenizer_id, "tokenizer_kind": tokenizer.kind,
+    return path
+
+
+def _meta(path: Path, print_: str, tokenizer: Tokenizer, tokenizer_id: str, dist: DistInfo) -> dict[str, Any]:
+    """What a new corpus's manifest says of where it came from."""
+    return {"key": path.name, "fingerprint": print_, "tokenizer": tokenizer_id, "tokenizer_kind": tokenizer.kind,
             "created": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "prepared_by": {"host": socket.gethostname(), "pid": os.getpid(), "rank": dist.rank}}
-    with ByteBar(f"preparing {source}", source_bytes(source), say, quiet=quiet) as bar:
-        corpus = write_corpus(source, tokenizer, path, meta, bar)
-    if not quiet:
-        say(f"prepared {source}: {describe(corpus)} in {bar.seconds:.1f} s; {size_text(corpus.n_bytes())} in {path}")
-    return str(path), False
 
 
 def describe(corpus: PreparedCorpus) -> str:

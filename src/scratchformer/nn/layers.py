@@ -116,7 +116,9 @@ class Encoder(nn.Module):
     def __init__(self, cfg: ModelConfig, n_layers: int) -> None:
         super().__init__()
         rope = RotaryEmbedding(cfg.head_dim, cfg.max_len, cfg.rope_base) if cfg.positional == "rotary" else None
-        self.layers = nn.ModuleList(EncoderLayer(cfg, rope) for _ in range(n_layers))
+        self.layers = nn.ModuleList()
+        for _ in range(n_layers):
+            self.layers.append(EncoderLayer(cfg, rope))
         self.norm = norm_layer(cfg) if cfg.norm == "pre" else None
         self.window = cfg.attention_window
 
@@ -138,7 +140,9 @@ class Decoder(nn.Module):
         super().__init__()
         self.cfg = cfg
         rope = RotaryEmbedding(cfg.head_dim, cfg.max_len, cfg.rope_base) if cfg.positional == "rotary" else None
-        self.layers = nn.ModuleList(DecoderLayer(cfg, cross_attention, rope) for _ in range(n_layers))
+        self.layers = nn.ModuleList()
+        for _ in range(n_layers):
+            self.layers.append(DecoderLayer(cfg, cross_attention, rope))
         self.norm = norm_layer(cfg) if cfg.norm == "pre" else None
 
     def new_cache(self, batch_size: int, max_len: int | None = None, *, device: torch.device | str | None = None,

@@ -1,6 +1,6 @@
 """Training: a run's session, its loop, and everything the loop uses; it receives ready data.
 
-    start.py       train (the Python entry), train_on: the task and the model for ready data, then the loop
+    start.py       train (the Python entry); trainer_for: the task and the model for ready data, and the loop
     session.py     open_run: the run directory (new, or resumed), the device, the processes of a torchrun
     trainer.py     Trainer: the loop, readable top to bottom as steps
     steps.py       one step's micro-batches and backward; an evaluation
@@ -20,7 +20,7 @@ pipeline (``data.load_data``), the task object that batches it named by the task
 from scratchformer.lazy import lazy_exports
 
 _EXPORTS = {  # name -> the module that defines it
-    **dict.fromkeys(["train", "train_on"], "scratchformer.train.start"),
+    **dict.fromkeys(["train", "train_on", "trainer_for"], "scratchformer.train.start"),
     **dict.fromkeys(["Session", "open_run"], "scratchformer.train.session"),
     **dict.fromkeys(["Trainer"], "scratchformer.train.trainer"),
     **dict.fromkeys(["TrainResult", "TrainingError"], "scratchformer.train.result"),

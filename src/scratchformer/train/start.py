@@ -7,7 +7,7 @@ and for a caller in Python alike:
     settings      resolve(...) -> Resolved           settings/   (the precedence rule; ModelConfig built once)
     session       open_run(out, cfg, resume=...)     session.py  (refuses a used directory, joins torchrun)
     data          load_data(task, cfg, files, ...)   data/       (files -> tokenizer -> TaskData)
-    training      train_on(session, resolved, data)  here        (the task, the model, trainer.Trainer)
+    training      trainer_for(session, run, data)    here        (the task, the model, trainer.Trainer), .run()
 
 The first is the caller's: ``train(resolve(overrides={"task": "copy", "max_steps": 200}), "runs/copy")``.
 """
@@ -28,7 +28,7 @@ from scratchformer.train.result import TrainResult
 from scratchformer.train.session import Session, open_run
 from scratchformer.train.trainer import Trainer
 
-__all__ = ["Session", "open_run", "train", "train_on"]
+__all__ = ["Session", "open_run", "train", "train_on", "trainer_for"]
 
 
 def train(run: Resolved, out_dir: str | Path, *, resume: bool = False, echo: Callable[[str], None] | None = None,
@@ -40,12 +40,18 @@ def train(run: Resolved, out_dir: str | Path, *, resume: bool = False, echo: Cal
     with open_run(Path(out_dir), run.train, resume=resume, quiet=quiet, echo=echo) as session:
         data = load_data(run.task, run.train, run.data, tokenizer=session.tokenizer, dist=session.dist,
                          say=session.log, quiet=quiet)
-        return train_on(session, run, data)
+        return trainer_for(session, run, data).run()
 
 
 def train_on(session: Session, run: Resolved, data: TaskData) -> TrainResult:
     """Train on ready data (``data.load_data``): the task, a new model (or one fine-tuned from ``init_from``),
     the loop (``trainer.Trainer``)."""
+    return trainer_for(session, run, data).run()
+
+
+def trainer_for(session: Session, run: Resolved, data: TaskData) -> Trainer:
+    """The task for ready data, a new model (or one fine-tuned from ``init_from``) and the loop that will train
+    it (``trainer.Trainer``; ``.run()`` starts it)."""
     cfg = run.train
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
@@ -57,4 +63,4 @@ def train_on(session: Session, run: Resolved, data: TaskData) -> TrainResult:
         model = fine_tuned(run, task, session.log)
     else:
         model = build_model(task.model_config)
-    return Trainer(task, model, run, session).run()
+    return Trainer(task, model, run, session)

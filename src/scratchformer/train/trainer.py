@@ -15,7 +15,7 @@
     average_last = N: the mean of the last N saves, averaged/     Trainer.write_average (averaging.py)
     the kept checkpoint measured on the test split; samples       Trainer.finish
 
-The task and the model come ready (``start.train_on``). Every step's batch, dropout masks and learning rate
+The task and the model come ready (``start.trainer_for``). Every step's batch, dropout masks and learning rate
 are pure functions of ``(seed, step)``, so a run killed at any point and resumed from its last checkpoint
 continues exactly as if it had not stopped.
 """
