@@ -8,7 +8,9 @@
     rank -1 registry.py (the task registry: what each task is)   distributed.py (torchrun's processes)
     rank 0  nn/ (the paper's blocks)   tokenizers/   metrics.py
     rank 1  models/ (the three families, from nn/)   data/ (files by role -> tokenizer -> prepared corpora -> views)
-    rank 2  settings/ (configs, presets, the precedence rule)   checkpoint.py   generation/   interop/
+    rank 1.5 interop/ (weights between scratchformer and other implementations: torch.nn, Hugging Face)
+    rank 2  settings/ (configs, presets, the precedence rule)   checkpoint.py (which reads a Hugging Face folder
+            through interop/)   generation/
     rank 3  tasks/ (each task's batches, loss and evaluation)
     rank 4  train/ (the session and the loop)   inference.py (using a trained checkpoint)
     rank 5  app/ (what a user runs: the CLI, its commands, plots, export, explain, explore)
@@ -30,7 +32,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "scratchformer"
 RANKS = {"lazy": -2, "extras": -2, "errors": -3, "atomic": -2, "paper": -2, "registry": -1, "distributed": -1, "nn": 0,
          "tokenizers": 0, "metrics": 0, "models": 1, "data": 1, "settings": 2, "checkpoint": 2, "generation": 2,
-         "interop": 2, "tasks": 3, "train": 4, "inference": 4, "app": 5}
+         "interop": 1.5, "tasks": 3, "train": 4, "inference": 4, "app": 5}
 RANKS["paper_train"] = -2  # beside paper.py, importing it as ``paper``: nothing of the package
 EXEMPT = {"__init__.py", "__main__.py"}
 MODULE_NAME = re.compile(r"scratchformer(\.\w+)+(:\w+)?")

@@ -1,4 +1,5 @@
-"""Checkpoints: a directory per checkpoint, written atomically, loaded without executing code.
+"""Checkpoints: a directory per checkpoint, written atomically, loaded without executing code. A Hugging Face
+folder of a Llama, Qwen3 or GPT-2 model loads as a checkpoint too (``interop/hf_folder.py``).
 
     CKPT/model.safetensors   weights (safetensors: no pickle; tied weights stored once)
     CKPT/config.json         {"model": ModelConfig, "train": training settings, "step": ..., "labels": [...]}
@@ -48,6 +49,14 @@ class Checkpoint:
     @property
     def task(self) -> str:
         return str(self.train.get("task", ""))
+
+    def check_tokenizer(self, command: str) -> None:
+        """Refuse, in one line, a text command on a checkpoint without a tokenizer (a Hugging Face folder without
+        ``tokenizer.json``; a ViT reads pixels and is refused by the commands for its family)."""
+        if self.tokenizer is None and self.model_config.arch != "vit":
+            where = self.extra.get("folder", "this checkpoint")
+            raise CheckpointError(f"{where} has no tokenizer.json; '{command}' reads text with it: put the model's "
+                                  "tokenizer.json in the folder")
 
 
 def save_checkpoint(directory: Path, model: nn.Module, tokenizer: Tokenizer | None, model_config: ModelConfig,
@@ -147,9 +156,19 @@ def load_weights(model: nn.Module, path: Path, device: str | torch.device = "cpu
         raise CheckpointError(f"{path} does not match config.json: {str(err).splitlines()[0]}") from None
 
 
-def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> Checkpoint:
-    """Load model (eval mode), tokenizer and configs from a checkpoint (or run) directory."""
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", *,
+                    dtype: torch.dtype | None = None) -> Checkpoint:
+    """Load model (eval mode), tokenizer and configs from a checkpoint (or run) directory, or from a Hugging Face
+    folder of a Llama, Qwen3 or GPT-2 model (``interop.hf_folder``: its weights as stored, unless ``dtype``)."""
+    from scratchformer.interop.hf_folder import FolderError, is_hf_folder, load_folder
 
+    if is_hf_folder(path):
+        try:
+            model, tokenizer, architecture = load_folder(path, dtype)
+        except FolderError as err:
+            raise CheckpointError(str(err)) from None
+        return Checkpoint(model.to(map_location), tokenizer, model.config, {"task": "lm"}, 0,
+                          {"hf_architecture": architecture, "folder": str(path)})
     ckpt = resolve(path)
     meta = read_meta(ckpt)
     try:
@@ -161,6 +180,8 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     if not weights.is_file():
         raise CheckpointError(f"{weights} is missing")
     load_weights(model, weights, map_location)
+    if dtype is not None:
+        model.to(dtype)
     tokenizer = checkpoint_tokenizer(ckpt, model_config)
     extra = {k: v for k, v in meta.items() if k not in ("model", "train", "step")}
     return Checkpoint(model.eval(), tokenizer, model_config, dict(meta.get("train", {})), int(meta.get("step", 0)),
@@ -190,6 +211,12 @@ def load_trainer_state(path: str | Path) -> dict[str, Any]:
         raise CheckpointError(f"{file} is corrupt ({err.__class__.__name__})") from None
 
 
-def load_model(path: str | Path) -> nn.Module:
-    """The model of a checkpoint (or run) directory, in eval mode."""
-    return load_checkpoint(path).model
+def load_model(path: str | Path, *, dtype: torch.dtype | str | None = None) -> nn.Module:
+    """The model of a checkpoint (or run) directory, or of a Hugging Face folder (Llama, Qwen3, GPT-2: its
+    ``config.json``, ``*.safetensors``), in eval mode. ``dtype`` (``torch.float32`` or ``"float32"``, say) converts
+    the weights; without it they stay as stored (a bfloat16 folder loads as bfloat16)."""
+    if isinstance(dtype, str):
+        if not isinstance(getattr(torch, dtype, None), torch.dtype):
+            raise CheckpointError(f"dtype={dtype!r} is not a torch dtype (float32, bfloat16, float16)")
+        dtype = getattr(torch, dtype)
+    return load_checkpoint(path, dtype=dtype).model

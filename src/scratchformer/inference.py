@@ -23,7 +23,7 @@ from scratchformer.models import GPT, EncoderClassifier, Seq2SeqTransformer
 from scratchformer.registry import pretrains
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks.classify import CLASSIFY_TOKENS, class_probabilities
-from scratchformer.tokenizers import BOS_ID, PAD_ID, UNK_ID, CharTokenizer, Tokenizer
+from scratchformer.tokenizers import BOS_ID, UNK_ID, CharTokenizer, Tokenizer
 
 KIND_NAMES = {"gpt": "a language model (GPT)", "seq2seq": "an encoder-decoder", "encoder": "a classifier",
               "vit": "an image classifier (ViT)"}
@@ -34,6 +34,7 @@ def require(ckpt: Checkpoint, arch: str, command: str) -> None:
     have = ckpt.model_config.arch
     if have != arch:
         raise CheckpointError(f"this checkpoint holds {KIND_NAMES[have]}; '{command}' needs {KIND_NAMES[arch]}")
+    ckpt.check_tokenizer(command)
     if arch == "encoder" and pretrains(ckpt.task):
         raise CheckpointError(f"this checkpoint is a pretrained encoder (task=mlm) whose classifier head is untrained; "
                               f"fine-tune it first (task=classify init_from=DIR) for '{command}'")
@@ -117,7 +118,7 @@ def classify_texts(ckpt: Checkpoint, texts: list[str], max_tokens: int = CLASSIF
     assert isinstance(model, EncoderClassifier)
     labels = ckpt.extra.get("labels") or [str(i) for i in range(model.config.n_classes)]
     limit = model.config.max_len
-    rows = [ids[:limit] or [PAD_ID] for ids in encode_all(ckpt.tokenizer, texts)]
+    rows = [ids[:limit] or [model.config.pad_id] for ids in encode_all(ckpt.tokenizer, texts)]
     bar = _bar(len(texts), "classifying")
     probs = class_probabilities(model, rows, model.config.n_classes, max_tokens, progress=bar.update)
     bar.close()
@@ -171,6 +172,7 @@ def evaluate_checkpoint(ckpt: Checkpoint, *, split: str = "test", data: list[str
     report (``Task.report``). Translation: sacreBLEU BLEU and chrF (with their signatures) of beam search and
     greedy decoding. Classification: accuracy and macro-F1. Language modelling: loss and perplexity. Synthetic
     tasks: exact match. Always also the loss."""
+    ckpt.check_tokenizer("evaluate")
     task, split = _held_out(ckpt, split, data, "this checkpoint's data")
     result: dict[str, Any] = {"split": split, "examples": None}
     if data:

@@ -227,6 +227,7 @@ def explain_lens(path: str, prompt: str, limits: Limits = DEFAULT_LIMITS) -> str
     if arch == "vit":
         raise ConfigError("explain --ckpt reads a text model (GPT, encoder-decoder, classifier); an image "
                           "classifier's attention: scratchformer plot attention --ckpt RUN --image FILE --out a.png")
+    ckpt.check_tokenizer("explain")
     result = explore(ckpt, prompt, limits, **({"max_new_tokens": 0} if arch == "gpt" else {}))
     lines = [f"{checkpoint_name(path)}: {KIND_NAMES[arch]}, {ckpt.model_config.norm}-LN, step {ckpt.step}",
              f"input: {len(result['tokens'])} tokens {' '.join(repr(t) for t in result['tokens'])}"]

@@ -8,7 +8,8 @@ from scratchformer.app.arguments import Command, Option, at_least, in_range, opt
 from scratchformer.registry import data_formats
 
 _RUN = "scratchformer.app.commands:"
-_CKPT = opt("--ckpt", required=True, help="checkpoint or run directory")
+_CKPT = opt("--ckpt", required=True, help="checkpoint or run directory (generate, evaluate, explore: also a Hugging "
+            "Face folder of a Llama, Qwen3 or GPT-2 model)")
 _DECODING = [
     opt("--beam", type=at_least(1), default=4, help="beam size (>= 1; 1 = greedy); the paper uses 4"),
     opt("--length-penalty", type=at_least(0.0, float), default=0.6,

@@ -26,7 +26,7 @@ from scratchformer.data.roles import DataFiles
 from scratchformer.data.splits import carve_documents, carve_part, carve_tokens
 from scratchformer.distributed import DistInfo
 from scratchformer.registry import TaskSpec
-from scratchformer.tokenizers import PAD_ID, Tokenizer
+from scratchformer.tokenizers import Tokenizer
 
 __all__ = ["NO_TRAINING_DATA", "DataRequest", "DataSettings", "Prepared", "TaskData", "task_data"]
 
@@ -95,7 +95,8 @@ class TaskData:
 
     def model_fields(self) -> dict[str, int]:
         """The model's fields the data decides: its vocabulary, and a classifier's number of classes."""
-        fields = {} if self.tokenizer is None else {"vocab_size": self.tokenizer.vocab_size, "pad_id": PAD_ID}
+        tok = self.tokenizer
+        fields = {} if tok is None else {"vocab_size": tok.vocab_size, "pad_id": tok.pad_id}
         return fields | ({} if self.labels is None else {"n_classes": len(self.labels)})
 
 

@@ -52,9 +52,8 @@ def _strip_prefix(state: dict[str, Tensor], prefix: str) -> dict[str, Tensor]:
 _HF_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 
 
-def gpt2_from_pretrained(model_dir: str | Path, dtype: torch.dtype = torch.float32) -> GPT:
-    """Load a Hugging Face GPT-2 directory (``GPT2LMHeadModel.save_pretrained``) into ``GPT``."""
-    hf, state = _read_hf_dir(model_dir)
+def gpt2_config(hf: dict[str, Any], model_dir: str | Path = "the folder") -> ModelConfig:
+    """The ``ModelConfig`` of a GPT-2 ``config.json``; ``ValueError`` for an option it does not hold."""
     if hf.get("model_type", "gpt2") != "gpt2":
         raise ValueError(f"{model_dir} holds a {hf.get('model_type')!r} model, not gpt2")
     for flag in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "add_cross_attention"):
@@ -63,41 +62,41 @@ def gpt2_from_pretrained(model_dir: str | Path, dtype: torch.dtype = torch.float
     if hf.get("activation_function", "gelu_new") not in _HF_ACTIVATIONS:
         raise ValueError(f"unsupported activation_function={hf.get('activation_function')!r}")
     C = hf["n_embd"]
-    cfg = ModelConfig(
+    pad = hf.get("pad_token_id")
+    return ModelConfig(
         arch="gpt", vocab_size=hf["vocab_size"], d_model=C, n_heads=hf["n_head"], n_layers=hf["n_layer"],
         d_ff=hf.get("n_inner") or 4 * C, max_len=hf["n_positions"], dropout=hf.get("resid_pdrop", 0.1),
         attention_dropout=hf.get("attn_pdrop", 0.1), norm="pre",
         activation=_HF_ACTIVATIONS[hf.get("activation_function", "gelu_new")], positional="learned",
         scale_embeddings=False, tie_embeddings=hf.get("tie_word_embeddings", True),
         layer_norm_eps=hf.get("layer_norm_epsilon", 1e-5), bias=True,
-        pad_id=hf.get("pad_token_id") or 0,
+        pad_id=pad if isinstance(pad, int) and 0 <= pad < hf["vocab_size"] else 0,
     )
-    state = _strip_prefix(state, "transformer.")
-    ours: dict[str, Tensor] = {
-        "embed.token.weight": state["wte.weight"],
-        "embed.position_embedding.weight": state["wpe.weight"],
-        "decoder.norm.weight": state["ln_f.weight"],
-        "decoder.norm.bias": state["ln_f.bias"],
-    }
-    # Conv1D weights are (in, out); nn.Linear wants (out, in).
+
+
+def gpt2_plan(cfg: ModelConfig) -> list[tuple[str, list[str], bool]]:
+    """Where each of our tensors comes from in a GPT-2 folder (names without ``transformer.``): (ours, [theirs],
+    transposed). Conv1D weights are ``(in, out)``; ``nn.Linear`` wants ``(out, in)``."""
+    plan = [("embed.token.weight", ["wte.weight"], False), ("embed.position_embedding.weight", ["wpe.weight"], False),
+            ("decoder.norm.weight", ["ln_f.weight"], False), ("decoder.norm.bias", ["ln_f.bias"], False)]
     for i in range(cfg.n_layers):
         h, o = f"h.{i}.", f"decoder.layers.{i}."
-        ours.update({
-            o + "self_attn_block.norm.weight": state[h + "ln_1.weight"],
-            o + "self_attn_block.norm.bias": state[h + "ln_1.bias"],
-            o + "self_attn.in_proj.weight": state[h + "attn.c_attn.weight"].t(),
-            o + "self_attn.in_proj.bias": state[h + "attn.c_attn.bias"],
-            o + "self_attn.out_proj.weight": state[h + "attn.c_proj.weight"].t(),
-            o + "self_attn.out_proj.bias": state[h + "attn.c_proj.bias"],
-            o + "ffn_block.norm.weight": state[h + "ln_2.weight"],
-            o + "ffn_block.norm.bias": state[h + "ln_2.bias"],
-            o + "ffn.linear1.weight": state[h + "mlp.c_fc.weight"].t(),
-            o + "ffn.linear1.bias": state[h + "mlp.c_fc.bias"],
-            o + "ffn.linear2.weight": state[h + "mlp.c_proj.weight"].t(),
-            o + "ffn.linear2.bias": state[h + "mlp.c_proj.bias"],
-        })
+        for ours, theirs, conv in (("self_attn_block.norm", "ln_1", False), ("self_attn.in_proj", "attn.c_attn", True),
+                                   ("self_attn.out_proj", "attn.c_proj", True), ("ffn_block.norm", "ln_2", False),
+                                   ("ffn.linear1", "mlp.c_fc", True), ("ffn.linear2", "mlp.c_proj", True)):
+            plan += [(o + ours + ".weight", [h + theirs + ".weight"], conv),
+                     (o + ours + ".bias", [h + theirs + ".bias"], False)]
     if not cfg.tie_embeddings:
-        ours["lm_head.weight"] = state["lm_head.weight"]
+        plan.append(("lm_head.weight", ["lm_head.weight"], False))
+    return plan
+
+
+def gpt2_from_pretrained(model_dir: str | Path, dtype: torch.dtype = torch.float32) -> GPT:
+    """Load a Hugging Face GPT-2 directory (``GPT2LMHeadModel.save_pretrained``) into ``GPT``."""
+    hf, state = _read_hf_dir(model_dir)
+    cfg = gpt2_config(hf, model_dir)
+    state = _strip_prefix(state, "transformer.")
+    ours = {mine: state[theirs[0]].t() if conv else state[theirs[0]] for mine, theirs, conv in gpt2_plan(cfg)}
     model = GPT(cfg)
     load_exact(model, {k: v.contiguous() for k, v in ours.items()})
     return model.to(dtype).eval()

@@ -10,7 +10,8 @@ def count_parameters_formula(cfg: ModelConfig) -> int:
 
     Notation: C = d_model, F = d_ff, V = vocabulary, L = layers, b = 1 if biases else 0.
 
-    - attention block: Q, K, V, O projections  ->  4 (C^2 + b C)
+    - attention block: Q, K, V, O projections  ->  4 (C^2 + b C); with grouped-query attention (H_kv heads of keys
+      and values) and a head size D: (C + b)(H D + 2 H_kv D) + H D C + b C
     - feed-forward:  relu/gelu: C F + b F + F C + b C;   swiglu adds a gate: + C F + b F
     - LayerNorm:  C weights + b C biases; RMSNorm (``norm_type``): C weights
     - ``qk_norm``: one norm of D = C / H features on the queries and one on the keys of every attention
@@ -28,7 +29,8 @@ def count_parameters_formula(cfg: ModelConfig) -> int:
     """
     c, f, b = cfg.d_model, cfg.d_ff, int(cfg.bias)
     norm_of = (lambda n: n) if cfg.norm_type == "rmsnorm" else (lambda n: n + b * n)
-    attn = 4 * (c * c + b * c) + (2 * norm_of(cfg.head_dim) if cfg.qk_norm else 0)
+    q, kv = cfg.n_heads * cfg.head_size, cfg.kv_heads * cfg.head_size  # H D and H_kv D (C and C in the paper)
+    attn = (c + b) * (q + 2 * kv) + q * c + b * c + (2 * norm_of(cfg.head_size) if cfg.qk_norm else 0)
     ffn = 2 * c * f + b * (f + c) + (c * f + b * f if cfg.activation == "swiglu" else 0)
     ln = norm_of(c)
     final_ln = ln if cfg.norm == "pre" else 0

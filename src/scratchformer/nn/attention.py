@@ -22,6 +22,12 @@ Two implementations of equation 1, one definition:
 Inside a ``record_attention`` block (``recording.py``) the recorded modules ask ``attend`` for the weights
 and hand them to the block's record; the modules themselves keep nothing.
 
+Grouped-query attention (Ainslie et al. 2023; Llama 2 70B, Llama 3, Qwen3): ``n_kv_heads`` heads of keys and
+values, each shared by a group of ``n_heads / n_kv_heads`` query heads (``n_kv_heads=1``: multi-query attention,
+Shazeer 2019). Q is ``(B, H, T, D)``, K and V ``(B, H_kv, S, D)``: the KV cache holds H_kv heads, so it shrinks by
+``H / H_kv``, and each K, V head is repeated for its group just before equation 1 (``repeat_kv``). With
+``n_kv_heads == n_heads`` nothing is repeated: the paper's multi-head attention, bit for bit.
+
 ``attention="linear"`` (``ModelConfig``) swaps equation 1 for linear attention (Katharopoulos et al. 2020,
 ``linear_attention.py``) in every ``MultiHeadAttention`` of a model, with the same projections and no new
 parameters; ``MultiHeadAttention._attend`` is the one place where the two kinds part ways.
@@ -99,6 +105,12 @@ def attend(q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None = None, is_ca
     return out, weights
 
 
+def repeat_kv(x: Tensor, groups: int) -> Tensor:
+    """Keys or values ``(B, H_kv, S, D)`` -> ``(B, H_kv * groups, S, D)``: head j serves queries
+    ``j * groups ... (j + 1) * groups - 1`` (grouped-query attention; ``groups == 1`` returns ``x`` itself)."""
+    return x if groups == 1 else x.repeat_interleave(groups, dim=1)
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention (§3.2.2): ``forward`` is self-attention, ``cross`` is cross-attention.
 
@@ -108,7 +120,9 @@ class MultiHeadAttention(nn.Module):
     layer ``in_proj`` = [W^Q; W^K; W^V] (``torch.nn.MultiheadAttention``'s layout), because self-attention
     then projects a position's query, key and value with a single matmul, the fastest way; ``w_q``, ``w_k``,
     ``w_v`` are views of its three blocks. Cross-attention applies W^Q to the decoder stream and W^K, W^V to
-    the encoder memory (``project_kv``, once per source sentence when decoding).
+    the encoder memory (``project_kv``, once per source sentence when decoding). With ``n_kv_heads`` (grouped-query
+    attention, module docstring) and ``head_dim`` (D, when it is not ``C / H``) the blocks are ``(H D, C)``,
+    ``(H_kv D, C)`` and ``(H_kv D, C)``, and W^O is ``(C, H D)``.
 
     ``rope``: a ``RotaryEmbedding`` to rotate queries and keys by their positions (self-attention only).
     ``q_norm``, ``k_norm``: QK-norm (Dehghani et al. 2023; the NanoGPT speedrun), not in the paper: each head's
@@ -122,18 +136,24 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, *, bias: bool = True, dropout: float = 0.0,
                  rope: nn.Module | None = None, q_norm: nn.Module | None = None,
-                 k_norm: nn.Module | None = None, kind: AttentionKind = "softmax") -> None:
+                 k_norm: nn.Module | None = None, kind: AttentionKind = "softmax", n_kv_heads: int | None = None,
+                 head_dim: int | None = None) -> None:
         super().__init__()
-        if d_model % n_heads:
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        if head_dim is None and d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        if n_heads % n_kv_heads or (kind == "linear" and n_kv_heads != n_heads):
+            raise ValueError(f"n_kv_heads={n_kv_heads} does not fit n_heads={n_heads} with {kind} attention")
         if kind not in CHOICES["attention"]:
             raise ValueError(f"kind={kind!r} is not one of {', '.join(CHOICES['attention'])}")
         if kind == "linear" and dropout:
             raise ValueError("attention dropout drops attention weights, which linear attention never forms")
         self.kind = kind
-        self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
-        self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)  # [W^Q; W^K; W^V]
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W^O
+        self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
+        self.head_dim = d_model // n_heads if head_dim is None else head_dim
+        self.q_size, self.kv_size = n_heads * self.head_dim, n_kv_heads * self.head_dim  # H D and H_kv D
+        self.in_proj = nn.Linear(d_model, self.q_size + 2 * self.kv_size, bias=bias)  # [W^Q; W^K; W^V]
+        self.out_proj = nn.Linear(self.q_size, d_model, bias=bias)  # W^O
         self.dropout = dropout
         self.rope = rope
         self.q_norm, self.k_norm = q_norm, k_norm  # over D, each head's vectors (None: not normalised)
@@ -141,8 +161,9 @@ class MultiHeadAttention(nn.Module):
 
     # W^Q, W^K, W^V and their biases by name: views of in_proj's three row blocks
     def _block(self, i: int, bias: bool = False) -> Tensor | None:
-        C, tensor = self.d_model, self.in_proj.bias if bias else self.in_proj.weight
-        return None if tensor is None else tensor[i * C:(i + 1) * C]
+        tensor = self.in_proj.bias if bias else self.in_proj.weight
+        start = 0 if i == 0 else self.q_size + (i - 1) * self.kv_size
+        return None if tensor is None else tensor[start:start + (self.q_size if i == 0 else self.kv_size)]
 
     w_q = property(lambda self: self._block(0))
     w_k = property(lambda self: self._block(1))
@@ -153,14 +174,14 @@ class MultiHeadAttention(nn.Module):
 
     def _split_heads(self, x: Tensor) -> Tensor:
         B, L, _ = x.shape
-        return x.view(B, L, self.n_heads, self.head_dim).transpose(1, 2)  # (B, L, C) -> (B, H, L, D)
+        return x.view(B, L, -1, self.head_dim).transpose(1, 2)  # (B, L, H D) -> (B, H, L, D)
 
     def project_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         """Keys and values of the encoder memory ``(B, S, C)`` -> two ``(B, H, S, D)`` tensors: memory W^K
         and memory W^V, in one matmul with the stacked blocks."""
-        C = self.d_model
-        bias = None if self.in_proj.bias is None else self.in_proj.bias[C:]
-        k, v = F.linear(memory, self.in_proj.weight[C:], bias).chunk(2, dim=-1)  # (B, S, C) each
+        Q = self.q_size
+        bias = None if self.in_proj.bias is None else self.in_proj.bias[Q:]
+        k, v = F.linear(memory, self.in_proj.weight[Q:], bias).chunk(2, dim=-1)  # (B, S, C) each
         k = self._split_heads(k)
         return (k if self.k_norm is None else self.k_norm(k)), self._split_heads(v)
 
@@ -174,8 +195,12 @@ class MultiHeadAttention(nn.Module):
         cached ones (S = cached + T); with linear attention a ``LinearAttentionState``, which absorbs them.
         """
         B, T, C = x.shape
-        qkv = self.in_proj(x).view(B, T, 3, self.n_heads, self.head_dim)  # (B, T, 3, H, D): one matmul
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, T, D)
+        if self.n_kv_heads == self.n_heads:
+            qkv = self.in_proj(x).view(B, T, 3, self.n_heads, self.head_dim)  # (B, T, 3, H, D): one matmul
+            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, T, D)
+        else:  # grouped-query: fewer heads of keys and values than of queries, still one matmul
+            q, k, v = self.in_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+            q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)  # K, V: (B, H_kv, T, D)
         if self.q_norm is not None and self.k_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rope is not None:
@@ -206,13 +231,15 @@ class MultiHeadAttention(nn.Module):
                                          need_weights=bool(records), impl=self.impl)
         else:
             if cache is not None:
-                k, v = cache.update(k, v)  # type: ignore[union-attr]  # (B, H, S, D): the past and this step
+                k, v = cache.update(k, v)  # type: ignore[union-attr]  # (B, H_kv, S, D): the past and this step
+            groups = self.n_heads // self.n_kv_heads
+            k, v = repeat_kv(k, groups), repeat_kv(v, groups)  # (B, H, S, D)
             out, weights = attend(q, k, v, mask=mask, is_causal=is_causal,
                                   dropout_p=self.dropout if self.training else 0.0,
                                   need_weights=bool(records), impl=self.impl)
         for record in records:
             record.add(self, weights)  # type: ignore[arg-type]  # the reference path returned them
-        out = out.transpose(1, 2).reshape(B, T, self.d_model)  # (B, H, T, D) -> (B, T, C): concatenate the heads
+        out = out.transpose(1, 2).reshape(B, T, self.q_size)  # (B, H, T, D) -> (B, T, H D): concatenate the heads
         return self.out_proj(out)
 
 

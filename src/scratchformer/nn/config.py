@@ -13,8 +13,8 @@ Architecture choices are single fields with a small set of named values. Fields 
 the family's default in ``__post_init__`` (see ``FAMILY_DEFAULTS``): the paper's choices for
 ``seq2seq`` and ``encoder`` (post-LN, ReLU, sinusoidal positions, embeddings x sqrt(d_model)), GPT-2's
 for ``gpt`` (pre-LN, GELU, learned positions, no embedding scaling); the ViT paper's for ``vit`` (pre-LN,
-GELU, learned positions). After construction every field
-holds a concrete value, so the JSON written with a checkpoint is complete.
+GELU, learned positions). The JSON written with a checkpoint is then complete: what stays ``None`` (``n_kv_heads``,
+``head_dim``, ``tgt_vocab_size``) follows from other fields (``kv_heads``, ``head_size``, ``target_vocab_size``).
 
 Impossible configurations raise ``ConfigError`` (a ``ValueError``) with a message naming the fields.
 """
@@ -27,6 +27,8 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal, get_args
 
 from scratchformer.errors import ConfigError
+from scratchformer.nn.model_presets import PRESETS
+from scratchformer.nn.rope_scaling import check_rope_scaling
 
 # Each choice field's allowed values, written once: the blocks check against these types too (``choices``).
 Arch = Literal["seq2seq", "gpt", "encoder", "vit"]
@@ -104,6 +106,13 @@ class ModelConfig:
     layer_norm_eps: float = 1e-5
     embedding_norm: bool = False  # LayerNorm right after the embeddings (BERT); not in the paper
     rope_base: float = 10000.0
+    # Llama 3's rotary scaling as its config.json writes it: {"rope_type": "llama3", "factor": 8.0, ...}
+    rope_scaling: dict[str, Any] | None = None
+    # grouped-query attention (Ainslie et al. 2023): n_heads query heads share n_kv_heads heads of keys and values
+    # (1 = multi-query); the KV cache shrinks by n_heads / n_kv_heads. None = n_heads (the paper)
+    n_kv_heads: int | None = None
+    # D, the size of one head; None = d_model // n_heads (the paper). Qwen3 sets it apart (1,024 / 16 heads, D 128)
+    head_dim: int | None = None
     pad_id: int = 0
     # > 0: in the encoder's self-attention, each token attends only to tokens at most this many positions
     # away (a sliding window, as Longformer's local attention); not in the paper. 0 = to every token
@@ -202,12 +211,7 @@ class ModelConfig:
                               "never forms the attention weights it would drop")
         if self.tgt_vocab_size is not None and self.tgt_vocab_size < 1:
             raise ConfigError(f"tgt_vocab_size={self.tgt_vocab_size} must be >= 1")
-        if self.d_model % self.n_heads:
-            raise ConfigError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
-        if self.positional == "rotary" and self.head_dim % 2:
-            raise ConfigError(
-                f"positional='rotary' needs an even head size, but d_model={self.d_model} / "
-                f"n_heads={self.n_heads} = {self.head_dim}")
+        self._heads()
         if self.positional == "sinusoidal" and self.d_model % 2:
             raise ConfigError(f"positional='sinusoidal' needs an even d_model, got d_model={self.d_model}")
         for name in ("dropout", "attention_dropout"):
@@ -221,10 +225,35 @@ class ModelConfig:
         if self.arch in ("encoder", "vit") and self.n_classes < 1:
             raise ConfigError(f"n_classes={self.n_classes} must be >= 1")
 
+    def _heads(self) -> None:
+        """The head fields: sizes that divide, grouped-query attention that fits, rotary settings that apply."""
+        for name in ("n_kv_heads", "head_dim"):
+            if getattr(self, name) is not None and (type(getattr(self, name)) is not int or getattr(self, name) < 1):
+                raise ConfigError(f"{name}={getattr(self, name)!r} must be an integer >= 1 (or left out)")
+        if self.head_dim is None and self.d_model % self.n_heads:
+            raise ConfigError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        if self.n_heads % self.kv_heads:
+            raise ConfigError(f"n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}: each group "
+                              "of queries shares one head of keys and values")
+        if self.kv_heads != self.n_heads and (self.attention == "linear" or self.arch != "gpt"):
+            raise ConfigError(f"n_kv_heads={self.n_kv_heads} needs arch='gpt' and attention='softmax' (grouped keys "
+                              f"and values are written for those), not {self.arch!r} and {self.attention!r}")
+        if self.positional == "rotary" and self.head_size % 2:
+            raise ConfigError(f"positional='rotary' needs an even head size, but the head size is {self.head_size} "
+                              f"(d_model={self.d_model} / n_heads={self.n_heads}, or head_dim)")
+        if self.rope_scaling is not None:
+            check_rope_scaling(self.rope_scaling, self.positional)
+
     # ----------------------------------------------------------------- derived values
     @property
-    def head_dim(self) -> int:
-        return self.d_model // self.n_heads
+    def head_size(self) -> int:
+        """D, one head's size: ``head_dim``, or ``d_model // n_heads`` when it is left out."""
+        return self.head_dim if self.head_dim is not None else self.d_model // self.n_heads
+
+    @property
+    def kv_heads(self) -> int:
+        """The heads of keys and values: ``n_kv_heads``, or ``n_heads`` when it is left out."""
+        return self.n_kv_heads if self.n_kv_heads is not None else self.n_heads
 
     @property
     def n_patches(self) -> int:
@@ -269,26 +298,3 @@ class ModelConfig:
         if name not in PRESETS:
             raise ConfigError(f"unknown model preset {name!r}; choose from {', '.join(sorted(PRESETS))}")
         return cls.from_dict({**PRESETS[name], **overrides})
-
-
-# Named configurations. The two paper models use a 37,000-token shared BPE vocabulary (§5.1).
-PRESETS: dict[str, dict[str, Any]] = {
-    # Table 3, "base": 65M parameters in the paper.
-    "paper-base": dict(arch="seq2seq", vocab_size=37000, d_model=512, n_heads=8, n_layers=6, d_ff=2048,
-                       dropout=0.1),
-    # Table 3, "big": 213M parameters in the paper.
-    "paper-big": dict(arch="seq2seq", vocab_size=37000, d_model=1024, n_heads=16, n_layers=6, d_ff=4096,
-                      dropout=0.3),
-    # GPT-2 small (124M): the architecture Hugging Face's GPT2LMHeadModel implements.
-    "gpt2-small": dict(arch="gpt", vocab_size=50257, d_model=768, n_heads=12, n_layers=12, d_ff=3072,
-                       max_len=1024, dropout=0.1, activation="gelu_tanh"),
-    # nanoGPT's CPU Tiny Shakespeare model (block 64, 4 layers, 4 heads, d 128).
-    "gpt-char-small": dict(arch="gpt", vocab_size=65, d_model=128, n_heads=4, n_layers=4, d_ff=512,
-                           max_len=64, dropout=0.0),
-    # A small sentence classifier.
-    "encoder-small": dict(arch="encoder", vocab_size=8000, d_model=256, n_heads=4, n_layers=4, d_ff=1024,
-                          max_len=128, dropout=0.1),
-    # ViT-Base/16 (Dosovitskiy et al. 2021, Table 1): 86M parameters on 224 x 224 RGB images, 1000 classes.
-    "vit-base": dict(arch="vit", d_model=768, n_heads=12, n_layers=12, d_ff=3072, image_size=224, patch_size=16,
-                     channels=3, n_classes=1000, dropout=0.1, layer_norm_eps=1e-6),
-}

@@ -25,12 +25,14 @@ Token embeddings are multiplied by sqrt(C) in the paper ("we multiply those weig
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from scratchformer.nn.config import ModelConfig
 from scratchformer.nn.norms import norm_layer
+from scratchformer.nn.rope_scaling import llama3_frequencies
 
 
 def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
@@ -73,12 +75,22 @@ class RotaryEmbedding(nn.Module):
 
     Dimension pairs ``(j, j + D/2)`` of a query or key at position p are rotated by the angle
     ``p * base^(-2j / D)``. ``forward(x (B, H, T, D), positions (T,) or (B, T)) -> (B, H, T, D)``.
+    ``scaling``: Llama 3's rotary scaling of those frequencies (``rope_scaling.py``), or None.
     """
 
-    def __init__(self, head_dim: int, max_len: int, base: float = 10000.0) -> None:
+    def __init__(self, head_dim: int, max_len: int, base: float = 10000.0,
+                 scaling: dict[str, Any] | None = None) -> None:
         super().__init__()
-        inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (D/2,)
-        angles = torch.arange(max_len, dtype=torch.float64)[:, None] * inv_freq  # (max_len, D/2)
+        self.head_dim, self.max_len, self.base, self.scaling = head_dim, max_len, base, scaling
+        self.build_tables()
+
+    def build_tables(self, device: torch.device | str | None = None) -> None:
+        """The ``(max_len, D/2)`` cosines and sines (again, on ``device``, for a model built without memory)."""
+        head_dim, base = self.head_dim, self.base
+        inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64, device=device) / head_dim)  # (D/2,)
+        if self.scaling is not None:
+            inv_freq = llama3_frequencies(inv_freq, self.scaling)
+        angles = torch.arange(self.max_len, dtype=torch.float64, device=device)[:, None] * inv_freq  # (max_len, D/2)
         self.register_buffer("cos", angles.cos().float(), persistent=False)
         self.register_buffer("sin", angles.sin().float(), persistent=False)
 

@@ -48,12 +48,12 @@ class ResidualNorm(nn.Module):
 
 
 def _qk_norms(cfg: ModelConfig) -> dict[str, nn.Module]:
-    return {"q_norm": norm_layer(cfg, cfg.head_dim), "k_norm": norm_layer(cfg, cfg.head_dim)} if cfg.qk_norm else {}
+    return {"q_norm": norm_layer(cfg, cfg.head_size), "k_norm": norm_layer(cfg, cfg.head_size)} if cfg.qk_norm else {}
 
 
 def _self_attention(cfg: ModelConfig, rope: RotaryEmbedding | None) -> MultiHeadAttention:
     return MultiHeadAttention(cfg.d_model, cfg.n_heads, bias=cfg.bias, dropout=cfg.attention_dropout, rope=rope,
-                              kind=cfg.attention, **_qk_norms(cfg))
+                              kind=cfg.attention, n_kv_heads=cfg.n_kv_heads, head_dim=cfg.head_dim, **_qk_norms(cfg))
 
 
 class EncoderLayer(nn.Module):
@@ -85,7 +85,7 @@ class DecoderLayer(nn.Module):
         self.cross_attn_block: ResidualNorm | None = None
         if cross_attention:
             self.cross_attn = CrossAttention(cfg.d_model, cfg.n_heads, bias=cfg.bias, dropout=cfg.attention_dropout,
-                                             kind=cfg.attention, **_qk_norms(cfg))
+                                             kind=cfg.attention, head_dim=cfg.head_dim, **_qk_norms(cfg))
             self.cross_attn_block = ResidualNorm(cfg)
         self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.bias)  # type: ignore[arg-type]
         self.ffn_block = ResidualNorm(cfg)
@@ -115,7 +115,8 @@ class Encoder(nn.Module):
 
     def __init__(self, cfg: ModelConfig, n_layers: int) -> None:
         super().__init__()
-        rope = RotaryEmbedding(cfg.head_dim, cfg.max_len, cfg.rope_base) if cfg.positional == "rotary" else None
+        rope = None if cfg.positional != "rotary" else RotaryEmbedding(cfg.head_size, cfg.max_len, cfg.rope_base,
+                                                                        cfg.rope_scaling)
         self.layers = nn.ModuleList()
         for _ in range(n_layers):
             self.layers.append(EncoderLayer(cfg, rope))
@@ -139,7 +140,8 @@ class Decoder(nn.Module):
     def __init__(self, cfg: ModelConfig, n_layers: int, cross_attention: bool = True) -> None:
         super().__init__()
         self.cfg = cfg
-        rope = RotaryEmbedding(cfg.head_dim, cfg.max_len, cfg.rope_base) if cfg.positional == "rotary" else None
+        rope = None if cfg.positional != "rotary" else RotaryEmbedding(cfg.head_size, cfg.max_len, cfg.rope_base,
+                                                                        cfg.rope_scaling)
         self.layers = nn.ModuleList()
         for _ in range(n_layers):
             self.layers.append(DecoderLayer(cfg, cross_attention, rope))
@@ -153,10 +155,10 @@ class Decoder(nn.Module):
         max_len = cfg.max_len if max_len is None else max_len
         self_attn: list[KVCache] | list[LinearAttentionState]
         if cfg.attention == "linear":
-            self_attn = [LinearAttentionState(batch_size, cfg.n_heads, cfg.head_dim, device=device, dtype=dtype)
+            self_attn = [LinearAttentionState(batch_size, cfg.n_heads, cfg.head_size, device=device, dtype=dtype)
                          for _ in self.layers]
         else:
-            self_attn = [KVCache(batch_size, cfg.n_heads, cfg.head_dim, max_len, device=device, dtype=dtype)
+            self_attn = [KVCache(batch_size, cfg.kv_heads, cfg.head_size, max_len, device=device, dtype=dtype)
                          for _ in self.layers]
         return DecoderCache(self_attn, [None] * len(self.layers))
 

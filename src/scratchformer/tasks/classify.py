@@ -62,7 +62,7 @@ def class_probabilities(model: nn.Module, rows: list[list[int]], n_classes: int,
     device = next(model.parameters()).device
     out = torch.zeros(len(rows), n_classes)
     for idx in sorted_batches([len(r) for r in rows], max_tokens):
-        ids, mask = pad_batch([rows[i] for i in idx], PAD_ID)  # (B, T), (B, T) True = real token
+        ids, mask = pad_batch([rows[i] for i in idx], model.config.pad_id)  # (B, T), (B, T) True = real token
         out[idx] = model(ids.to(device), mask.to(device)).float().softmax(-1).cpu()  # (B, n_classes)
         if progress is not None:
             progress(len(idx))
@@ -89,7 +89,7 @@ class ClassifyTask(Task):
         ``<pad>`` (a row of nothing cannot be pooled)."""
         ids = self.rows[split].ids("text", positions)
         labels = self.label_ids[split][np.asarray(positions, dtype=np.int64)].tolist()
-        return [(row[:self.max_len] or [PAD_ID], y) for row, y in zip(ids, labels)]
+        return [(row[:self.max_len] or [self.tokenizer.pad_id], y) for row, y in zip(ids, labels)]
 
     def truth(self, split: str) -> list[int]:
         """The label id of every example of a split, in order."""
@@ -97,7 +97,7 @@ class ClassifyTask(Task):
 
     @staticmethod
     def collate(rows: list[tuple[list[int], int]]) -> Batch:
-        ids, mask = pad_batch([r for r, _ in rows], PAD_ID)
+        ids, mask = pad_batch([r for r, _ in rows], PAD_ID)  # any filler id: the mask says what is padding
         return {"ids": ids, "mask": mask, "labels": torch.tensor([y for _, y in rows])}
 
     def global_batch(self, step: int) -> Batch:

@@ -20,7 +20,7 @@ from scratchformer.metrics import perplexity
 from scratchformer.nn.config import ModelConfig
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks.base import Batch, Task, step_generator
-from scratchformer.tokenizers import MASK_ID, PAD_ID
+from scratchformer.tokenizers import MASK_ID
 
 
 def mask_tokens(ids: Tensor, real: Tensor, prob: float, vocab_size: int, gen: torch.Generator, *,
@@ -74,13 +74,13 @@ class MaskedLMTask(Task):
 
     def examples(self, split: str, positions: np.ndarray | list[int]) -> list[list[int]]:
         """Token ids of the texts at ``positions`` of a split, cut to max_len (an empty text: one ``<pad>``)."""
-        return [ids[:self.max_len] or [PAD_ID] for ids in self.rows[split].ids("text", positions)]
+        return [ids[:self.max_len] or [self.tokenizer.pad_id] for ids in self.rows[split].ids("text", positions)]
 
     def training_module(self, model: nn.Module) -> nn.Module:
         return TokenPredictor(model)
 
     def _masked(self, rows: list[list[int]], gen: torch.Generator) -> Batch:
-        ids, real = pad_batch(rows, PAD_ID)
+        ids, real = pad_batch(rows, self.tokenizer.pad_id)
         inputs, chosen = mask_tokens(ids, real.bool(), self.cfg.mask_prob, self.tokenizer.vocab_size, gen,
                                      mask_id=self.mask_id, n_special=len(self.tokenizer.special_ids))
         return {"ids": inputs, "mask": real, "targets": ids, "chosen": chosen}

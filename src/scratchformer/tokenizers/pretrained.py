@@ -9,35 +9,44 @@ from typing import Any
 
 from tokenizers import Tokenizer as HFTokenizer
 
-from scratchformer.errors import DataError
 from scratchformer.tokenizers.base import PAD_ID, UNK_ID, Tokenizer
 
 
 class PretrainedTokenizer(Tokenizer):
-    """A pretrained model's own tokenizer (e.g. BERT's WordPiece), read from its ``tokenizer.json``.
+    """A pretrained model's own tokenizer (BERT's WordPiece, GPT-2's, Llama's or Qwen3's byte-level BPE), read from
+    its ``tokenizer.json``.
 
-    Its ids are the pretrained model's, so they do not follow the four fixed ids above except ``<pad>``:
-    the tokenizer must pad with id 0 (BERT's ``[PAD]`` is 0). ``encode`` adds the model's own special
-    tokens (``[CLS] ... [SEP]`` for BERT), as the model was trained with them; ``add_bos``/``add_eos``
-    are not supported. Padding and truncation stored in the file are switched off: batches are padded by
-    ``pad_batch`` and long inputs follow the ``truncate`` setting like every other tokenizer.
+    Its ids are the pretrained model's, so they do not follow the four fixed ids above. ``pad_id`` is its pad
+    token's id (``[PAD]`` or ``<pad>``: 0 for BERT), else the one given (a model's ``pad_token_id``), else 0:
+    GPT-2's, Llama 3's and Qwen3's tokenizers have no pad token, and their id 0 is a real token, so a batch's
+    padding is told by its mask (``pad_batch``), never by the id. ``bos_id`` and ``eos_id`` are the model's
+    (its ``config.json``) when given. ``encode`` adds the model's own special tokens (``[CLS] ... [SEP]`` for
+    BERT, ``<|begin_of_text|>`` for Llama 3), as the model was trained with them; ``add_bos``/``add_eos`` are not
+    supported. Padding and truncation stored in the file are switched off: batches are padded by ``pad_batch``
+    and long inputs follow the ``truncate`` setting like every other tokenizer.
     """
 
     kind = "pretrained"
 
-    def __init__(self, hf: HFTokenizer) -> None:
+    def __init__(self, hf: HFTokenizer, *, pad_id: int | None = None, bos_id: int | None = None,
+                 eos_id: int | None = None) -> None:
         hf.no_padding()
         hf.no_truncation()
-        pad = hf.token_to_id("[PAD]") if hf.token_to_id("[PAD]") is not None else hf.token_to_id("<pad>")
-        if pad != PAD_ID:
-            raise DataError(f"this pretrained tokenizer pads with id {pad}; scratchformer needs padding id {PAD_ID}")
+        own = [hf.token_to_id(t) for t in ("[PAD]", "<pad>") if hf.token_to_id(t) is not None]
+        self.pad_id = own[0] if own else (pad_id if pad_id is not None else PAD_ID)  # type: ignore[misc]
+        self.given = {k: v for k, v in (("pad_id", pad_id), ("bos_id", bos_id), ("eos_id", eos_id)) if v is not None}
+        if bos_id is not None:
+            self.bos_id = bos_id  # type: ignore[misc]
+        if eos_id is not None:
+            self.eos_id = eos_id  # type: ignore[misc]
         self.hf = hf
         self.specials = [t.content for _, t in sorted(hf.get_added_tokens_decoder().items()) if t.special]
         self.unk_id = hf.token_to_id("[UNK]") if hf.token_to_id("[UNK]") is not None else UNK_ID  # type: ignore[misc]
 
     @classmethod
-    def from_file(cls, path: str | Path) -> PretrainedTokenizer:
-        return cls(HFTokenizer.from_file(str(path)))
+    def from_file(cls, path: str | Path, **ids: int) -> PretrainedTokenizer:
+        """A ``tokenizer.json`` as ``transformers`` writes it; ``ids``: ``pad_id``, ``bos_id``, ``eos_id``."""
+        return cls(HFTokenizer.from_file(str(path)), **ids)
 
     @property
     def vocab_size(self) -> int:
@@ -70,5 +79,14 @@ class PretrainedTokenizer(Tokenizer):
     def id_to_token(self, i: int) -> str:
         return self.hf.id_to_token(self._check_id(i))
 
+    def token_label(self, i: int) -> str:
+        """The token's text; a byte-level BPE's (GPT-2, Llama 3, Qwen3) decoded from its byte alphabet ("Ġhe" ->
+        " he"), unless it is part of a character's bytes."""
+        if type(self.hf.decoder).__name__ == "ByteLevel":
+            text = self.hf.decode([self._check_id(i)], skip_special_tokens=False)
+            if text and "\ufffd" not in text:
+                return text
+        return self.id_to_token(i)
+
     def _to_json(self) -> dict[str, Any]:
-        return {"hf": json.loads(self.hf.to_str())}
+        return {"hf": json.loads(self.hf.to_str()), **({"ids": self.given} if self.given else {})}

@@ -273,6 +273,7 @@ def load_explorable(path: str | Path) -> Checkpoint:
     if ckpt.model_config.arch == "vit":
         raise ConfigError("the attention explorer reads text; draw an image classifier's (ViT) attention with "
                           "scratchformer plot attention --ckpt RUN --image FILE --out attention.png")
+    ckpt.check_tokenizer("explore")
     return ckpt
 
 

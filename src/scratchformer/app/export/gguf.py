@@ -165,7 +165,7 @@ def _keys(writer, arch: str, model: GPT) -> None:
     else:
         writer.add_head_count_kv(cfg.n_heads)
         writer.add_layer_norm_rms_eps(cfg.layer_norm_eps)
-        writer.add_rope_dimension_count(cfg.head_dim)
+        writer.add_rope_dimension_count(cfg.head_size)
         writer.add_rope_freq_base(cfg.rope_base)
         writer.add_vocab_size(cfg.vocab_size)
 

@@ -1,0 +1,237 @@
+"""A Hugging Face model folder (Llama, Qwen3, GPT-2) read as a scratchformer ``GPT``: data, never code.
+
+    scratchformer.load_model("Qwen3-0.6B/")            # config.json, *.safetensors (sharded or not), tokenizer.json
+    scratchformer generate --ckpt Qwen3-0.6B/ --prompt "The Transformer"
+
+A folder is read as data: ``config.json`` is parsed (no ``trust_remote_code``, no Python from the folder), weights
+come from ``*.safetensors`` only (a ``*.bin`` file is a pickle, which can run code: refused), and every tensor's
+shape is checked against the config before anything is allocated. The model is built on the ``meta`` device (no
+memory) and the stored tensors are assigned to it as they are read (safetensors maps the files), in their stored
+dtype (bfloat16 stays bfloat16) unless a ``dtype`` is asked for.
+
+Each architecture is a setting of the same blocks, not a second model (``ModelConfig``)::
+
+    Llama    pre-norm RMSNorm, SwiGLU, rotary positions (rope_theta; Llama 3's "llama3" scaling), grouped-query
+             attention (num_key_value_heads), no biases, output tied or not
+    Qwen3    Llama's blocks, plus an RMSNorm over D on each head's queries and keys before the rotary positions
+             (qk_norm with norm_type="rmsnorm"), and a head size D apart from d_model / n_heads (head_dim)
+    GPT-2    pre-norm LayerNorm, GELU (tanh), learned positions, biases, output tied (``huggingface.py``'s mapping)
+
+Names, Llama and Qwen3 (theirs under ``model.``; ``i`` is the layer)::
+
+    embed_tokens.weight                          embed.token.weight
+    layers.i.input_layernorm.weight              decoder.layers.i.self_attn_block.norm.weight
+    layers.i.self_attn.{q,k,v}_proj.weight       decoder.layers.i.self_attn.in_proj.weight  (stacked: [W^Q; W^K; W^V])
+    layers.i.self_attn.o_proj.weight             decoder.layers.i.self_attn.out_proj.weight
+    layers.i.self_attn.{q,k}_norm.weight         decoder.layers.i.self_attn.{q,k}_norm.weight  (Qwen3)
+    layers.i.post_attention_layernorm.weight     decoder.layers.i.ffn_block.norm.weight
+    layers.i.mlp.gate_proj / up_proj / down_proj decoder.layers.i.ffn.linear1 / linear3 / linear2  (SiLU(x W_1) * x W_3)
+    norm.weight                                  decoder.norm.weight
+    lm_head.weight (outside model.; untied)      lm_head.weight
+
+Refused, in one line: another architecture, sliding-window attention, mixture-of-experts, a rotary scaling other
+than ``llama3``, a missing shard or a shard without the tensors its index names, a tensor of the wrong shape.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from scratchformer.models import GPT
+from scratchformer.nn.config import ModelConfig
+from scratchformer.nn.embedding import RotaryEmbedding
+from scratchformer.tokenizers.pretrained import PretrainedTokenizer
+
+ARCHITECTURES = {"LlamaForCausalLM": "llama", "Qwen3ForCausalLM": "qwen3", "GPT2LMHeadModel": "gpt2"}
+
+
+class FolderError(ValueError):
+    """A Hugging Face folder that cannot be read as one of the supported models (one line)."""
+
+
+def is_hf_folder(path: str | Path) -> bool:
+    """Whether ``path`` is a Hugging Face model folder (its ``config.json`` names an architecture or a model type)
+    rather than a scratchformer checkpoint (whose ``config.json`` holds ``model`` and ``train``)."""
+    try:
+        meta = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and "model" not in meta and ("architectures" in meta or "model_type" in meta)
+
+
+def _architecture(hf: dict[str, Any], folder: Path) -> str:
+    names = hf.get("architectures") or []
+    by_type = {"llama": "LlamaForCausalLM", "qwen3": "Qwen3ForCausalLM", "gpt2": "GPT2LMHeadModel"}
+    name = names[0] if names else by_type.get(hf.get("model_type", ""), hf.get("model_type"))
+    if name not in ARCHITECTURES:
+        raise FolderError(f"{folder} holds a {name} model; supported: {', '.join(ARCHITECTURES)}")
+    return ARCHITECTURES[name]
+
+
+def _rope(hf: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
+    """The rotary base and scaling, as ``transformers`` 4 writes them (``rope_theta``, ``rope_scaling``) or 5
+    (``rope_parameters``)."""
+    params = dict(hf.get("rope_parameters") or {})
+    scaling = hf.get("rope_scaling") or (params if params.get("rope_type", "default") != "default" else None)
+    base = float(params.get("rope_theta", hf.get("rope_theta", 10000.0)))
+    if scaling is not None:
+        kind = scaling.get("rope_type", scaling.get("type"))
+        if kind != "llama3":
+            raise FolderError(f"rope scaling of type {kind!r} is not supported; supported: llama3")
+        scaling = {k: v for k, v in scaling.items() if k not in ("rope_theta", "type")} | {"rope_type": "llama3"}
+    return base, scaling
+
+
+def _refuse_variants(hf: dict[str, Any], family: str) -> None:
+    if hf.get("use_sliding_window") or "sliding_attention" in (hf.get("layer_types") or []) \
+            or (family == "llama" and hf.get("sliding_window")):
+        raise FolderError("sliding-window attention is not supported (every layer here attends to every earlier "
+                          "token)")
+    if any(hf.get(k) for k in ("num_experts", "num_local_experts", "n_routed_experts", "moe_intermediate_size")):
+        raise FolderError("mixture-of-experts models are not supported (one feed-forward block per layer here)")
+    if hf.get("hidden_act", "silu") != "silu":
+        raise FolderError(f"hidden_act={hf['hidden_act']!r} is not supported for {family} (SwiGLU uses silu)")
+    if bool(hf.get("attention_bias", False)) != bool(hf.get("mlp_bias", False)):
+        raise FolderError("attention_bias and mlp_bias differ; supported: both off (or both on)")
+
+
+def model_config(hf: dict[str, Any], family: str) -> ModelConfig:
+    """The ``ModelConfig`` of a Llama or Qwen3 ``config.json`` (GPT-2: ``gpt2_config``)."""
+    if family == "gpt2":
+        from scratchformer.interop.huggingface import gpt2_config
+
+        return gpt2_config(hf)
+    _refuse_variants(hf, family)
+    C, H = hf["hidden_size"], hf["num_attention_heads"]
+    kv = hf.get("num_key_value_heads") or H
+    head_dim = hf.get("head_dim") or (128 if family == "qwen3" else C // H)  # transformers' defaults
+    base, scaling = _rope(hf)
+    pad = hf.get("pad_token_id")
+    return ModelConfig(
+        arch="gpt", vocab_size=hf["vocab_size"], d_model=C, n_heads=H, n_layers=hf["num_hidden_layers"],
+        d_ff=hf["intermediate_size"], max_len=hf.get("max_position_embeddings", 2048), dropout=0.0,
+        n_kv_heads=None if kv == H else kv, head_dim=None if head_dim * H == C else head_dim,
+        norm="pre", norm_type="rmsnorm", activation="swiglu", positional="rotary", scale_embeddings=False,
+        tie_embeddings=bool(hf.get("tie_word_embeddings", family == "qwen3")), bias=bool(hf.get("attention_bias")),
+        layer_norm_eps=float(hf.get("rms_norm_eps", 1e-6)), rope_base=base, rope_scaling=scaling,
+        qk_norm=family == "qwen3", pad_id=pad if isinstance(pad, int) and 0 <= pad < hf["vocab_size"] else 0)
+
+
+Plan = list[tuple[str, list[str], bool]]  # (our name, their names stacked in this order, transposed)
+
+
+def llama_plan(cfg: ModelConfig) -> Plan:
+    """Where each of our tensors comes from in a Llama or Qwen3 folder (module docstring)."""
+    plan: Plan = [("embed.token.weight", ["model.embed_tokens.weight"], False),
+                  ("decoder.norm.weight", ["model.norm.weight"], False)]
+    kinds = ["weight", "bias"] if cfg.bias else ["weight"]
+    for i in range(cfg.n_layers):
+        o, p = f"decoder.layers.{i}.", f"model.layers.{i}."
+        plan += [(o + "self_attn_block.norm.weight", [p + "input_layernorm.weight"], False),
+                 (o + "ffn_block.norm.weight", [p + "post_attention_layernorm.weight"], False)]
+        for kind in kinds:
+            plan += [(o + f"self_attn.in_proj.{kind}", [p + f"self_attn.{n}_proj.{kind}" for n in "qkv"], False),
+                     (o + f"self_attn.out_proj.{kind}", [p + f"self_attn.o_proj.{kind}"], False),
+                     (o + f"ffn.linear1.{kind}", [p + f"mlp.gate_proj.{kind}"], False),
+                     (o + f"ffn.linear3.{kind}", [p + f"mlp.up_proj.{kind}"], False),
+                     (o + f"ffn.linear2.{kind}", [p + f"mlp.down_proj.{kind}"], False)]
+        if cfg.qk_norm:
+            plan += [(o + f"self_attn.{n}_norm.weight", [p + f"self_attn.{n}_norm.weight"], False) for n in "qk"]
+    if not cfg.tie_embeddings:
+        plan.append(("lm_head.weight", ["lm_head.weight"], False))
+    return plan
+
+
+IGNORED = (".attn.bias", ".attn.masked_bias", "rotary_emb.inv_freq")  # buffers some folders keep: no weights
+
+
+def _their_names(files: dict[str, Path], family: str) -> dict[str, str]:
+    """The folder's tensor names as the plan names them (GPT-2's without ``transformer.``) -> as stored."""
+    if family != "gpt2":
+        return {n: n for n in files}
+    return {n.removeprefix("transformer."): n for n in files}
+
+
+def _checked(plan: Plan, own: dict[str, Tensor], stored: dict[str, tuple[int, ...]], names: dict[str, str],
+             cfg: ModelConfig, family: str) -> None:
+    """Every tensor the plan needs is there with the shape the config gives it, and nothing else is."""
+    wanted: set[str] = set()
+    for ours, theirs, transpose in plan:
+        shape = tuple(own[ours].shape)
+        if len(theirs) == 3:  # W^Q, W^K, W^V stacked: H D, H_kv D, H_kv D rows
+            q, kv = cfg.n_heads * cfg.head_size, cfg.kv_heads * cfg.head_size
+            parts = [(rows, *shape[1:]) for rows in (q, kv, kv)]
+        else:
+            parts = [shape[::-1] if transpose else shape]
+        for name, expected in zip(theirs, parts):
+            wanted.add(name)
+            if name not in names:
+                raise FolderError(f"the folder has no tensor {name}, which a {family} model of this config.json needs")
+            if stored[names[name]] != expected:
+                raise FolderError(f"tensor {names[name]} has shape {list(stored[names[name]])}; config.json gives it "
+                                  f"{list(expected)}")
+    tied_copy = {"lm_head.weight"} if cfg.tie_embeddings else set()
+    extra = sorted(n for n in set(names) - wanted - tied_copy if not n.endswith(IGNORED))
+    if extra:
+        raise FolderError(f"tensor {names[extra[0]]} is not part of a {family} model of this config.json "
+                          f"({len(extra)} such)")
+
+
+def load_folder(path: str | Path, dtype: torch.dtype | None = None) -> tuple[GPT, PretrainedTokenizer | None, str]:
+    """(model in eval mode, the folder's tokenizer or None, the architecture's name) of a Hugging Face folder.
+    ``dtype``: convert the weights (None: as stored). ``FolderError`` in one line for what cannot be read."""
+    from scratchformer.errors import ConfigError
+    from scratchformer.interop.huggingface import gpt2_plan
+    from scratchformer.interop.safetensors_files import WeightsError, reader, shapes, weight_map
+
+    folder = Path(path)
+    try:
+        hf = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        family = _architecture(hf, folder)
+        cfg = model_config(hf, family)
+        files = weight_map(folder)
+    except KeyError as err:
+        raise FolderError(f"{folder / 'config.json'} lacks {err.args[0]!r}") from None
+    except (ConfigError, WeightsError, ValueError) as err:
+        raise FolderError(str(err) if isinstance(err, (FolderError, WeightsError)) else
+                          f"{folder / 'config.json'}: {err}") from None
+    plan = gpt2_plan(cfg) if family == "gpt2" else llama_plan(cfg)
+    with torch.device("meta"):
+        model = GPT(cfg)  # shapes only: no memory, no initialisation
+    names = _their_names(files, family)
+    _checked(plan, dict(model.state_dict()), shapes(files), names, cfg, family)
+    state: dict[str, Tensor] = {}
+    with reader(files) as read:
+        dtype = dtype or read(names[plan[0][1][0]]).dtype  # one dtype for the model: the embedding's, or the asked
+        for ours, theirs, transpose in plan:
+            parts = [read(names[n]).to(dtype) for n in theirs]
+            tensor = parts[0] if len(parts) == 1 else torch.cat(parts)
+            state[ours] = (tensor.t() if transpose else tensor).contiguous()
+    model.load_state_dict(state, assign=True)
+    for module in model.modules():
+        if isinstance(module, RotaryEmbedding):
+            module.build_tables()
+    tokenizer = folder_tokenizer(folder, hf, cfg)
+    return model.eval(), tokenizer, next(k for k, v in ARCHITECTURES.items() if v == family)
+
+
+def folder_tokenizer(folder: Path, hf: dict[str, Any], cfg: ModelConfig) -> PretrainedTokenizer | None:
+    """The folder's ``tokenizer.json`` with its special tokens, or None when there is none."""
+    path = folder / "tokenizer.json"
+    if not path.is_file():
+        return None
+    ids = {k: hf.get(f"{k}_token_id") for k in ("bos", "eos", "pad")}
+    ids = {k: v[0] if isinstance(v, list) and v else v for k, v in ids.items()}  # eos may be a list of ids
+    try:
+        tokenizer = PretrainedTokenizer.from_file(path, **{f"{k}_id": v for k, v in ids.items() if isinstance(v, int)})
+    except Exception as err:  # noqa: BLE001 - the tokenizers library's errors all mean "unreadable"
+        raise FolderError(f"{path} is not a tokenizer file ({str(err).splitlines()[0] if str(err) else err})") from None
+    if tokenizer.vocab_size > cfg.vocab_size:
+        raise FolderError(f"{path} has {tokenizer.vocab_size:,} tokens, more than the model's vocab_size "
+                          f"{cfg.vocab_size:,}")
+    return tokenizer

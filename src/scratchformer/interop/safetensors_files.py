@@ -1,0 +1,83 @@
+"""The weights of a Hugging Face folder: which ``*.safetensors`` file holds each tensor (one file, or shards named
+by ``model.safetensors.index.json``), their shapes read from the files' headers, and the tensors read one at a time
+from memory-mapped files. Pickled weights (``*.bin``, ``*.pt``) are refused: loading a pickle can run code."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+from torch import Tensor
+
+INDEX = "model.safetensors.index.json"
+
+
+class WeightsError(ValueError):
+    """Weights that are missing, pickled, or not where the index says (one line)."""
+
+
+def weight_map(folder: Path) -> dict[str, Path]:
+    """Each tensor's name -> the file that holds it, checked: every shard present and holding what the index names."""
+    from safetensors import safe_open
+
+    index = folder / INDEX
+    if index.is_file():
+        try:
+            named = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        except (ValueError, KeyError, TypeError):
+            raise WeightsError(f"{index} is not a safetensors index (no weight_map)") from None
+        files = {name: folder / file for name, file in named.items()}
+    elif (folder / "model.safetensors").is_file():
+        files = {}
+    else:
+        pickled = sorted(p.name for p in folder.glob("*.bin")) + sorted(p.name for p in folder.glob("*.pt"))
+        if pickled:
+            raise WeightsError(f"{folder} holds its weights as {pickled[0]}, a pickle, which can run code when loaded; "
+                               "convert them to safetensors first (transformers: model.save_pretrained(DIR, "
+                               "safe_serialization=True))")
+        raise WeightsError(f"{folder} has no model.safetensors and no {INDEX}")
+    for shard in sorted(set(files.values())):
+        if not shard.is_file():
+            raise WeightsError(f"the shard {shard.name} named by {INDEX} is missing from {folder}")
+    if not files:
+        with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
+            return dict.fromkeys(f.keys(), folder / "model.safetensors")
+    for shard in sorted(set(files.values())):
+        with safe_open(str(shard), framework="pt") as f:
+            held = set(f.keys())
+        lacking = sorted(name for name, file in files.items() if file == shard and name not in held)
+        if lacking:
+            raise WeightsError(f"the shard {shard.name} lacks {lacking[0]}, which {INDEX} places there "
+                               f"({len(lacking)} missing): the shards and the index do not match")
+    return files
+
+
+def shapes(files: dict[str, Path]) -> dict[str, tuple[int, ...]]:
+    """Each tensor's shape, from the files' headers (nothing is read but the headers)."""
+    from safetensors import safe_open
+
+    out: dict[str, tuple[int, ...]] = {}
+    for shard in sorted(set(files.values())):
+        with safe_open(str(shard), framework="pt") as f:
+            for name in f.keys():  # noqa: SIM118 - safe_open is not a mapping
+                if files.get(name) == shard:
+                    out[name] = tuple(f.get_slice(name).get_shape())
+    return out
+
+
+@contextmanager
+def reader(files: dict[str, Path]) -> Iterator[Any]:
+    """``with reader(files) as read: read(name) -> Tensor``: each shard opened once, memory-mapped."""
+    from safetensors import safe_open
+
+    with ExitStack() as stack:
+        opened = {shard: stack.enter_context(safe_open(str(shard), framework="pt"))
+                  for shard in sorted(set(files.values()))}
+
+        def read(name: str) -> Tensor:
+            return opened[files[name]].get_tensor(name)
+
+        yield read
