@@ -193,7 +193,7 @@ def test_the_tokenizer_comes_from_the_folder_with_no_pad_token(folders):
     assert tok.decode(tok.encode("the lazy dog")) == "the lazy dog"
 
 
-def test_generate_and_explore_on_a_folder(folders, tmp_path, capsys):
+def test_generate_explore_and_evaluate_on_a_folder(folders, tmp_path, capsys):
     folder = folders["qwen3"][0]
     assert main(["generate", "--ckpt", str(folder), "--prompt", "the quick", "--max-new-tokens", "5",
                  "--greedy"]) == 0
@@ -201,6 +201,12 @@ def test_generate_and_explore_on_a_folder(folders, tmp_path, capsys):
     page = tmp_path / "page.html"
     assert main(["explore", "--ckpt", str(folder), "--export", str(page), "--text", "the lazy dog"]) == 0
     assert "lazy" in page.read_text(encoding="utf-8")
+    capsys.readouterr()
+    text = tmp_path / "text.txt"
+    text.write_text("the quick brown fox jumps over the lazy dog\n" * 40, encoding="utf-8")
+    assert main(["evaluate", "--ckpt", str(folder), "--data", str(text)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["unit"] == "tokens" and 1 < report["perplexity"] < 2 * V  # a random model: about uniform
 
 
 def one_line_error(capsys, code: int, *needles: str) -> str:

@@ -150,6 +150,7 @@ class ModelConfig:
                 if getattr(self, name) is not None:
                     raise ConfigError(f"{name} applies to arch='seq2seq' only, not arch={self.arch!r}")
         self._validate()
+        self._heads()
 
     def _vit_fields(self) -> None:
         """A ViT's image fields checked; its sequence length and vocabulary fields set from them."""
@@ -211,7 +212,6 @@ class ModelConfig:
                               "never forms the attention weights it would drop")
         if self.tgt_vocab_size is not None and self.tgt_vocab_size < 1:
             raise ConfigError(f"tgt_vocab_size={self.tgt_vocab_size} must be >= 1")
-        self._heads()
         if self.positional == "sinusoidal" and self.d_model % 2:
             raise ConfigError(f"positional='sinusoidal' needs an even d_model, got d_model={self.d_model}")
         for name in ("dropout", "attention_dropout"):
