@@ -17,12 +17,12 @@ The only scaling supported (``rope_scaling={"rope_type": "llama3", ...}``); the 
 from __future__ import annotations
 
 import math
-from typing import Any
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, Any
 
 from scratchformer.errors import ConfigError
+
+if TYPE_CHECKING:  # the config checks run without torch (the command line starts without it)
+    from torch import Tensor
 
 ROPE_SCALING_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
 
@@ -47,6 +47,8 @@ def check_rope_scaling(scaling: Any, positional: str = "rotary") -> None:
 
 def llama3_frequencies(inv_freq: Tensor, scaling: dict[str, Any]) -> Tensor:
     """The rotary frequencies ``(D/2,)`` scaled as Llama 3 scales them (module docstring)."""
+    import torch
+
     factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
     original = scaling["original_max_position_embeddings"]
     wavelength = 2 * math.pi / inv_freq
