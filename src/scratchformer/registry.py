@@ -141,7 +141,12 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
                   bias=False, max_steps=2000, batch_size=16, lr=2e-3, min_lr=1e-4, schedule="cosine",
                   warmup_fraction=0.1, beta2=0.99, adam_eps=1e-8, weight_decay=0.1, eval_every=250, eval_batches=20,
                   log_every=25),
-             datasets=("tinyshakespeare",)),
+             datasets=("tinyshakespeare",), own_settings=("init_from",),
+             # training further a Llama, Qwen3 or GPT-2 folder (or a GPT run): its architecture and tokenizer come
+             # with it; windows of max_len tokens, a low rate
+             fine_tune_defaults=dict(max_len=128, max_steps=500, batch_size=8, lr=3e-5, min_lr=3e-6,
+                                     schedule="cosine", warmup_fraction=0.1, weight_decay=0.0, eval_every=100,
+                                     eval_batches=10, log_every=10)),
     # the multi30k preset's recipe: shared BPE, post-LN encoder-decoder, token batches, label smoothing
     TaskSpec("translate", ("seq2seq",), "an encoder-decoder translates sentence pairs", "TranslationTask",
              DataForm("pairs", "a TSV of source<TAB>target lines, or two line-aligned files (source, target)",

@@ -220,7 +220,22 @@ def load_folder(path: str | Path, dtype: torch.dtype | None = None) -> tuple[GPT
     return model.eval(), tokenizer, next(k for k, v in ARCHITECTURES.items() if v == family)
 
 
-def folder_tokenizer(folder: Path, hf: dict[str, Any], cfg: ModelConfig) -> PretrainedTokenizer | None:
+def open_model_tokenizer(folder: Path) -> PretrainedTokenizer | None:
+    """The tokenizer of a Llama, Qwen3 or GPT-2 folder (with its config's special ids), None for another folder;
+    ``FolderError`` when such a folder has no ``tokenizer.json``."""
+    if not is_hf_folder(folder):
+        return None
+    hf = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    names = hf.get("architectures") or []
+    if not (names and names[0] in ARCHITECTURES or hf.get("model_type") in ARCHITECTURES.values()):
+        return None
+    tokenizer = folder_tokenizer(folder, hf, None)
+    if tokenizer is None:
+        raise FolderError(f"{folder} has no tokenizer.json: training on text needs the model's own tokenizer")
+    return tokenizer
+
+
+def folder_tokenizer(folder: Path, hf: dict[str, Any], cfg: ModelConfig | None) -> PretrainedTokenizer | None:
     """The folder's ``tokenizer.json`` with its special tokens, or None when there is none."""
     path = folder / "tokenizer.json"
     if not path.is_file():
@@ -231,7 +246,7 @@ def folder_tokenizer(folder: Path, hf: dict[str, Any], cfg: ModelConfig) -> Pret
         tokenizer = PretrainedTokenizer.from_file(path, **{f"{k}_id": v for k, v in ids.items() if isinstance(v, int)})
     except Exception as err:  # noqa: BLE001 - the tokenizers library's errors all mean "unreadable"
         raise FolderError(f"{path} is not a tokenizer file ({str(err).splitlines()[0] if str(err) else err})") from None
-    if tokenizer.vocab_size > cfg.vocab_size:
+    if cfg is not None and tokenizer.vocab_size > cfg.vocab_size:
         raise FolderError(f"{path} has {tokenizer.vocab_size:,} tokens, more than the model's vocab_size "
                           f"{cfg.vocab_size:,}")
     return tokenizer

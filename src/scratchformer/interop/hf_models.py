@@ -6,27 +6,17 @@
     AutoModel.from_pretrained(DIR)                            # an encoder alone (--hf-class BertModel)
     AutoTokenizer.from_pretrained(DIR)
 
-The reverse of ``interop.gpt2_from_pretrained`` and ``interop.bert_from_pretrained``. Three targets: ``GPT`` ->
-``GPT2LMHeadModel``; ``EncoderClassifier`` with ``pooling="pooler"`` -> ``BertForSequenceClassification``; the
-encoder of any ``EncoderClassifier`` (a ``task=mlm`` run's, or a mean-pooled classifier's) -> ``BertModel``.
-``Seq2SeqTransformer`` is refused: no target architecture was chosen for it (ONNX and TorchScript export it).
+The reverse of ``interop.gpt2_from_pretrained`` and ``interop.bert_from_pretrained``. The targets: ``GPT`` ->
+``GPT2LMHeadModel`` (or Llama, Qwen3); ``EncoderClassifier`` with ``pooling="pooler"`` ->
+``BertForSequenceClassification``; the encoder of any ``EncoderClassifier`` (a ``task=mlm`` run's, or a mean-pooled
+classifier's) -> ``BertModel``. ``Seq2SeqTransformer`` is refused: no target architecture was chosen for it (ONNX and
+TorchScript export it).
 
-GPT -> GPT2LMHeadModel, name by name (theirs under ``transformer.``; ``i`` is the layer)::
-
-    embed.token.weight                                  wte.weight (and lm_head.weight, when tied)
-    embed.position_embedding.weight                     wpe.weight
-    decoder.layers.i.self_attn_block.norm.{weight,bias} h.i.ln_1.{weight,bias}
-    decoder.layers.i.self_attn.in_proj.{weight,bias}    h.i.attn.c_attn.{weight^T,bias}
-    decoder.layers.i.self_attn.out_proj.{weight,bias}   h.i.attn.c_proj.{weight^T,bias}
-    decoder.layers.i.ffn_block.norm.{weight,bias}       h.i.ln_2.{weight,bias}
-    decoder.layers.i.ffn.linear1.{weight,bias}          h.i.mlp.c_fc.{weight^T,bias}
-    decoder.layers.i.ffn.linear2.{weight,bias}          h.i.mlp.c_proj.{weight^T,bias}
-    decoder.norm.{weight,bias}                          ln_f.{weight,bias}
-    lm_head.weight (untied)                             lm_head.weight (outside transformer.)
-
-GPT-2's projections are ``Conv1D`` layers that store ``(in, out)``, hence the transposes (^T).
-``activation`` relu, gelu (erf) and gelu_tanh become ``activation_function`` relu, gelu and
-gelu_pytorch_tanh, the same functions.
+GPT -> GPT2LMHeadModel, name by name: ``huggingface.gpt2_plan`` read the other way (theirs under ``transformer.``;
+GPT-2's projections are ``Conv1D`` layers that store ``(in, out)``, hence transposed). ``activation`` relu, gelu
+(erf) and gelu_tanh become ``activation_function`` relu, gelu and gelu_pytorch_tanh, the same functions. A GPT with
+today's settings (RMSNorm, SwiGLU, rotary positions) becomes ``LlamaForCausalLM``, or ``Qwen3ForCausalLM`` with
+QK-norm (``hf_llama.py``).
 
 EncoderClassifier -> BertForSequenceClassification (theirs under ``bert.``, except ``classifier``; BertModel:
 the same names without ``bert.``)::
@@ -78,16 +68,19 @@ import torch
 from torch import Tensor, nn
 
 from scratchformer.extras import require
+from scratchformer.interop import hf_llama
+from scratchformer.interop.hf_llama import LLAMA_LM, QWEN3_LM
 from scratchformer.models import GPT, EncoderClassifier, Seq2SeqTransformer
 from scratchformer.nn.config import ModelConfig
 from scratchformer.registry import pretrains
 from scratchformer.tokenizers import SPECIAL_TOKENS
 
-__all__ = ["BERT_CLASSIFIER", "BERT_ENCODER", "GPT2_LM", "HF_CLASSES", "HFExportError", "check_exportable",
-           "default_hf_class", "to_hugging_face"]
+__all__ = ["BERT_CLASSIFIER", "BERT_ENCODER", "GPT2_LM", "GPT_CLASSES", "HF_CLASSES", "HFExportError",
+           "check_exportable", "default_hf_class", "to_hugging_face"]
 
 GPT2_LM, BERT_CLASSIFIER, BERT_ENCODER = "GPT2LMHeadModel", "BertForSequenceClassification", "BertModel"
-HF_CLASSES = (GPT2_LM, BERT_CLASSIFIER, BERT_ENCODER)
+HF_CLASSES = (GPT2_LM, LLAMA_LM, QWEN3_LM, BERT_CLASSIFIER, BERT_ENCODER)
+GPT_CLASSES = (GPT2_LM, LLAMA_LM, QWEN3_LM)
 _ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh"}
 
 
@@ -109,7 +102,7 @@ def default_hf_class(model: nn.Module, task: str | None = None) -> str:
     """The class a model becomes unless told otherwise; a ``task=mlm`` encoder's head is untrained, so
     its encoder alone (``BertModel``)."""
     if isinstance(model, GPT):
-        return GPT2_LM
+        return hf_llama.default_llama_class(model.config) if hf_llama.is_llama_like(model.config) else GPT2_LM
     if isinstance(model, EncoderClassifier):
         return BERT_ENCODER if pretrains(task) else BERT_CLASSIFIER
     if isinstance(model, Seq2SeqTransformer):
@@ -175,13 +168,14 @@ def check_exportable(model: nn.Module, hf_class: str | None = None, task: str | 
     hf_class = hf_class or default_hf_class(model, task)
     if hf_class not in HF_CLASSES:
         raise HFExportError(f"unknown Hugging Face class {hf_class!r}; choose from {', '.join(HF_CLASSES)}")
-    family = GPT if hf_class == GPT2_LM else EncoderClassifier
+    family = GPT if hf_class in GPT_CLASSES else EncoderClassifier
     if not isinstance(model, family):
         default_hf_class(model)  # a seq2seq model gets its own message
         raise HFExportError(f"a {type(model).__name__} cannot become {hf_class}; it exports as "
-                            f"{' or '.join(c for c in HF_CLASSES if (c == GPT2_LM) == isinstance(model, GPT))}")
+                            f"{' or '.join(c for c in HF_CLASSES if (c in GPT_CLASSES) == isinstance(model, GPT))}")
     cfg: ModelConfig = model.config  # type: ignore[assignment]
-    problems = _gpt2_problems(cfg) if hf_class == GPT2_LM else _bert_problems(cfg, hf_class)
+    problems = (_gpt2_problems(cfg) if hf_class == GPT2_LM else hf_llama.llama_problems(cfg, hf_class)
+                if hf_class in GPT_CLASSES else _bert_problems(cfg, hf_class))
     if problems:
         raise HFExportError(f"cannot export as {hf_class}: " + "; ".join(problems))
     return hf_class
@@ -282,18 +276,22 @@ def _hf_config(model: GPT | EncoderClassifier, hf_class: str, labels: list[str] 
         **common)
 
 
-def to_hugging_face(model: nn.Module, hf_class: str | None = None, *, labels: list[str] | None = None) -> Any:
+def to_hugging_face(model: nn.Module, hf_class: str | None = None, *, labels: list[str] | None = None,
+                    special_ids: dict[str, int | None] | None = None) -> Any:
     """``model`` as a ``transformers`` model (eval mode) with the same weights: ``GPT2LMHeadModel`` for a
-    GPT, ``BertForSequenceClassification`` (or, with ``hf_class="BertModel"``, ``BertModel``) for an
-    encoder classifier. ``labels``: the class names, for ``id2label``. Raises ``HFExportError`` for a
-    setting the class cannot express (see the module docstring)."""
+    GPT (``LlamaForCausalLM`` or ``Qwen3ForCausalLM`` for one with their settings, ``hf_llama.py``),
+    ``BertForSequenceClassification`` (or, with ``hf_class="BertModel"``, ``BertModel``) for an encoder
+    classifier. ``labels``: the class names, for ``id2label``; ``special_ids``: a Llama's bos, eos and pad ids.
+    Raises ``HFExportError`` for a setting the class cannot express (see the module docstring)."""
     hf_class = check_exportable(model, hf_class)
     transformers = transformers_module()
-    config = _hf_config(model, hf_class, labels)  # type: ignore[arg-type]
-    if hf_class == GPT2_LM:
-        state = _gpt2_state(model)  # type: ignore[arg-type]
+    if hf_class in (LLAMA_LM, QWEN3_LM):
+        config = hf_llama.llama_config(model, hf_class, transformers, special_ids or {})  # type: ignore[arg-type]
+        state = hf_llama.llama_state(model)  # type: ignore[arg-type]
+    elif hf_class == GPT2_LM:
+        config, state = _hf_config(model, hf_class, labels), _gpt2_state(model)  # type: ignore[arg-type]
     else:
-        state = _bert_state(model, hf_class)  # type: ignore[arg-type]
+        config, state = _hf_config(model, hf_class, labels), _bert_state(model, hf_class)  # type: ignore[arg-type]
     hf = getattr(transformers, hf_class)(config)
     with torch.no_grad():
         hf.load_state_dict({k: v.detach().float().cpu().contiguous() for k, v in state.items()}, strict=True)

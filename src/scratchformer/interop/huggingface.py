@@ -10,7 +10,21 @@ at load time, so the model code has no special cases:
   (``embedding_norm=True``), and adds a token-type embedding: for single-segment input (type 0) that row
   is a constant, so it is folded into the position table.
 
-The reverse direction (a scratchformer model as a ``transformers`` one) is ``hf_models.py``.
+GPT-2, name by name (``gpt2_plan``; theirs under ``transformer.``; ``i`` is the layer)::
+
+    embed.token.weight                                  wte.weight (and lm_head.weight, when tied)
+    embed.position_embedding.weight                     wpe.weight
+    decoder.layers.i.self_attn_block.norm.{weight,bias} h.i.ln_1.{weight,bias}
+    decoder.layers.i.self_attn.in_proj.{weight,bias}    h.i.attn.c_attn.{weight^T,bias}
+    decoder.layers.i.self_attn.out_proj.{weight,bias}   h.i.attn.c_proj.{weight^T,bias}
+    decoder.layers.i.ffn_block.norm.{weight,bias}       h.i.ln_2.{weight,bias}
+    decoder.layers.i.ffn.linear1.{weight,bias}          h.i.mlp.c_fc.{weight^T,bias}
+    decoder.layers.i.ffn.linear2.{weight,bias}          h.i.mlp.c_proj.{weight^T,bias}
+    decoder.norm.{weight,bias}                          ln_f.{weight,bias}
+    lm_head.weight (untied)                             lm_head.weight (outside transformer.)
+
+The reverse direction (a scratchformer model as a ``transformers`` one) is ``hf_models.py``; Llama and Qwen3
+folders are read by ``hf_folder.py``.
 """
 
 from __future__ import annotations

@@ -55,10 +55,12 @@ def starting_tokenizer(cfg: TrainConfig) -> Tokenizer | None:
     if not cfg.init_from:
         return None
     from scratchformer.checkpoint import find_checkpoint, load_checkpoint
+    from scratchformer.interop.hf_folder import open_model_tokenizer
     from scratchformer.interop.pretrained import find_pretrained
     from scratchformer.tokenizers import PretrainedTokenizer
 
     base = find_checkpoint(cfg.init_from)
     if base is not None:
         return load_checkpoint(base).tokenizer
-    return PretrainedTokenizer.from_file(find_pretrained(cfg.init_from, cfg.data_dir) / "tokenizer.json")
+    folder = find_pretrained(cfg.init_from, cfg.data_dir)
+    return open_model_tokenizer(folder) or PretrainedTokenizer.from_file(folder / "tokenizer.json")

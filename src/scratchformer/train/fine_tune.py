@@ -1,4 +1,5 @@
-"""Starting a classifier from a pretrained encoder (``init_from``): real BERT weights, or a scratchformer run.
+"""Starting from a pretrained model (``init_from``): a classifier from a pretrained encoder (real BERT weights, or a
+scratchformer run), or a language model trained further from a Llama, Qwen3 or GPT-2 folder (or a GPT run).
 
 The classifier takes the encoder's architecture and weights and a new head for the task's classes; ``pooling``
 and ``dropout`` may be chosen anew, and ``max_len`` (the longest input) up to the encoder's own: its learned
@@ -12,6 +13,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import torch
 from torch import nn
 
 from scratchformer.checkpoint import find_checkpoint, load_checkpoint
@@ -31,8 +33,40 @@ def fine_tuned(run: Resolved, task: Task, log: Callable[[str], None]) -> nn.Modu
     architecture as it is."""
     cfg, given = run.train, run.model_settings()
     base_dir = find_checkpoint(cfg.init_from)  # type: ignore[arg-type]
+    if task.model_config.arch == "gpt":
+        return _language_model(cfg, base_dir, given, log).train()
     model = _from_run(base_dir, given, task, log) if base_dir is not None else _from_bert(cfg, given, task, log)
     return _inputs_up_to(model, task.max_len, cfg.init_from).train()  # type: ignore[arg-type]
+
+
+def _language_model(cfg: TrainConfig, base_dir: Any, given: dict[str, Any], log: Callable[[str], None]) -> nn.Module:
+    """A GPT to train further: a scratchformer GPT run's, or a Hugging Face folder's (in float32, for training).
+    Its architecture is its own; ``max_len`` here is the length of the training windows (the model keeps its own)."""
+    from scratchformer.interop.hf_folder import FolderError, load_folder
+    from scratchformer.interop.pretrained import find_pretrained
+
+    if base_dir is not None:
+        base = load_checkpoint(base_dir)
+        model, where = base.model.float(), f"{base_dir} (step {base.step} of a task={base.task} run)"
+    else:
+        folder = find_pretrained(cfg.init_from, cfg.data_dir)  # type: ignore[arg-type]
+        try:
+            model, _, architecture = load_folder(folder, torch.float32)
+        except FolderError as err:
+            raise ConfigError(str(err)) from None
+        where = f"{folder} (a {architecture})"
+    have: ModelConfig = model.config  # type: ignore[assignment]
+    if have.arch != "gpt":
+        raise ConfigError(f"init_from={cfg.init_from} holds a {have.arch} model; task=lm trains a GPT further")
+    clash = [f"{k}={v!r} (it has {getattr(have, k)!r})" for k, v in sorted(given.items())
+             if k not in ("arch", "max_len") and getattr(have, k) != v]
+    if clash:
+        raise ConfigError(f"init_from={cfg.init_from} fixes the architecture; remove or match {', '.join(clash)}")
+    if given.get("max_len", 0) > have.max_len:
+        raise ConfigError(f"max_len={given['max_len']} is longer than the max_len={have.max_len} of "
+                          f"init_from={cfg.init_from}")
+    log(f"initialised from {where}; trained further on windows of {given.get('max_len', have.max_len)} tokens")
+    return model
 
 
 def _from_bert(cfg: TrainConfig, given: dict[str, Any], task: Task, log: Callable[[str], None]) -> nn.Module:

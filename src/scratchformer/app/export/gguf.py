@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from scratchformer.app.export.formats import ExportError, _atomic_dir, _destination
-from scratchformer.app.export.gguf_vocab import gguf_vocab
+from scratchformer.app.export.gguf_vocab import gguf_vocab, pre_tokenizer
 from scratchformer.extras import require
 from scratchformer.models import GPT
 from scratchformer.nn.feedforward import FeedForward
@@ -107,18 +107,31 @@ def _rope_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
     return w.reshape(n_heads, D, *w.shape[1:])[:, order].reshape(w.shape)
 
 
+def _rope_factors(cfg) -> np.ndarray:
+    """Llama 3's rotary scaling as llama.cpp reads it (``rope_freqs``): each pair's frequency divided by it."""
+    from scratchformer.nn.rope_scaling import llama3_frequencies
+
+    D = cfg.head_size
+    inv_freq = cfg.rope_base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+    return (inv_freq / llama3_frequencies(inv_freq, cfg.rope_scaling)).float().numpy()
+
+
 def _llama_tensors(model: GPT) -> dict[str, np.ndarray]:
-    cfg, C = model.config, model.config.d_model
+    cfg = model.config
     out = {"token_embd.weight": _np(model.embed.token.weight)}
+    if cfg.rope_scaling is not None:
+        out["rope_freqs.weight"] = _rope_factors(cfg)
+    q, kv = cfg.n_heads * cfg.head_size, cfg.kv_heads * cfg.head_size  # in_proj's rows: [W^Q; W^K; W^V]
     for i, layer in enumerate(model.decoder.layers):
         attn, ffn = layer.self_attn, layer.ffn
         out[f"blk.{i}.attn_norm.weight"] = _np(layer.self_attn_block.norm.weight)
         out[f"blk.{i}.ffn_norm.weight"] = _np(layer.ffn_block.norm.weight)
         w = _np(attn.in_proj.weight)
         b = None if attn.in_proj.bias is None else _np(attn.in_proj.bias)
-        for j, name in enumerate(("attn_q", "attn_k", "attn_v")):
-            rows = slice(j * C, (j + 1) * C)
-            fix = (lambda x: _rope_rows(x, cfg.n_heads)) if name != "attn_v" else (lambda x: x)
+        for name, start, size, heads in (("attn_q", 0, q, cfg.n_heads), ("attn_k", q, kv, cfg.kv_heads),
+                                         ("attn_v", q + kv, kv, 0)):
+            rows = slice(start, start + size)
+            fix = (lambda x, h=heads: _rope_rows(x, h)) if heads else (lambda x: x)
             out[f"blk.{i}.{name}.weight"] = fix(w[rows])
             if b is not None:
                 out[f"blk.{i}.{name}.bias"] = fix(b[rows])
@@ -163,7 +176,10 @@ def _keys(writer, arch: str, model: GPT) -> None:
     if arch == "gpt2":
         writer.add_layer_norm_eps(cfg.layer_norm_eps)
     else:
-        writer.add_head_count_kv(cfg.n_heads)
+        writer.add_head_count_kv(cfg.kv_heads)
+        if cfg.head_size * cfg.n_heads != cfg.d_model:
+            writer.add_key_length(cfg.head_size)
+            writer.add_value_length(cfg.head_size)
         writer.add_layer_norm_rms_eps(cfg.layer_norm_eps)
         writer.add_rope_dimension_count(cfg.head_size)
         writer.add_rope_freq_base(cfg.rope_base)
@@ -172,19 +188,23 @@ def _keys(writer, arch: str, model: GPT) -> None:
 
 def _tokenizer_keys(writer, tokenizer: object, vocab_size: int) -> None:
     vocab = gguf_vocab(tokenizer)
+    if getattr(tokenizer, "kind", None) == "pretrained":  # a model's output rows past its tokenizer (Qwen3's)
+        unused = range(len(vocab.tokens), vocab_size)
+        vocab.tokens += [f"[PAD{i}]" for i in unused]
+        vocab.types += [5] * len(unused)  # llama.cpp's UNUSED, as its own converter writes them
     if len(vocab.tokens) != vocab_size:
         raise ExportError(f"the tokenizer has {len(vocab.tokens)} tokens but the model {vocab_size} outputs")
     writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("gpt-2")
+    writer.add_tokenizer_pre(pre_tokenizer(tokenizer))
     writer.add_token_list(vocab.tokens)
     writer.add_token_types(vocab.types)
     # llama.cpp's gpt2 tokenizer needs the key, and the gguf package writes no empty array: a character vocabulary
     # without merges gets one that never applies ("ĠĠ" would come only from a merge "Ġ Ġ", which is not there)
     writer.add_token_merges(vocab.merges or ["ĠĠ ĠĠ"])
-    writer.add_bos_token_id(vocab.specials["bos"])
-    writer.add_eos_token_id(vocab.specials["eos"])
-    writer.add_unk_token_id(vocab.specials["unk"])
-    writer.add_pad_token_id(vocab.specials["pad"])
+    for name, add in (("bos", writer.add_bos_token_id), ("eos", writer.add_eos_token_id),
+                      ("unk", writer.add_unk_token_id), ("pad", writer.add_pad_token_id)):
+        if name in vocab.specials:  # a pretrained byte-level tokenizer has no <unk>, often no pad
+            add(vocab.specials[name])
     writer.add_add_bos_token(False)
     writer.add_add_eos_token(False)
 

@@ -52,14 +52,39 @@ def gguf_vocab(tokenizer: object) -> GGUFVocab:
     kind = getattr(tokenizer, "kind", None)
     if kind == "char":
         vocab = _char_vocab(tokenizer)
-    elif kind == "bpe":
+    elif kind in ("bpe", "pretrained"):
         vocab = _bpe_vocab(tokenizer)
     else:
         raise ExportError(f"tokenizer={kind} has no llama.cpp counterpart (byte-level BPE and characters do): "
                           "export without a tokenizer is not supported for GGUF")
-    vocab.specials = {"bos": tokenizer.bos_id, "eos": tokenizer.eos_id, "unk": tokenizer.unk_id,
-                      "pad": tokenizer.pad_id}
+    if kind == "pretrained":  # a model's own (Llama's, Qwen3's, GPT-2's): the ids its config names, no others
+        vocab.specials = {k.removesuffix("_id"): v for k, v in tokenizer.given.items()}
+    else:
+        vocab.specials = {"bos": tokenizer.bos_id, "eos": tokenizer.eos_id, "unk": tokenizer.unk_id,
+                          "pad": tokenizer.pad_id}
     return vocab
+
+
+# llama.cpp's names for the word-splitting regexes of byte-level BPE tokenizers (tokenizer.ggml.pre): a fragment of
+# each regex that tells it apart; a plain ByteLevel pre-tokenizer is GPT-2's own
+PRE_TOKENIZERS = {"\\p{N}{1,3}": "llama-bpe", "\\p{N}|": "qwen2"}
+
+
+def pre_tokenizer(tokenizer: object) -> str:
+    """llama.cpp's name for how ``tokenizer`` splits text into words before merging (``gpt-2`` for this project's
+    byte-level BPE); ``ExportError`` for a regex llama.cpp is not known to hold."""
+    if getattr(tokenizer, "kind", None) != "pretrained":
+        return "gpt-2"
+    import json
+
+    state = json.dumps(json.loads(tokenizer.hf.to_str()).get("pre_tokenizer"))  # type: ignore[attr-defined]
+    if '"Split"' not in state:
+        return "gpt-2"
+    for fragment, name in PRE_TOKENIZERS.items():
+        if fragment in state:
+            return name
+    raise ExportError("this tokenizer splits words with a regex llama.cpp is not known to hold (known: GPT-2's, "
+                      "Llama 3's, Qwen2's and Qwen3's)")
 
 
 def _char_vocab(tokenizer) -> GGUFVocab:
@@ -92,7 +117,7 @@ def _bpe_vocab(tokenizer) -> GGUFVocab:
     n = tokenizer.vocab_size
     if sorted(by_id) != list(range(n)):
         raise ExportError("the BPE vocabulary has gaps in its ids; llama.cpp needs ids 0..V-1")
-    n_special = len(tokenizer.specials)
+    special = set(range(len(tokenizer.specials))) if tokenizer.kind == "bpe" else set(tokenizer.special_ids)
     merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
-    return GGUFVocab([by_id[i] for i in range(n)], [CONTROL if i < n_special else NORMAL for i in range(n)],
+    return GGUFVocab([by_id[i] for i in range(n)], [CONTROL if i in special else NORMAL for i in range(n)],
                      merges, {})

@@ -38,6 +38,7 @@ from scratchformer.interop.hf_models import (
     BERT_CLASSIFIER,
     BERT_ENCODER,
     GPT2_LM,
+    GPT_CLASSES,
     HF_CLASSES,
     HFExportError,
     check_exportable,
@@ -84,7 +85,7 @@ def compare_logits(model: nn.Module, hf_model: Any, hf_class: str, ids: Tensor, 
     model.eval()
     hf_mask = mask.long()
     with torch.no_grad():
-        if hf_class == GPT2_LM:
+        if hf_class in GPT_CLASSES:
             position_ids = (hf_mask.cumsum(-1) - 1).clamp(min=0)
             ours = model(ids, mask)[mask]
             theirs = hf_model(input_ids=ids, attention_mask=hf_mask, position_ids=position_ids).logits[mask]
@@ -99,8 +100,6 @@ def compare_logits(model: nn.Module, hf_model: Any, hf_class: str, ids: Tensor, 
                 theirs = torch.cat([theirs, out.pooler_output])
     ours, theirs = ours.float(), theirs.float()
     return (ours - theirs).abs().max().item(), ours.abs().max().item()
-
-
 
 
 # ====================================================================================== model card
@@ -159,7 +158,7 @@ _USAGE = {
 
 def model_card(ckpt_dir: Path, meta: dict[str, Any], hf_class: str, result: HFExport, exact_notes: list[str]) -> str:
     """The ``README.md`` of an export: what it is, how to load it, the check it passed, settings and metrics."""
-    pipeline, auto, snippet = _USAGE[hf_class]
+    pipeline, auto, snippet = _USAGE[GPT2_LM if hf_class in GPT_CLASSES else hf_class]
     model_cfg, train_cfg, step = meta["model"], meta.get("train", {}), int(meta.get("step", 0))
     run = _run_dir(ckpt_dir)
     data = meta.get("data") or (json.loads((run / "config.json").read_text()).get("data") if run and
@@ -236,7 +235,9 @@ def export_hf(ckpt: str | os.PathLike, out: str | os.PathLike, *, hf_class: str 
 
     out.parent.mkdir(parents=True, exist_ok=True)
     with _staging(out) as tmp, _quiet(transformers):
-        to_hugging_face(model, hf_class, labels=labels).save_pretrained(str(tmp), safe_serialization=True)
+        tok = loaded.tokenizer
+        ids = {"bos": tok.bos_id, "eos": tok.eos_id, "pad": tok.pad_id}  # a Llama's or Qwen3's config names them
+        to_hugging_face(model, hf_class, labels=labels, special_ids=ids).save_pretrained(str(tmp))
         for name, text in hf_tokenizer_files(loaded.tokenizer, loaded.model_config).items():
             (tmp / name).write_text(text, encoding="utf-8")
 

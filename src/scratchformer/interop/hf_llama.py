@@ -1,0 +1,76 @@
+"""A GPT with today's settings as a Hugging Face ``LlamaForCausalLM`` or ``Qwen3ForCausalLM``: the reverse of
+``hf_folder.py`` (the same name-by-name plan, ``hf_folder.llama_plan``, read the other way: ``in_proj``'s rows
+split back into ``q_proj``, ``k_proj`` and ``v_proj``).
+
+A GPT is a Llama when it is pre-norm with RMSNorm, SwiGLU and rotary positions, without embedding scaling or an
+embedding norm, with softmax attention; a Qwen3 when it also normalises each head's queries and keys (``qk_norm``)
+and has no biases. Grouped-query attention, a head size apart from ``d_model / n_heads``, the rotary base and Llama
+3's scaling, tied or untied output and biases (Llama: on every projection, or none) are written into the config.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from torch import Tensor
+
+from scratchformer.interop.hf_folder import llama_plan
+from scratchformer.models import GPT
+from scratchformer.nn.config import ModelConfig
+
+LLAMA_LM, QWEN3_LM = "LlamaForCausalLM", "Qwen3ForCausalLM"
+
+
+def is_llama_like(cfg: ModelConfig) -> bool:
+    """Whether a GPT's settings are Llama's (the blocks since 2017) rather than GPT-2's: it exports as one of these."""
+    return cfg.norm_type == "rmsnorm" or cfg.activation == "swiglu" or cfg.positional == "rotary"
+
+
+def default_llama_class(cfg: ModelConfig) -> str:
+    return QWEN3_LM if cfg.qk_norm else LLAMA_LM
+
+
+def llama_problems(cfg: ModelConfig, hf_class: str) -> list[str]:
+    """The settings ``hf_class`` (Llama or Qwen3) cannot express, each with why."""
+    name = "Qwen3" if hf_class == QWEN3_LM else "Llama"
+    wants = {"norm": "pre", "norm_type": "rmsnorm", "activation": "swiglu", "positional": "rotary",
+             "scale_embeddings": False, "embedding_norm": False, "attention": "softmax",
+             "qk_norm": hf_class == QWEN3_LM}
+    problems = [f"{key}={getattr(cfg, key)!r} ({name} has {key}={want!r})" for key, want in wants.items()
+                if getattr(cfg, key) != want]
+    if hf_class == QWEN3_LM and cfg.bias:
+        problems.append("bias=true (Qwen3's feed-forward has no biases)")
+    return problems
+
+
+def llama_state(model: GPT) -> dict[str, Tensor]:
+    """Every tensor of ``model`` under its Llama / Qwen3 name."""
+    cfg, own = model.config, model.state_dict()
+    q, kv = cfg.n_heads * cfg.head_size, cfg.kv_heads * cfg.head_size
+    state: dict[str, Tensor] = {}
+    for ours, theirs, _ in llama_plan(cfg):
+        parts = own[ours].split([q, kv, kv]) if len(theirs) == 3 else [own[ours]]
+        state.update(zip(theirs, parts))
+    if cfg.tie_embeddings:
+        state["lm_head.weight"] = own["embed.token.weight"]
+    return state
+
+
+def llama_config(model: GPT, hf_class: str, transformers: Any, ids: dict[str, int | None]) -> Any:
+    """The ``transformers`` config of ``hf_class`` for ``model``; ``ids``: bos, eos and pad token ids (or None)."""
+    cfg = model.config
+    config_class = getattr(transformers, "Qwen3Config" if hf_class == QWEN3_LM else "LlamaConfig")
+    rope = {"rope_type": "default"} if cfg.rope_scaling is None else dict(cfg.rope_scaling)
+    if "rope_parameters" in inspect.signature(config_class.__init__).parameters:  # transformers 5
+        rotary: dict[str, Any] = {"rope_parameters": {**rope, "rope_theta": cfg.rope_base}}
+    else:  # transformers 4
+        rotary = {"rope_theta": cfg.rope_base, "rope_scaling": cfg.rope_scaling}
+    biases = {"attention_bias": cfg.bias} | ({"mlp_bias": cfg.bias} if hf_class == LLAMA_LM else {})
+    return config_class(
+        vocab_size=cfg.vocab_size, hidden_size=cfg.d_model, intermediate_size=cfg.d_ff, num_hidden_layers=cfg.n_layers,
+        num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.kv_heads, head_dim=cfg.head_size,
+        max_position_embeddings=cfg.max_len, rms_norm_eps=cfg.layer_norm_eps, hidden_act="silu",
+        tie_word_embeddings=cfg.tie_embeddings, attention_dropout=cfg.attention_dropout,
+        bos_token_id=ids.get("bos"), eos_token_id=ids.get("eos"), pad_token_id=ids.get("pad"),
+        architectures=[hf_class], **rotary, **biases)
