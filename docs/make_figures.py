@@ -747,6 +747,72 @@ def digit_patches(path: Path) -> None:
     _save(fig, path)
 
 
+# ============================================================================ page 17: today's open models
+
+QWEN3_06B = dict(arch="gpt", vocab_size=151936, d_model=1024, n_heads=16, n_kv_heads=8, head_size=128, n_layers=28,
+                 d_ff=3072, max_len=40960, positional="rotary", norm_type="rmsnorm", activation="swiglu",
+                 qk_norm=True, bias=False)
+
+
+def _cache_mib(kv_heads: int, tokens: int) -> float:
+    """The KV cache of Qwen3-0.6B's shape with ``kv_heads`` heads of keys and values, for ``tokens`` tokens in
+    bfloat16: made by the model's own ``new_cache`` on the meta device (sizes without memory)."""
+    with torch.device("meta"):
+        model = build_model(ModelConfig(**{**QWEN3_06B, "n_kv_heads": kv_heads})).to(torch.bfloat16)
+        cache = model.new_cache(1, tokens)
+    return sum(c.keys.numel() * c.keys.element_size() * 2 for c in cache.self_attn) / 2**20
+
+
+def open_models(path: Path) -> None:
+    """Page 17: grouped-query attention (which query heads share which keys and values), the KV cache it saves
+    at Qwen3-0.6B's shape, and Llama 3's rotary scaling of each dimension pair's frequency."""
+    from scratchformer.nn.rope_scaling import llama3_frequencies
+
+    fig = Figure(figsize=(13, 3.6), dpi=DPI, layout="constrained")
+    heads, groups, bars = fig.subplots(1, 3, width_ratios=[1.25, 1, 1.1])
+    H, colours = 8, ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink",
+                     "tab:olive"]
+    for row, (name, kv) in enumerate([("multi-head (the paper)", 8), ("grouped-query", 2), ("multi-query", 1)]):
+        y = 1.5 * (2 - row)
+        for h in range(H):
+            g = h // (H // kv)
+            heads.add_patch(Rectangle((h, y + 0.45), 0.8, 0.35, color=colours[g], alpha=0.85))
+            heads.plot([h + 0.4, g * (H / kv) + (H / kv) / 2 - 0.1], [y + 0.45, y + 0.15], color="0.5", lw=0.8)
+        for g in range(kv):
+            width = H / kv - 0.2
+            heads.add_patch(Rectangle((g * H / kv, y - 0.2), width, 0.35, color=colours[g], alpha=0.45))
+        heads.text(-0.3, y + 0.25, f"{name}\nH_kv = {kv}", ha="right", va="center", fontsize=9)
+    heads.set_xlim(-3.4, 8)
+    heads.set_ylim(-0.4, 3.9)
+    heads.axis("off")
+    heads.set_title("8 query heads (top of each row) read\nH_kv heads of keys and values (below)", fontsize=10)
+    tokens = 32768
+    sizes = [(f"{kv}", _cache_mib(kv, tokens)) for kv in (16, 8, 4, 1)]
+    groups.bar([n for n, _ in sizes], [m / 1024 for _, m in sizes], color=["0.6", "tab:blue", "0.75", "0.75"])
+    for i, (_, m) in enumerate(sizes):
+        groups.text(i, m / 1024, f"{m / 1024:.2f} GiB", ha="center", va="bottom", fontsize=8)
+    groups.set_xlabel("H_kv (Qwen3-0.6B: 16 query heads, H_kv = 8)")
+    groups.set_ylabel("GiB")
+    groups.set_title(f"KV cache for {tokens:,} tokens, bfloat16:\n2 x 28 layers x H_kv x 128 x 2 bytes a token",
+                     fontsize=10)
+    D, base = 128, 500000.0
+    inv = base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+    scaling = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 8192}
+    wavelength = (2 * math.pi / inv).numpy()
+    bars.loglog(wavelength, inv.numpy(), label="Llama 3 (rope_theta 500,000)", color="0.5")
+    bars.loglog(wavelength, llama3_frequencies(inv, scaling).numpy(), label="Llama 3.1: llama3 scaling",
+                color="tab:blue")
+    for edge, text in ((8192 / 4.0, "8192 / high_freq_factor"), (8192 / 1.0, "8192 / low_freq_factor")):
+        bars.axvline(edge, color="tab:red", lw=0.8, ls="--")
+        bars.text(edge * 0.9, 1e-6, text, rotation=90, fontsize=7, ha="right", va="bottom", color="tab:red")
+    bars.set_xlabel("wavelength of the dimension pair (positions)")
+    bars.set_ylabel("frequency (radians per position)")
+    bars.legend(fontsize=8, loc="upper right")
+    bars.set_title("rotary frequencies of D = 128: slow pairs\ndivided by factor 8, fast ones kept", fontsize=10)
+    _save(fig, path)
+
+
 FIGURES: dict[str, Callable[[], None]] = {
     "model_map": lambda: first_read.model_map(OUT / "model_map.png"),
     "training_step": lambda: first_read.training_step(OUT / "training_step.png"),
@@ -764,6 +830,7 @@ FIGURES: dict[str, Callable[[], None]] = {
     "lr_schedules": lambda: lr_schedules(OUT / "lr_schedules.png"),
     "copy_task": lambda: copy_task(OUT),
     "digit_patches": lambda: digit_patches(OUT / "digit_patches.png"),
+    "open_models": lambda: open_models(OUT / "open_models.png"),
     # from trained models (figures_learner.py): a pretrained English encoder, and a translation model trained here
     "qkv_by_numbers": lambda: learner.qkv_by_numbers(OUT / "qkv_by_numbers.png"),
     "self_attention_sentence": lambda: learner.self_attention_sentence(OUT / "self_attention_sentence.png"),

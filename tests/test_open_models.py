@@ -108,11 +108,11 @@ def test_64_greedy_tokens_equal_transformers_generate_and_cached_equals_uncached
 
 def test_the_configs_hold_what_the_folders_say(folders):
     llama = scratchformer.load_model(folders["llama_gqa_untied"][0]).config
-    assert (llama.n_heads, llama.kv_heads, llama.head_size, llama.tie_embeddings) == (4, 2, 16, False)
+    assert (llama.n_heads, llama.kv_heads, llama.head_dim, llama.tie_embeddings) == (4, 2, 16, False)
     assert llama.rope_base == 500000.0 and llama.rope_scaling["rope_type"] == "llama3"
     assert (llama.norm_type, llama.activation, llama.bias, llama.qk_norm) == ("rmsnorm", "swiglu", False, False)
     qwen = scratchformer.load_model(folders["qwen3"][0]).config
-    assert qwen.head_size == 32 != qwen.d_model // qwen.n_heads and qwen.qk_norm and qwen.tie_embeddings
+    assert qwen.head_dim == 32 != qwen.d_model // qwen.n_heads and qwen.qk_norm and qwen.tie_embeddings
 
 
 def test_a_config_json_as_transformers_4_writes_it(folders, tmp_path):

@@ -14,7 +14,7 @@ Each architecture is a setting of the same blocks, not a second model (``ModelCo
     Llama    pre-norm RMSNorm, SwiGLU, rotary positions (rope_theta; Llama 3's "llama3" scaling), grouped-query
              attention (num_key_value_heads), no biases, output tied or not
     Qwen3    Llama's blocks, plus an RMSNorm over D on each head's queries and keys before the rotary positions
-             (qk_norm with norm_type="rmsnorm"), and a head size D apart from d_model / n_heads (head_dim)
+             (qk_norm with norm_type="rmsnorm"), and a head size D apart from d_model / n_heads (head_size)
     GPT-2    pre-norm LayerNorm, GELU (tanh), learned positions, biases, output tied (``huggingface.py``'s mapping)
 
 Names, Llama and Qwen3 (theirs under ``model.``; ``i`` is the layer)::
@@ -115,7 +115,7 @@ def model_config(hf: dict[str, Any], family: str) -> ModelConfig:
     return ModelConfig(
         arch="gpt", vocab_size=hf["vocab_size"], d_model=C, n_heads=H, n_layers=hf["num_hidden_layers"],
         d_ff=hf["intermediate_size"], max_len=hf.get("max_position_embeddings", 2048), dropout=0.0,
-        n_kv_heads=None if kv == H else kv, head_dim=None if head_dim * H == C else head_dim,
+        n_kv_heads=None if kv == H else kv, head_size=None if head_dim * H == C else head_dim,
         norm="pre", norm_type="rmsnorm", activation="swiglu", positional="rotary", scale_embeddings=False,
         tie_embeddings=bool(hf.get("tie_word_embeddings", family == "qwen3")), bias=bool(hf.get("attention_bias")),
         layer_norm_eps=float(hf.get("rms_norm_eps", 1e-6)), rope_base=base, rope_scaling=scaling,
@@ -164,7 +164,7 @@ def _checked(plan: Plan, own: dict[str, Tensor], stored: dict[str, tuple[int, ..
     for ours, theirs, transpose in plan:
         shape = tuple(own[ours].shape)
         if len(theirs) == 3:  # W^Q, W^K, W^V stacked: H D, H_kv D, H_kv D rows
-            q, kv = cfg.n_heads * cfg.head_size, cfg.kv_heads * cfg.head_size
+            q, kv = cfg.n_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
             parts = [(rows, *shape[1:]) for rows in (q, kv, kv)]
         else:
             parts = [shape[::-1] if transpose else shape]

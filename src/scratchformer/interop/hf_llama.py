@@ -47,7 +47,7 @@ def llama_problems(cfg: ModelConfig, hf_class: str) -> list[str]:
 def llama_state(model: GPT) -> dict[str, Tensor]:
     """Every tensor of ``model`` under its Llama / Qwen3 name."""
     cfg, own = model.config, model.state_dict()
-    q, kv = cfg.n_heads * cfg.head_size, cfg.kv_heads * cfg.head_size
+    q, kv = cfg.n_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
     state: dict[str, Tensor] = {}
     for ours, theirs, _ in llama_plan(cfg):
         parts = own[ours].split([q, kv, kv]) if len(theirs) == 3 else [own[ours]]
@@ -69,7 +69,7 @@ def llama_config(model: GPT, hf_class: str, transformers: Any, ids: dict[str, in
     biases = {"attention_bias": cfg.bias} | ({"mlp_bias": cfg.bias} if hf_class == LLAMA_LM else {})
     return config_class(
         vocab_size=cfg.vocab_size, hidden_size=cfg.d_model, intermediate_size=cfg.d_ff, num_hidden_layers=cfg.n_layers,
-        num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.kv_heads, head_dim=cfg.head_size,
+        num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.kv_heads, head_dim=cfg.head_dim,
         max_position_embeddings=cfg.max_len, rms_norm_eps=cfg.layer_norm_eps, hidden_act="silu",
         tie_word_embeddings=cfg.tie_embeddings, attention_dropout=cfg.attention_dropout,
         bos_token_id=ids.get("bos"), eos_token_id=ids.get("eos"), pad_token_id=ids.get("pad"),

@@ -29,8 +29,8 @@ def count_parameters_formula(cfg: ModelConfig) -> int:
     """
     c, f, b = cfg.d_model, cfg.d_ff, int(cfg.bias)
     norm_of = (lambda n: n) if cfg.norm_type == "rmsnorm" else (lambda n: n + b * n)
-    q, kv = cfg.n_heads * cfg.head_size, cfg.kv_heads * cfg.head_size  # H D and H_kv D (C and C in the paper)
-    attn = (c + b) * (q + 2 * kv) + q * c + b * c + (2 * norm_of(cfg.head_size) if cfg.qk_norm else 0)
+    q, kv = cfg.n_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim  # H D and H_kv D (C and C in the paper)
+    attn = (c + b) * (q + 2 * kv) + q * c + b * c + (2 * norm_of(cfg.head_dim) if cfg.qk_norm else 0)
     ffn = 2 * c * f + b * (f + c) + (c * f + b * f if cfg.activation == "swiglu" else 0)
     ln = norm_of(c)
     final_ln = ln if cfg.norm == "pre" else 0

@@ -14,7 +14,7 @@ the family's default in ``__post_init__`` (see ``FAMILY_DEFAULTS``): the paper's
 ``seq2seq`` and ``encoder`` (post-LN, ReLU, sinusoidal positions, embeddings x sqrt(d_model)), GPT-2's
 for ``gpt`` (pre-LN, GELU, learned positions, no embedding scaling); the ViT paper's for ``vit`` (pre-LN,
 GELU, learned positions). The JSON written with a checkpoint is then complete: what stays ``None`` (``n_kv_heads``,
-``head_dim``, ``tgt_vocab_size``) follows from other fields (``kv_heads``, ``head_size``, ``target_vocab_size``).
+``head_size``, ``tgt_vocab_size``) follows from other fields (``kv_heads``, ``head_dim``, ``target_vocab_size``).
 
 Impossible configurations raise ``ConfigError`` (a ``ValueError``) with a message naming the fields.
 """
@@ -112,7 +112,7 @@ class ModelConfig:
     # (1 = multi-query); the KV cache shrinks by n_heads / n_kv_heads. None = n_heads (the paper)
     n_kv_heads: int | None = None
     # D, the size of one head; None = d_model // n_heads (the paper). Qwen3 sets it apart (1,024 / 16 heads, D 128)
-    head_dim: int | None = None
+    head_size: int | None = None
     pad_id: int = 0
     # > 0: in the encoder's self-attention, each token attends only to tokens at most this many positions
     # away (a sliding window, as Longformer's local attention); not in the paper. 0 = to every token
@@ -227,10 +227,10 @@ class ModelConfig:
 
     def _heads(self) -> None:
         """The head fields: sizes that divide, grouped-query attention that fits, rotary settings that apply."""
-        for name in ("n_kv_heads", "head_dim"):
+        for name in ("n_kv_heads", "head_size"):
             if getattr(self, name) is not None and (type(getattr(self, name)) is not int or getattr(self, name) < 1):
                 raise ConfigError(f"{name}={getattr(self, name)!r} must be an integer >= 1 (or left out)")
-        if self.head_dim is None and self.d_model % self.n_heads:
+        if self.head_size is None and self.d_model % self.n_heads:
             raise ConfigError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         if self.n_heads % self.kv_heads:
             raise ConfigError(f"n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}: each group "
@@ -238,17 +238,17 @@ class ModelConfig:
         if self.kv_heads != self.n_heads and (self.attention == "linear" or self.arch != "gpt"):
             raise ConfigError(f"n_kv_heads={self.n_kv_heads} needs arch='gpt' and attention='softmax' (grouped keys "
                               f"and values are written for those), not {self.arch!r} and {self.attention!r}")
-        if self.positional == "rotary" and self.head_size % 2:
-            raise ConfigError(f"positional='rotary' needs an even head size, but the head size is {self.head_size} "
-                              f"(d_model={self.d_model} / n_heads={self.n_heads}, or head_dim)")
+        if self.positional == "rotary" and self.head_dim % 2:
+            raise ConfigError(f"positional='rotary' needs an even head size, but the head size is {self.head_dim} "
+                              f"(d_model={self.d_model} / n_heads={self.n_heads}, or head_size)")
         if self.rope_scaling is not None:
             check_rope_scaling(self.rope_scaling, self.positional)
 
     # ----------------------------------------------------------------- derived values
     @property
-    def head_size(self) -> int:
-        """D, one head's size: ``head_dim``, or ``d_model // n_heads`` when it is left out."""
-        return self.head_dim if self.head_dim is not None else self.d_model // self.n_heads
+    def head_dim(self) -> int:
+        """D, one head's size: ``head_size``, or ``d_model // n_heads`` when it is left out (the paper)."""
+        return self.head_size if self.head_size is not None else self.d_model // self.n_heads
 
     @property
     def kv_heads(self) -> int:

@@ -48,7 +48,7 @@ class ResidualNorm(nn.Module):
 
 
 def _qk_norms(cfg: ModelConfig) -> dict[str, nn.Module]:
-    return {"q_norm": norm_layer(cfg, cfg.head_size), "k_norm": norm_layer(cfg, cfg.head_size)} if cfg.qk_norm else {}
+    return {"q_norm": norm_layer(cfg, cfg.head_dim), "k_norm": norm_layer(cfg, cfg.head_dim)} if cfg.qk_norm else {}
 
 
 def _self_attention(cfg: ModelConfig, rope: RotaryEmbedding | None) -> MultiHeadAttention:
@@ -115,7 +115,7 @@ class Encoder(nn.Module):
 
     def __init__(self, cfg: ModelConfig, n_layers: int) -> None:
         super().__init__()
-        rope = None if cfg.positional != "rotary" else RotaryEmbedding(cfg.head_size, cfg.max_len, cfg.rope_base,
+        rope = None if cfg.positional != "rotary" else RotaryEmbedding(cfg.head_dim, cfg.max_len, cfg.rope_base,
                                                                         cfg.rope_scaling)
         self.layers = nn.ModuleList()
         for _ in range(n_layers):
@@ -140,7 +140,7 @@ class Decoder(nn.Module):
     def __init__(self, cfg: ModelConfig, n_layers: int, cross_attention: bool = True) -> None:
         super().__init__()
         self.cfg = cfg
-        rope = None if cfg.positional != "rotary" else RotaryEmbedding(cfg.head_size, cfg.max_len, cfg.rope_base,
+        rope = None if cfg.positional != "rotary" else RotaryEmbedding(cfg.head_dim, cfg.max_len, cfg.rope_base,
                                                                         cfg.rope_scaling)
         self.layers = nn.ModuleList()
         for _ in range(n_layers):
@@ -155,10 +155,10 @@ class Decoder(nn.Module):
         max_len = cfg.max_len if max_len is None else max_len
         self_attn: list[KVCache] | list[LinearAttentionState]
         if cfg.attention == "linear":
-            self_attn = [LinearAttentionState(batch_size, cfg.n_heads, cfg.head_size, device=device, dtype=dtype)
+            self_attn = [LinearAttentionState(batch_size, cfg.n_heads, cfg.head_dim, device=device, dtype=dtype)
                          for _ in self.layers]
         else:
-            self_attn = [KVCache(batch_size, cfg.kv_heads, cfg.head_size, max_len, device=device, dtype=dtype)
+            self_attn = [KVCache(batch_size, cfg.kv_heads, cfg.head_dim, max_len, device=device, dtype=dtype)
                          for _ in self.layers]
         return DecoderCache(self_attn, [None] * len(self.layers))
 

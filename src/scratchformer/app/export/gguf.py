@@ -111,7 +111,7 @@ def _rope_factors(cfg) -> np.ndarray:
     """Llama 3's rotary scaling as llama.cpp reads it (``rope_freqs``): each pair's frequency divided by it."""
     from scratchformer.nn.rope_scaling import llama3_frequencies
 
-    D = cfg.head_size
+    D = cfg.head_dim
     inv_freq = cfg.rope_base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
     return (inv_freq / llama3_frequencies(inv_freq, cfg.rope_scaling)).float().numpy()
 
@@ -121,7 +121,7 @@ def _llama_tensors(model: GPT) -> dict[str, np.ndarray]:
     out = {"token_embd.weight": _np(model.embed.token.weight)}
     if cfg.rope_scaling is not None:
         out["rope_freqs.weight"] = _rope_factors(cfg)
-    q, kv = cfg.n_heads * cfg.head_size, cfg.kv_heads * cfg.head_size  # in_proj's rows: [W^Q; W^K; W^V]
+    q, kv = cfg.n_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim  # in_proj's rows: [W^Q; W^K; W^V]
     for i, layer in enumerate(model.decoder.layers):
         attn, ffn = layer.self_attn, layer.ffn
         out[f"blk.{i}.attn_norm.weight"] = _np(layer.self_attn_block.norm.weight)
@@ -177,11 +177,11 @@ def _keys(writer, arch: str, model: GPT) -> None:
         writer.add_layer_norm_eps(cfg.layer_norm_eps)
     else:
         writer.add_head_count_kv(cfg.kv_heads)
-        if cfg.head_size * cfg.n_heads != cfg.d_model:
-            writer.add_key_length(cfg.head_size)
-            writer.add_value_length(cfg.head_size)
+        if cfg.head_dim * cfg.n_heads != cfg.d_model:
+            writer.add_key_length(cfg.head_dim)
+            writer.add_value_length(cfg.head_dim)
         writer.add_layer_norm_rms_eps(cfg.layer_norm_eps)
-        writer.add_rope_dimension_count(cfg.head_size)
+        writer.add_rope_dimension_count(cfg.head_dim)
         writer.add_rope_freq_base(cfg.rope_base)
         writer.add_vocab_size(cfg.vocab_size)
 

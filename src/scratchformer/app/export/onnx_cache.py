@@ -139,7 +139,7 @@ def manifest_of(model: GPT | Seq2SeqTransformer, tokenizer: object | None = None
     info = {"format": FORMAT, "version": 1, "arch": cfg.arch, "dtype": "float32",
             "graphs": {"decoder": "decoder.onnx"} if gpt else {"encoder": "encoder.onnx", "decoder": "decoder.onnx"},
             # "n_heads": the heads of the cache (n_kv_heads, with grouped-query attention)
-            "n_layers": len(model.decoder.layers), "n_heads": cfg.kv_heads, "head_dim": cfg.head_size,
+            "n_layers": len(model.decoder.layers), "n_heads": cfg.kv_heads, "head_dim": cfg.head_dim,
             "max_len": cfg.max_len, "vocab_size": cfg.target_vocab_size, "pad_id": cfg.pad_id,
             "bos_id": 1, "eos_id": 2, "tokenizer": None}
     if tokenizer is not None:
@@ -168,7 +168,7 @@ def export_onnx_cached(model: nn.Module, folder: str | os.PathLike, *, tokenizer
     cfg, L = model.config, len(model.decoder.layers)
     gen = torch.Generator().manual_seed(0)
     ids = lambda n, v: torch.randint(1, max(v, 2), (2, n), generator=gen)  # noqa: E731
-    kv = lambda n: torch.randn(2, cfg.kv_heads, n, cfg.head_size, generator=gen)  # noqa: E731  # the cache's heads
+    kv = lambda n: torch.randn(2, cfg.kv_heads, n, cfg.head_dim, generator=gen)  # noqa: E731  # the cache's heads
     # distinct example sizes (batch 2, prompt 3, past 5, source 7): equal sizes would be taken for one axis
     past = tuple(kv(5) for _ in range(2 * L))
     with eval_mode(model), _atomic_dir(folder) as tmp:
