@@ -12,7 +12,7 @@ Every measurement runs in a fresh child process, the contestants taking turns ro
 reported), with the same number of threads:
 
 - **load**: ``scratchformer.load_model(DIR)`` against ``AutoModelForCausalLM.from_pretrained(DIR, dtype="auto")``,
-  both keeping bfloat16. Seconds of the call, and the rise of peak resident memory (Linux ``VmHWM``) over the
+  both keeping bfloat16. Seconds of the import of the library and the call, and the rise of peak resident memory (Linux ``VmHWM``) over the
   child as it stood after ``import torch`` alone (the library's own import counts in the rise). Goal: a rise at
   most 1.2x the file's size.
 - **decode**: each loads in float32 (``dtype=float32``; this CPU multiplies bfloat16 slowly), then greedy decoding
@@ -142,7 +142,6 @@ def main() -> None:
     med = {key: {m: statistics.median(x[m] for x in xs) for m in xs[0] if m not in ("tokens", "dtype")}
            for key, xs in runs.items()}
     same = all(x["tokens"] == runs[("decode", "hf")][0]["tokens"] for x in runs[("decode", "ours")])
-    ours, hf = med, med
     print(f"folder: {args.folder} ({size_mb:,.0f} MB of safetensors, {runs[('load', 'ours')][0]['dtype']}); "
           f"{args.threads} threads; medians of {args.rounds} rounds, each in a fresh process")
     print("| measure | scratchformer | transformers | ratio (transformers / scratchformer) |")
@@ -152,7 +151,7 @@ def main() -> None:
             ("decode, first token (s)", "decode", "first_token_s", "{:.3f}", False),
             ("decode, tokens/s", "decode", "tokens_per_s", "{:.2f}", True)]
     for label, kind, key, fmt, higher in rows:
-        a, b = ours[(kind, "ours")][key], hf[(kind, "hf")][key]
+        a, b = med[(kind, "ours")][key], med[(kind, "hf")][key]
         ratio = a / b if higher else b / a
         print(f"| {label} | {fmt.format(a)} | {fmt.format(b)} | {ratio:.2f}x |")
     rise = med[("load", "ours")]["rise_mb"] / size_mb

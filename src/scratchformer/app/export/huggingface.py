@@ -235,8 +235,7 @@ def export_hf(ckpt: str | os.PathLike, out: str | os.PathLike, *, hf_class: str 
 
     out.parent.mkdir(parents=True, exist_ok=True)
     with _staging(out) as tmp, _quiet(transformers):
-        tok = loaded.tokenizer
-        ids = {"bos": tok.bos_id, "eos": tok.eos_id, "pad": tok.pad_id}  # a Llama's or Qwen3's config names them
+        ids = {k: getattr(loaded.tokenizer, f"{k}_id") for k in ("bos", "eos", "pad")}  # a Llama's config names them
         to_hugging_face(model, hf_class, labels=labels, special_ids=ids).save_pretrained(str(tmp))
         for name, text in hf_tokenizer_files(loaded.tokenizer, loaded.model_config).items():
             (tmp / name).write_text(text, encoding="utf-8")
@@ -249,7 +248,8 @@ def export_hf(ckpt: str | os.PathLike, out: str | os.PathLike, *, hf_class: str 
                                 f"{scale:.3g}); nothing was written")
         check_tokenizer(loaded.tokenizer, tmp)
         result = HFExport(out, hf_class, diff, scale)
-        card = model_card(ckpt_dir, read_meta(ckpt_dir), hf_class, result, _exact_notes(loaded.model_config, hf_class))
+        meta = {"model": loaded.model_config.to_dict()} if "hf_architecture" in loaded.extra else read_meta(ckpt_dir)
+        card = model_card(ckpt_dir, meta, hf_class, result, _exact_notes(loaded.model_config, hf_class))
         (tmp / "README.md").write_text(card, encoding="utf-8")
         _publish(tmp, out, force)
     return result
