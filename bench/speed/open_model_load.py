@@ -12,9 +12,9 @@ Every measurement runs in a fresh child process, the contestants taking turns ro
 reported), with the same number of threads:
 
 - **load**: ``scratchformer.load_model(DIR)`` against ``AutoModelForCausalLM.from_pretrained(DIR, dtype="auto")``,
-  both keeping bfloat16. Seconds of the import of the library and the call, and the rise of peak resident memory (Linux ``VmHWM``) over the
-  child as it stood after ``import torch`` alone (the library's own import counts in the rise). Goal: a rise at
-  most 1.2x the file's size.
+  both keeping bfloat16. Seconds of the library's import and the call, and the rise of peak resident memory (Linux
+  ``VmHWM``) over the child as it stood after ``import torch`` alone (the library's import counts in the rise).
+  Goal: a rise at most 1.2x the file's size.
 - **decode**: each loads in float32 (``dtype=float32``; this CPU multiplies bfloat16 slowly), then greedy decoding
   of ``--new-tokens`` tokens from an 8-token prompt, batch 1, KV cache: first-token latency (the prompt and one
   token, its own call) and tokens per second of the whole call; both must give the same tokens (checked).
