@@ -27,6 +27,18 @@ TRAIN_CHOICES: dict[str, tuple[str, ...]] = {"task": tuple(TASKS), "tokenizer": 
                                              "optimizer": get_args(OptimizerKind)}
 
 
+def trainable_blocks(value: str) -> int | None:
+    """``trainable``: ``"all"`` -> None (every weight), ``"head"`` -> 0 blocks, ``"last:N"`` -> N; else
+    ``ConfigError``."""
+    if value in ("all", "head"):
+        return None if value == "all" else 0
+    kind, _, n = str(value).partition(":")
+    if kind == "last" and n.isdigit() and int(n) >= 1:
+        return int(n)
+    raise ConfigError(f"trainable={value!r} is not all, head or last:N (N >= 1: the last N blocks, the final norm "
+                      "and the head)")
+
+
 @dataclass
 class TrainConfig:
     """Everything about a training run that is not the network: task, data, optimisation, bookkeeping.
@@ -45,10 +57,14 @@ class TrainConfig:
     # train the tokenizer on about this many characters of the training data, taken evenly across it
     # (sentencepiece's input_sentence_size; bounds the tokenizer trainer's memory on a huge corpus); 0 = all
     tokenizer_sample: int = 0
-    # fine-tuning (task=classify): start from a pretrained BERT encoder, e.g. "all-MiniLM-L6-v2", or a
-    # folder with config.json + model.safetensors + tokenizer.json, or a scratchformer run or checkpoint
-    # directory (a task=mlm run, say); its architecture and tokenizer are used
+    # fine-tuning: task=classify starts from a pretrained BERT encoder, e.g. "all-MiniLM-L6-v2", or a folder with
+    # config.json + model.safetensors + tokenizer.json, or a scratchformer run or checkpoint directory (a task=mlm
+    # run, say); task=lm trains further a Llama, Qwen3 or GPT-2 folder, or a GPT run. Its architecture and
+    # tokenizer are used
     init_from: str | None = None
+    # which weights train (train/trainable.py): all; head (the output layer or the classifier's head); last:N (the
+    # last N blocks, the final norm and the head). The others stay frozen, bit for bit
+    trainable: str = "all"
     # masked-token pretraining (task=mlm): the fraction of tokens chosen for prediction (BERT: 0.15)
     mask_prob: float = 0.15
     # built-in synthetic tasks (copy, reverse, sort); their bounds are checked where the strings are made
@@ -159,6 +175,7 @@ class TrainConfig:
             raise ConfigError(f"mask_prob={self.mask_prob} must be between 0 and 1")
         if not 0 <= self.word_dropout < 1:
             raise ConfigError(f"word_dropout={self.word_dropout} must be in [0, 1)")
+        trainable_blocks(self.trainable)
         for name, tasks in task_only_settings().items():
             if getattr(self, name) not in (None, 0) and self.task not in tasks:
                 raise ConfigError(f"{name} works with task={' or task='.join(tasks)}, not task={self.task}")

@@ -26,6 +26,7 @@ from scratchformer.settings.resolve import Resolved
 from scratchformer.tasks.build import make_task
 from scratchformer.train.result import TrainResult
 from scratchformer.train.session import Session, open_run
+from scratchformer.train.trainable import apply_trainable
 from scratchformer.train.trainer import Trainer
 
 __all__ = ["Session", "open_run", "train", "train_on", "trainer_for"]
@@ -63,4 +64,7 @@ def trainer_for(session: Session, run: Resolved, data: TaskData) -> Trainer:
         model = fine_tuned(run, task, session.log)
     else:
         model = build_model(task.model_config)
+    if cfg.trainable != "all":
+        trained, total = apply_trainable(model, cfg.trainable)
+        session.log(f"trainable={cfg.trainable}: {trained:,} of {total:,} weights train, the others are frozen")
     return Trainer(task, model, run, session)

@@ -1,0 +1,52 @@
+"""Which weights train (``trainable``): fine-tuning on less memory and time by freezing the rest.
+
+    trainable=all       every weight (the default)
+    trainable=head      the output layer only: a classifier's head (and pooler), a language model's output matrix
+                        (with tied embeddings, that matrix is the token embedding, which then trains too)
+    trainable=last:N    the last N blocks (of the decoder, for an encoder-decoder), the final norm and the head
+
+A frozen weight keeps ``requires_grad=False``: no gradient is computed for it, the optimizer does not hold it
+(``optim.param_groups`` takes only what trains), and its value stays the same bit for bit. Dropout still acts in
+the frozen blocks during training, as it does in full fine-tuning.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from scratchformer.errors import ConfigError
+from scratchformer.models import GPT, EncoderClassifier, Seq2SeqTransformer, ViT
+from scratchformer.settings.config import trainable_blocks
+
+__all__ = ["apply_trainable"]
+
+
+def _parts(model: nn.Module) -> tuple[nn.ModuleList, nn.Module | None, list[nn.Parameter]]:
+    """(the blocks in order, the final norm or None, the head's parameters) of a model of any family."""
+    if isinstance(model, (GPT, Seq2SeqTransformer)):
+        return model.decoder.layers, model.decoder.norm, [model.output_weight()]  # type: ignore[list-item]
+    if isinstance(model, (EncoderClassifier, ViT)):
+        head = list(model.head.parameters())
+        pooler = getattr(model, "pooler", None)
+        return model.encoder.layers, model.encoder.norm, head + (list(pooler.parameters()) if pooler else [])
+    raise ConfigError(f"trainable does not know the parts of a {type(model).__name__}")
+
+
+def apply_trainable(model: nn.Module, trainable: str) -> tuple[int, int]:
+    """Freeze every weight of ``model`` outside what ``trainable`` names; returns (weights that train, all)."""
+    blocks_to_train = trainable_blocks(trainable)
+    total = sum(p.numel() for p in model.parameters())
+    if blocks_to_train is None:
+        return sum(p.numel() for p in model.parameters() if p.requires_grad), total
+    blocks, norm, head = _parts(model)
+    if blocks_to_train > len(blocks):
+        raise ConfigError(f"trainable={trainable} asks for more blocks than the model has ({len(blocks)})")
+    model.requires_grad_(False)
+    for p in head:
+        p.requires_grad_(True)
+    if blocks_to_train:
+        for block in list(blocks)[len(blocks) - blocks_to_train:]:
+            block.requires_grad_(True)
+        if norm is not None:
+            norm.requires_grad_(True)
+    return sum(p.numel() for p in model.parameters() if p.requires_grad), total
