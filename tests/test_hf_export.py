@@ -208,6 +208,17 @@ def test_what_the_target_cannot_express_is_refused_in_one_line_naming_the_settin
     assert named in message and "\n" not in message
 
 
+def test_a_gpt_that_fits_neither_target_is_told_what_each_lacks():
+    model = GPT(tiny("gpt", positional="rotary"))  # rotary: Llama's, not GPT-2's; layernorm and gelu: GPT-2's
+    with pytest.raises(HFExportError) as err:
+        check_exportable(model)
+    message = str(err.value)
+    assert message.startswith("cannot export as LlamaForCausalLM: norm_type='layernorm'") and "\n" not in message
+    assert "nor as GPT2LMHeadModel: positional='rotary'" in message
+    assert check_exportable(GPT(tiny("gpt", positional="rotary", norm_type="rmsnorm", activation="swiglu",
+                                     bias=False))) == "LlamaForCausalLM"
+
+
 def test_a_pretrained_encoder_exports_alone_by_default():
     model = EncoderClassifier(tiny("encoder", embedding_norm=True))  # task=mlm: its head was never trained
     assert check_exportable(model, task="mlm") == "BertModel"
@@ -219,7 +230,7 @@ def test_a_pretrained_encoder_exports_alone_by_default():
 def test_every_inexpressible_setting_is_named_in_the_same_line():
     model = GPT(tiny("gpt", norm="post", positional="rotary", activation="swiglu", bias=False))
     with pytest.raises(HFExportError) as err:
-        check_exportable(model)
+        check_exportable(model, "GPT2LMHeadModel")
     message = str(err.value)
     assert "\n" not in message and message.count(";") == 2
     assert all(s in message for s in ("norm='post'", "positional='rotary'", "activation='swiglu'"))

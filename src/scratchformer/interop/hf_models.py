@@ -18,23 +18,9 @@ GPT-2's projections are ``Conv1D`` layers that store ``(in, out)``, hence transp
 today's settings (RMSNorm, SwiGLU, rotary positions) becomes ``LlamaForCausalLM``, or ``Qwen3ForCausalLM`` with
 QK-norm (``hf_llama.py``).
 
-EncoderClassifier -> BertForSequenceClassification (theirs under ``bert.``, except ``classifier``; BertModel:
-the same names without ``bert.``)::
-
-    embed.token.weight                               embeddings.word_embeddings.weight
-    embed.position_embedding.weight                  embeddings.position_embeddings.weight
-    (none)                                           embeddings.token_type_embeddings.weight: one row of zeros
-    embed.norm.{weight,bias}                         embeddings.LayerNorm.{weight,bias}
-    encoder.layers.i.self_attn.in_proj rows 0:C      encoder.layer.i.attention.self.query
-                                       rows C:2C     encoder.layer.i.attention.self.key
-                                       rows 2C:3C    encoder.layer.i.attention.self.value
-    encoder.layers.i.self_attn.out_proj              encoder.layer.i.attention.output.dense
-    encoder.layers.i.attn_block.norm                 encoder.layer.i.attention.output.LayerNorm
-    encoder.layers.i.ffn.linear1                     encoder.layer.i.intermediate.dense
-    encoder.layers.i.ffn.linear2                     encoder.layer.i.output.dense
-    encoder.layers.i.ffn_block.norm                  encoder.layer.i.output.LayerNorm
-    pooler                                           pooler.dense (BertModel of a model without one: zeros)
-    head                                             classifier
+EncoderClassifier -> BertForSequenceClassification, name by name: the table of ``huggingface.py`` read the other
+way (theirs under ``bert.``, except ``classifier``; ``BertModel``: the same names without ``bert.``). A GPT that fits
+neither GPT-2 nor Llama/Qwen3 is refused naming what each target lacks.
 
 Settings that the target holds exactly, although it is built differently:
 
@@ -165,7 +151,7 @@ def _bert_problems(cfg: ModelConfig, hf_class: str) -> list[str]:
 def check_exportable(model: nn.Module, hf_class: str | None = None, task: str | None = None) -> str:
     """The Hugging Face class ``model`` exports to (``hf_class``, or the default for its family); raises
     ``HFExportError`` in one line naming every setting the class cannot express."""
-    hf_class = hf_class or default_hf_class(model, task)
+    chosen, hf_class = hf_class, hf_class or default_hf_class(model, task)
     if hf_class not in HF_CLASSES:
         raise HFExportError(f"unknown Hugging Face class {hf_class!r}; choose from {', '.join(HF_CLASSES)}")
     family = GPT if hf_class in GPT_CLASSES else EncoderClassifier
@@ -173,12 +159,19 @@ def check_exportable(model: nn.Module, hf_class: str | None = None, task: str | 
         default_hf_class(model)  # a seq2seq model gets its own message
         raise HFExportError(f"a {type(model).__name__} cannot become {hf_class}; it exports as "
                             f"{' or '.join(c for c in HF_CLASSES if (c in GPT_CLASSES) == isinstance(model, GPT))}")
-    cfg: ModelConfig = model.config  # type: ignore[assignment]
-    problems = (_gpt2_problems(cfg) if hf_class == GPT2_LM else hf_llama.llama_problems(cfg, hf_class)
-                if hf_class in GPT_CLASSES else _bert_problems(cfg, hf_class))
+    problems = _problems(model.config, hf_class)  # type: ignore[arg-type]
+    if problems and chosen is None and hf_class in GPT_CLASSES:  # a GPT fits neither: say what each target lacks
+        other = GPT2_LM if hf_class != GPT2_LM else hf_llama.default_llama_class(model.config)  # type: ignore[arg-type]
+        problems += [f"nor as {other}: " + "; ".join(_problems(model.config, other))]  # type: ignore[arg-type]
     if problems:
         raise HFExportError(f"cannot export as {hf_class}: " + "; ".join(problems))
     return hf_class
+
+
+def _problems(cfg: ModelConfig, hf_class: str) -> list[str]:
+    if hf_class in GPT_CLASSES:
+        return _gpt2_problems(cfg) if hf_class == GPT2_LM else hf_llama.llama_problems(cfg, hf_class)
+    return _bert_problems(cfg, hf_class)
 
 
 # ====================================================================================== weights

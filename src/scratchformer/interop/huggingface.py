@@ -23,6 +23,24 @@ GPT-2, name by name (``gpt2_plan``; theirs under ``transformer.``; ``i`` is the 
     decoder.norm.{weight,bias}                          ln_f.{weight,bias}
     lm_head.weight (untied)                             lm_head.weight (outside transformer.)
 
+BERT, name by name (theirs under ``bert.``, except ``classifier``; ``BertModel``: the same names without
+``bert.``)::
+
+    embed.token.weight                               embeddings.word_embeddings.weight
+    embed.position_embedding.weight                  embeddings.position_embeddings.weight
+    (none)                                           embeddings.token_type_embeddings.weight: one row of zeros
+    embed.norm.{weight,bias}                         embeddings.LayerNorm.{weight,bias}
+    encoder.layers.i.self_attn.in_proj rows 0:C      encoder.layer.i.attention.self.query
+                                       rows C:2C     encoder.layer.i.attention.self.key
+                                       rows 2C:3C    encoder.layer.i.attention.self.value
+    encoder.layers.i.self_attn.out_proj              encoder.layer.i.attention.output.dense
+    encoder.layers.i.attn_block.norm                 encoder.layer.i.attention.output.LayerNorm
+    encoder.layers.i.ffn.linear1                     encoder.layer.i.intermediate.dense
+    encoder.layers.i.ffn.linear2                     encoder.layer.i.output.dense
+    encoder.layers.i.ffn_block.norm                  encoder.layer.i.output.LayerNorm
+    pooler                                           pooler.dense (BertModel of a model without one: zeros)
+    head                                             classifier
+
 The reverse direction (a scratchformer model as a ``transformers`` one) is ``hf_models.py``; Llama and Qwen3
 folders are read by ``hf_folder.py``.
 """
