@@ -258,6 +258,17 @@ def mismatched_shard(folder: Path) -> None:
     path.write_text(json.dumps(index))
 
 
+def corrupt(folder: Path) -> None:
+    (folder / "model.safetensors").write_bytes(b"not a safetensors file" * 10)
+
+
+def shard_outside(folder: Path) -> None:
+    path = folder / "model.safetensors.index.json"
+    index = json.loads(path.read_text())
+    index["weight_map"] = {name: "../elsewhere.safetensors" for name in index["weight_map"]}
+    path.write_text(json.dumps(index))
+
+
 REFUSALS = {
     "architecture": ("llama_tied", config_change(architectures=["MistralForCausalLM"], model_type="mistral"),
                      ["MistralForCausalLM", "supported: LlamaForCausalLM, Qwen3ForCausalLM, GPT2LMHeadModel"]),
@@ -269,6 +280,8 @@ REFUSALS = {
     "pickle": ("llama_tied", pickled, ["pytorch_model.bin", "pickle", "convert them to safetensors"]),
     "missing shard": ("llama_sharded", missing_shard, ["shard", "is missing"]),
     "mismatched shard": ("llama_sharded", mismatched_shard, ["lacks", "do not match"]),
+    "corrupt file": ("llama_tied", corrupt, ["model.safetensors is not a readable safetensors file"]),
+    "shard outside the folder": ("llama_sharded", shard_outside, ["outside the folder", "../elsewhere.safetensors"]),
 }
 
 

@@ -109,7 +109,7 @@ def model_config(hf: dict[str, Any], family: str) -> ModelConfig:
     _refuse_variants(hf, family)
     C, H = hf["hidden_size"], hf["num_attention_heads"]
     kv = hf.get("num_key_value_heads") or H
-    head_dim = hf.get("head_dim") or (128 if family == "qwen3" else C // H)  # transformers' defaults
+    head_dim = hf.get("head_dim") or (128 if family == "qwen3" else C // H)  # transformers' defaults, as for ties
     base, scaling = _rope(hf)
     pad = hf.get("pad_token_id")
     return ModelConfig(
@@ -117,7 +117,7 @@ def model_config(hf: dict[str, Any], family: str) -> ModelConfig:
         d_ff=hf["intermediate_size"], max_len=hf.get("max_position_embeddings", 2048), dropout=0.0,
         n_kv_heads=None if kv == H else kv, head_size=None if head_dim * H == C else head_dim,
         norm="pre", norm_type="rmsnorm", activation="swiglu", positional="rotary", scale_embeddings=False,
-        tie_embeddings=bool(hf.get("tie_word_embeddings", family == "qwen3")), bias=bool(hf.get("attention_bias")),
+        tie_embeddings=bool(hf.get("tie_word_embeddings", False)), bias=bool(hf.get("attention_bias")),
         layer_norm_eps=float(hf.get("rms_norm_eps", 1e-6)), rope_base=base, rope_scaling=scaling,
         qk_norm=family == "qwen3", pad_id=pad if isinstance(pad, int) and 0 <= pad < hf["vocab_size"] else 0)
 

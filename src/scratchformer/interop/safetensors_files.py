@@ -21,14 +21,15 @@ class WeightsError(ValueError):
 
 def weight_map(folder: Path) -> dict[str, Path]:
     """Each tensor's name -> the file that holds it, checked: every shard present and holding what the index names."""
-    from safetensors import safe_open
-
     index = folder / INDEX
     if index.is_file():
         try:
             named = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
         except (ValueError, KeyError, TypeError):
             raise WeightsError(f"{index} is not a safetensors index (no weight_map)") from None
+        outside = [file for file in set(named.values()) if not isinstance(file, str) or Path(file).name != file]
+        if outside:
+            raise WeightsError(f"{index} names a shard outside the folder ({outside[0]!r}); refused")
         files = {name: folder / file for name, file in named.items()}
     elif (folder / "model.safetensors").is_file():
         files = {}
@@ -43,16 +44,26 @@ def weight_map(folder: Path) -> dict[str, Path]:
         if not shard.is_file():
             raise WeightsError(f"the shard {shard.name} named by {INDEX} is missing from {folder}")
     if not files:
-        with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
-            return dict.fromkeys(f.keys(), folder / "model.safetensors")
+        return dict.fromkeys(_keys(folder / "model.safetensors"), folder / "model.safetensors")
     for shard in sorted(set(files.values())):
-        with safe_open(str(shard), framework="pt") as f:
-            held = set(f.keys())
+        held = _keys(shard)
         lacking = sorted(name for name, file in files.items() if file == shard and name not in held)
         if lacking:
             raise WeightsError(f"the shard {shard.name} lacks {lacking[0]}, which {INDEX} places there "
                                f"({len(lacking)} missing): the shards and the index do not match")
     return files
+
+
+def _keys(path: Path) -> set[str]:
+    """The tensor names in a safetensors file's header; ``WeightsError`` for a file that is not one."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            return set(f.keys())
+    except (SafetensorError, OSError) as err:
+        why = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise WeightsError(f"{path} is not a readable safetensors file ({why})") from None
 
 
 def shapes(files: dict[str, Path]) -> dict[str, tuple[int, ...]]:
