@@ -8,7 +8,10 @@ llama.cpp runs a fixed set of architectures; a GPT maps onto one of two when eve
     llama   norm=pre, norm_type=rmsnorm, positional=rotary, activation=swiglu, the same three off; biases are
             optional there. Our rotary embedding rotates dimension pairs (j, j + D/2) (GPT-NeoX's layout) and
             llama.cpp's llama rotates (2j, 2j + 1): the rows of W^Q and W^K are permuted head by head so that pair
-            j lands on (2j, 2j + 1). Scores q . k are unchanged by a permutation applied to both.
+            j lands on (2j, 2j + 1). Scores q . k are unchanged by a permutation applied to both. Grouped-query
+            attention writes ``head_count_kv`` (W^K's rows permuted per head of keys), a head size apart from C / H
+            its key and value lengths, and Llama 3's rotary scaling the ``rope_freqs`` tensor llama.cpp divides
+            each pair's frequency by. A Llama trained further from a folder carries its own byte-level tokenizer.
 
 Anything else (post-LN, ReLU, sinusoidal positions, the paper's sqrt(C) embedding scale, linear attention, ...)
 is refused in one line naming the settings, as are encoder-decoders and classifiers.

@@ -14,7 +14,9 @@ by rank. Two of this project's tokenizers map onto that exactly:
 
 The special tokens (``<pad>``, ``<bos>``, ``<eos>``, ``<unk>``, ``<mask>``) are control tokens at their ids;
 no bos is added to a prompt (the language models here are trained without one). A pretrained model's own
-tokenizer (WordPiece, for BERT) has no llama.cpp counterpart and is refused.
+byte-level BPE (GPT-2's, Llama 3's, Qwen3's) is copied with its special tokens and the ids its config names, its
+word-splitting regex named for llama.cpp (``pre_tokenizer``); WordPiece (BERT's) has no llama.cpp counterpart and is
+refused.
 """
 
 from __future__ import annotations
