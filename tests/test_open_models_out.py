@@ -1,7 +1,8 @@
 """Today's open models, out again and trained further: a random Llama (grouped-query, ``llama3`` rotary scaling) and a
 random Qwen3 folder, each with a ``tokenizer.json`` written here, trained further with ``init_from=DIR``; the run
-decodes, exports to ``transformers`` with equal logits, to GGUF with llama.cpp's greedy tokens equal (the Llama, where
-llama.cpp is installed) and to ONNX with its cache, decoded by onnxruntime to the same tokens."""
+decodes, exports to ``transformers`` with equal logits, to GGUF with llama.cpp's greedy tokens equal (its llama and
+qwen3 architectures, where llama.cpp is installed) and to ONNX with its cache, decoded by onnxruntime to the same
+tokens."""
 
 from __future__ import annotations
 
@@ -87,12 +88,13 @@ def test_export_hf_loads_in_transformers_as_the_same_class_with_equal_logits(run
 
 
 @needs_llama
-def test_export_gguf_of_the_llama_gives_llama_cpp_the_same_64_greedy_tokens(runs, tmp_path):
+@pytest.mark.parametrize("name", ["llama", "qwen3"])
+def test_export_gguf_gives_llama_cpp_the_same_64_greedy_tokens(runs, tmp_path, name):
     from scratchformer.app.export.llamacpp import llama_generate
 
-    path = tmp_path / "llama.gguf"
-    assert main(["export", "--ckpt", str(runs["llama"]), "--format", "gguf", "--out", str(path)]) == 0
-    model = load_checkpoint(runs["llama"]).model
+    path = tmp_path / f"{name}.gguf"
+    assert main(["export", "--ckpt", str(runs[name]), "--format", "gguf", "--out", str(path)]) == 0
+    model = load_checkpoint(runs[name]).model
     prompts = torch.randint(4, V, (2, 8), generator=torch.Generator().manual_seed(2))
     expected = generate(model, prompts, 64).numpy()
     assert np.array_equal(np.array(llama_generate(path, prompts.tolist(), 64, threads=2)), expected)

@@ -1,6 +1,6 @@
 """GGUF files for llama.cpp (and Ollama on top of it): ``export_gguf(model, path, tokenizer=..., gguf_type=...)``.
 
-llama.cpp runs a fixed set of architectures; a GPT maps onto one of two when every setting is one it computes:
+llama.cpp runs a fixed set of architectures; a GPT maps onto one of three when every setting is one it computes:
 
     gpt2    norm=pre, norm_type=layernorm, positional=learned (or none: a zero table), activation=gelu_tanh
             (or gelu, see below), scale_embeddings=false, embedding_norm=false, qk_norm=false, softmax attention.
@@ -12,6 +12,8 @@ llama.cpp runs a fixed set of architectures; a GPT maps onto one of two when eve
             attention writes ``head_count_kv`` (W^K's rows permuted per head of keys), a head size apart from C / H
             its key and value lengths, and Llama 3's rotary scaling the ``rope_freqs`` tensor llama.cpp divides
             each pair's frequency by. A Llama trained further from a folder carries its own byte-level tokenizer.
+    qwen3   llama's settings with qk_norm=true (Qwen3's RMSNorm over D on each head's queries and keys, written as
+            ``attn_q_norm`` and ``attn_k_norm``); llama.cpp rotates qwen3's pairs (j, j + D/2), so no permutation.
 
 Anything else (post-LN, ReLU, sinusoidal positions, the paper's sqrt(C) embedding scale, linear attention, ...)
 is refused in one line naming the settings, as are encoder-decoders and classifiers.
@@ -42,10 +44,11 @@ from scratchformer.models import GPT
 from scratchformer.nn.feedforward import FeedForward
 
 GGUF_TYPES = ("f32", "f16", "q8_0")
-_NEEDS = {  # setting -> (value for gpt2, value for llama); None: any value
-    "norm": ("pre", "pre"), "norm_type": ("layernorm", "rmsnorm"), "positional": (("learned", "none"), "rotary"),
-    "activation": (("gelu_tanh", "gelu"), "swiglu"), "scale_embeddings": (False, False),
-    "embedding_norm": (False, False), "qk_norm": (False, False), "attention": ("softmax", "softmax"),
+_NEEDS = {  # setting -> (value for gpt2, value for llama, value for qwen3)
+    "norm": ("pre", "pre", "pre"), "norm_type": ("layernorm", "rmsnorm", "rmsnorm"),
+    "positional": (("learned", "none"), "rotary", "rotary"), "activation": (("gelu_tanh", "gelu"), "swiglu", "swiglu"),
+    "scale_embeddings": (False, False, False), "embedding_norm": (False, False, False),
+    "qk_norm": (False, False, True), "attention": ("softmax", "softmax", "softmax"),
 }
 
 
@@ -57,13 +60,13 @@ class GGUFExport:
 
 
 def gguf_arch(model: torch.nn.Module) -> str:
-    """``"gpt2"`` or ``"llama"``: the llama.cpp architecture that computes ``model``; else ``ExportError`` naming
-    the settings that neither computes."""
+    """``"gpt2"``, ``"llama"`` or ``"qwen3"``: the llama.cpp architecture that computes ``model``; else
+    ``ExportError`` naming the settings that neither gpt2 nor llama computes."""
     if not isinstance(model, GPT):
         raise ExportError(f"GGUF export is for a GPT (llama.cpp runs decoder-only models), not {type(model).__name__}")
     cfg = model.config
     misses = {}
-    for arch_i, arch in enumerate(("gpt2", "llama")):
+    for arch_i, arch in enumerate(("gpt2", "llama", "qwen3")):
         bad = []
         for name, values in _NEEDS.items():
             want = values[arch_i]
@@ -119,7 +122,9 @@ def _rope_factors(cfg) -> np.ndarray:
     return (inv_freq / llama3_frequencies(inv_freq, cfg.rope_scaling)).float().numpy()
 
 
-def _llama_tensors(model: GPT) -> dict[str, np.ndarray]:
+def _llama_tensors(model: GPT, arch: str) -> dict[str, np.ndarray]:
+    """llama's tensors (W^Q, W^K rows permuted to its rotary pairs), or qwen3's: the same names, the rows as they
+    are (llama.cpp rotates qwen3's pairs (j, j + D/2), as we do) and each layer's query and key norms."""
     cfg = model.config
     out = {"token_embd.weight": _np(model.embed.token.weight)}
     if cfg.rope_scaling is not None:
@@ -134,7 +139,7 @@ def _llama_tensors(model: GPT) -> dict[str, np.ndarray]:
         for name, start, size, heads in (("attn_q", 0, q, cfg.n_heads), ("attn_k", q, kv, cfg.kv_heads),
                                          ("attn_v", q + kv, kv, 0)):
             rows = slice(start, start + size)
-            fix = (lambda x, h=heads: _rope_rows(x, h)) if heads else (lambda x: x)
+            fix = (lambda x, h=heads: _rope_rows(x, h)) if heads and arch == "llama" else (lambda x: x)
             out[f"blk.{i}.{name}.weight"] = fix(w[rows])
             if b is not None:
                 out[f"blk.{i}.{name}.bias"] = fix(b[rows])
@@ -143,6 +148,9 @@ def _llama_tensors(model: GPT) -> dict[str, np.ndarray]:
             out[f"blk.{i}.{name}.weight"] = _np(lin.weight)
             if lin.bias is not None:
                 out[f"blk.{i}.{name}.bias"] = _np(lin.bias)
+        if attn.q_norm is not None and attn.k_norm is not None:  # qwen3: one RMSNorm over D for a layer's heads
+            out[f"blk.{i}.attn_q_norm.weight"], out[f"blk.{i}.attn_k_norm.weight"] = (_np(attn.q_norm.weight),
+                                                                                      _np(attn.k_norm.weight))
     out["output_norm.weight"] = _np(model.decoder.norm.weight)
     if model.lm_head is not None:  # tied: llama.cpp reuses token_embd
         out["output.weight"] = _np(model.lm_head.weight)
@@ -243,7 +251,7 @@ def export_gguf(model: torch.nn.Module, path: str | os.PathLike, *, tokenizer: o
     notes = [arch, gguf_type]
     if model.config.activation == "gelu":
         notes.append(_gelu_check(model))
-    tensors = _gpt2_tensors(model) if arch == "gpt2" else _llama_tensors(model)
+    tensors = _gpt2_tensors(model) if arch == "gpt2" else _llama_tensors(model, arch)
     file_type = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
                  "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[gguf_type]
     with _atomic_dir(path) as tmp:
