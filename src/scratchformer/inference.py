@@ -23,7 +23,7 @@ from scratchformer.models import GPT, EncoderClassifier, Seq2SeqTransformer
 from scratchformer.registry import pretrains
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks.classify import CLASSIFY_TOKENS, class_probabilities
-from scratchformer.tokenizers import BOS_ID, UNK_ID, CharTokenizer, Tokenizer
+from scratchformer.tokenizers import UNK_ID, CharTokenizer, Tokenizer
 
 KIND_NAMES = {"gpt": "a language model (GPT)", "seq2seq": "an encoder-decoder", "encoder": "a classifier",
               "vit": "an image classifier (ViT)"}
@@ -87,7 +87,7 @@ def generate_text(ckpt: Checkpoint, prompt: str, max_new_tokens: int = 200, *, t
     require(ckpt, "gpt", "generate")
     model = ckpt.model
     assert isinstance(model, GPT)
-    ids = encode_checked(ckpt.tokenizer, prompt) or [BOS_ID]
+    ids = encode_checked(ckpt.tokenizer, prompt) or [ckpt.tokenizer.bos_id]  # an empty prompt: the bos token
     ids = ids[-model.config.max_len:]
     out = generate(model, torch.tensor([ids]), max_new_tokens, do_sample=not greedy, temperature=temperature,
                    top_k=top_k, top_p=top_p, seed=seed)
