@@ -766,7 +766,7 @@ def _cache_mib(kv_heads: int, tokens: int) -> float:
 def open_models(path: Path) -> None:
     """Page 17: grouped-query attention (which query heads share which keys and values), the KV cache it saves
     at Qwen3-0.6B's shape, and Llama 3's rotary scaling of each dimension pair's frequency."""
-    from scratchformer.nn.rope_scaling import llama3_frequencies
+    from scratchformer.nn.embedding import rotary_frequencies
 
     fig = Figure(figsize=(13, 3.6), dpi=DPI, layout="constrained")
     heads, groups, bars = fig.subplots(1, 3, width_ratios=[1.25, 1, 1.1])
@@ -796,12 +796,12 @@ def open_models(path: Path) -> None:
     groups.set_title(f"KV cache for {tokens:,} tokens, bfloat16:\n2 x 28 layers x H_kv x 128 x 2 bytes a token",
                      fontsize=10)
     D, base = 128, 500000.0
-    inv = base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+    inv = rotary_frequencies(D, base)
     scaling = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                "original_max_position_embeddings": 8192}
     wavelength = (2 * math.pi / inv).numpy()
     bars.loglog(wavelength, inv.numpy(), label="Llama 3 (rope_theta 500,000)", color="0.5")
-    bars.loglog(wavelength, llama3_frequencies(inv, scaling).numpy(), label="Llama 3.1: llama3 scaling",
+    bars.loglog(wavelength, rotary_frequencies(D, base, scaling).numpy(), label="Llama 3.1: llama3 scaling",
                 color="tab:blue")
     for edge, text in ((8192 / 4.0, "8192 / high_freq_factor"), (8192 / 1.0, "8192 / low_freq_factor")):
         bars.axvline(edge, color="tab:red", lw=0.8, ls="--")

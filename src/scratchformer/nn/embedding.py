@@ -70,6 +70,14 @@ class LearnedPositionalEmbedding(nn.Module):
         return self.weight[positions]
 
 
+def rotary_frequencies(head_dim: int, base: float = 10000.0, scaling: dict[str, Any] | None = None,
+                       device: torch.device | str | None = None) -> Tensor:
+    """The ``(D/2,)`` angles per position of the rotary pairs, ``base^(-2j / D)`` in float64, scaled as Llama 3
+    scales them when ``scaling`` is given (``rope_scaling.py``)."""
+    inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64, device=device) / head_dim)  # (D/2,)
+    return inv_freq if scaling is None else llama3_frequencies(inv_freq, scaling)
+
+
 class RotaryEmbedding(nn.Module):
     """Rotary position embedding for a head of size D (half-split layout, as GPT-NeoX and HF LLaMA).
 
@@ -86,10 +94,7 @@ class RotaryEmbedding(nn.Module):
 
     def build_tables(self, device: torch.device | str | None = None) -> None:
         """The ``(max_len, D/2)`` cosines and sines (again, on ``device``, for a model built without memory)."""
-        head_dim, base = self.head_dim, self.base
-        inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64, device=device) / head_dim)  # (D/2,)
-        if self.scaling is not None:
-            inv_freq = llama3_frequencies(inv_freq, self.scaling)
+        inv_freq = rotary_frequencies(self.head_dim, self.base, self.scaling, device)  # (D/2,)
         angles = torch.arange(self.max_len, dtype=torch.float64, device=device)[:, None] * inv_freq  # (max_len, D/2)
         self.register_buffer("cos", angles.cos().float(), persistent=False)
         self.register_buffer("sin", angles.sin().float(), persistent=False)

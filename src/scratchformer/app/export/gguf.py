@@ -115,11 +115,10 @@ def _rope_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
 
 def _rope_factors(cfg) -> np.ndarray:
     """Llama 3's rotary scaling as llama.cpp reads it (``rope_freqs``): each pair's frequency divided by it."""
-    from scratchformer.nn.rope_scaling import llama3_frequencies
+    from scratchformer.nn.embedding import rotary_frequencies
 
-    D = cfg.head_dim
-    inv_freq = cfg.rope_base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
-    return (inv_freq / llama3_frequencies(inv_freq, cfg.rope_scaling)).float().numpy()
+    plain, scaled = (rotary_frequencies(cfg.head_dim, cfg.rope_base, s) for s in (None, cfg.rope_scaling))
+    return (plain / scaled).float().numpy()
 
 
 def _llama_tensors(model: GPT, arch: str) -> dict[str, np.ndarray]:
