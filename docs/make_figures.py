@@ -813,6 +813,39 @@ def open_models(path: Path) -> None:
     _save(fig, path)
 
 
+def lora(path: Path) -> None:
+    """Page 18: test accuracy on SST-2 against the weights that train (the head alone, LoRA rank 8, every weight),
+    with seconds a step and the checkpoint's size: the rows of RESULTS.md's LoRA table (bench/speed/lora_sst2.py)."""
+    text = (OUT.parents[1] / "RESULTS.md").read_text(encoding="utf-8")
+    section = text[text.index("<!-- lora table -->"):text.index("<!-- /lora table -->")]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in section.splitlines()
+            if line.startswith("| ") and not line.startswith("| configuration")]
+    number = lambda cell: float(cell.split()[0].replace(",", ""))  # noqa: E731
+    fig = Figure(figsize=(10, 3.6), dpi=DPI, layout="constrained")
+    accuracy, cost = fig.subplots(1, 2, width_ratios=[1.3, 1])
+    colours = {"full": "0.4", "lora": "tab:blue", "lora-all": "lightsteelblue", "head": "tab:orange"}
+    for name, trained, acc, _, _, size in (r[:6] for r in rows):
+        point = (number(trained), number(acc))
+        accuracy.scatter(*point, s=60, color=colours.get(name.split()[0], "0.6"), zorder=3)
+        accuracy.annotate(f"{name.split(' (')[0]}: {point[1]:.2f} %\n{size} checkpoint", point,
+                          textcoords="offset points", xytext=(8, -4), fontsize=8)
+    accuracy.set_xscale("log")
+    accuracy.set_xlim(3e2, 2e8)
+    accs = [number(r[2]) for r in rows]
+    accuracy.set_ylim(min(accs) - 1, max(accs) + 1.5)
+    accuracy.set_xlabel("weights that train (log scale)")
+    accuracy.set_ylabel("test accuracy (%)")
+    accuracy.grid(alpha=0.3)
+    accuracy.set_title("SST-2 from all-MiniLM-L6-v2, the same steps: what trains", fontsize=10)
+    names = [r[0].split(" (")[0] for r in rows]
+    cost.bar(names, [number(r[3]) for r in rows], color=[colours.get(n, "0.6") for n in names])
+    for i, r in enumerate(rows):
+        cost.text(i, number(r[3]), f"{number(r[3]):.3f} s", ha="center", va="bottom", fontsize=8)
+    cost.set_ylabel("seconds a training step (2 CPU threads)")
+    cost.set_title("a step: the frozen weights need no gradient\nand no optimizer state", fontsize=10)
+    _save(fig, path)
+
+
 FIGURES: dict[str, Callable[[], None]] = {
     "model_map": lambda: first_read.model_map(OUT / "model_map.png"),
     "training_step": lambda: first_read.training_step(OUT / "training_step.png"),
@@ -831,6 +864,7 @@ FIGURES: dict[str, Callable[[], None]] = {
     "copy_task": lambda: copy_task(OUT),
     "digit_patches": lambda: digit_patches(OUT / "digit_patches.png"),
     "open_models": lambda: open_models(OUT / "open_models.png"),
+    "lora": lambda: lora(OUT / "lora.png"),
     # from trained models (figures_learner.py): a pretrained English encoder, and a translation model trained here
     "qkv_by_numbers": lambda: learner.qkv_by_numbers(OUT / "qkv_by_numbers.png"),
     "self_attention_sentence": lambda: learner.self_attention_sentence(OUT / "self_attention_sentence.png"),

@@ -114,3 +114,28 @@ def test_export_onnx_with_its_cache_decodes_the_same_tokens(runs, tmp_path, name
     got = onnx_decode.generate(onnx_decode.CachedModel(out), prompts.numpy(), 32)
     assert np.array_equal(np.asarray(got), generate(model, prompts, 32).numpy())
     sys.modules.pop("onnx_decode", None)
+
+
+def test_export_hf_straight_from_a_folder_says_so_in_its_model_card(runs, tmp_path):
+    folder = runs["llama"].parent / "llama"
+    assert main(["export", "--ckpt", str(folder), "--format", "hf", "--out", str(tmp_path / "hf")]) == 0
+    card = (tmp_path / "hf" / "README.md").read_text(encoding="utf-8")
+    assert "from the Hugging Face folder `llama` (a `LlamaForCausalLM`)" in card and "0 steps" not in card
+
+
+def test_lora_on_a_llama_folder_exports_its_merged_weights(runs, tmp_path):
+    """LoRA with a Hugging Face folder as the base: the adapters alone are saved; the export holds W + (alpha/r) B A."""
+    folder, text = runs["llama"].parent / "llama", runs["llama"].parent / "text.txt"
+    out = tmp_path / "lora"
+    assert main(["train", "task=lm", f"init_from={folder}", "--data", str(text), "lora_rank=4", "lr=1e-2",
+                 "max_steps=6", "eval_every=6", "max_len=32", "num_threads=1", "--quiet", "--out", str(out)]) == 0
+    assert json.loads((out / "best" / "config.json").read_text())["lora"]["base"]["path"] == str(folder.resolve())
+    merged = load_checkpoint(out).model
+    base = load_checkpoint(folder).model
+    ids = torch.randint(0, V, (2, 20), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        assert (merged(ids) - base(ids)).abs().max() > 1e-4  # the adapters trained
+    assert main(["export", "--ckpt", str(out), "--format", "hf", "--out", str(tmp_path / "hf")]) == 0
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    with torch.no_grad():
+        torch.testing.assert_close(theirs(ids).logits, merged(ids), atol=1e-4, rtol=0)

@@ -24,10 +24,12 @@ from typing import Any
 import torch
 from torch import nn
 
+from scratchformer.adapters import check_base, fill_from_base, lora_record, own_state
 from scratchformer.atomic import atomic_dir
 from scratchformer.errors import ConfigError
 from scratchformer.models import build_model
 from scratchformer.nn.config import ModelConfig
+from scratchformer.nn.lora import add_lora, merge_lora
 from scratchformer.tokenizers import Tokenizer, load_tokenizer
 
 
@@ -64,12 +66,17 @@ def save_checkpoint(directory: Path, model: nn.Module, tokenizer: Tokenizer | No
                     extra: dict[str, Any] | None = None) -> None:
     """Write a checkpoint to ``directory`` atomically (``atomic.atomic_dir``: a temporary directory renamed into
     place); a failed write removes it, leaves the previous checkpoint as it was and raises ``WriteError``."""
-    from safetensors.torch import save_model
+    from safetensors.torch import save_file, save_model
 
     directory = Path(directory)
-    with atomic_dir(directory, f"the checkpoint {directory.name}/", _nbytes(model.state_dict(), trainer_state)) as tmp:
-        save_model(model, str(tmp / "model.safetensors"))
-        meta = {"model": model_config.to_dict(), "train": dict(train), "step": step, **(extra or {})}
+    with atomic_dir(directory, f"the checkpoint {directory.name}/", _nbytes(own_state(model), trainer_state)) as tmp:
+        lora = lora_record(model)
+        if lora is None:
+            save_model(model, str(tmp / "model.safetensors"))
+        else:  # the adapters and what trained beside them; the base is named, not copied (adapters.py)
+            save_file({n: t.contiguous() for n, t in own_state(model).items()}, str(tmp / "model.safetensors"))
+        meta = {"model": model_config.to_dict(), "train": dict(train), "step": step, **(extra or {}),
+                **({"lora": lora} if lora else {})}
         (tmp / "config.json").write_text(json.dumps(meta, indent=2))
         if tokenizer is not None:
             tokenizer.save(tmp)
@@ -142,7 +149,7 @@ def load_weights(model: nn.Module, path: Path, device: str | torch.device = "cpu
     except (SafetensorError, OSError, RuntimeError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else err.__class__.__name__
         raise CheckpointError(f"{path} is corrupt or unreadable: {first}") from None
-    own = model.state_dict()
+    own = own_state(model)  # a LoRA run's model: its adapters (and head), not the frozen base
     aliases: dict[int, list[str]] = {}
     for name, tensor in own.items():
         aliases.setdefault(tensor.data_ptr(), []).append(name)
@@ -179,13 +186,39 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", 
     weights = ckpt / "model.safetensors"
     if not weights.is_file():
         raise CheckpointError(f"{weights} is missing")
+    if "lora" in meta:
+        model = _base_with_adapters(model, meta["lora"], ckpt)
     load_weights(model, weights, map_location)
+    if "lora" in meta:
+        model = merge_lora(model)
+        del model.lora
     if dtype is not None:
         model.to(dtype)
     tokenizer = checkpoint_tokenizer(ckpt, model_config)
     extra = {k: v for k, v in meta.items() if k not in ("model", "train", "step")}
     return Checkpoint(model.eval(), tokenizer, model_config, dict(meta.get("train", {})), int(meta.get("step", 0)),
                       extra)
+
+
+def _base_with_adapters(model: nn.Module, lora: dict[str, Any], ckpt: Path) -> nn.Module:
+    """``model`` filled from the base a LoRA run adapted (found and checked, ``adapters.check_base``), with the
+    run's adapters added (their values still to load)."""
+    from scratchformer.interop.hf_folder import is_hf_folder, load_folder
+    from scratchformer.interop.huggingface import bert_from_pretrained
+
+    path = check_base(lora, str(ckpt))
+    config: ModelConfig = model.config  # type: ignore[assignment]
+    if find_checkpoint(path) is not None:
+        base = load_checkpoint(path).model
+    elif is_hf_folder(path) and json.loads((path / "config.json").read_text()).get("model_type") != "bert":
+        base = load_folder(path, torch.float32)[0]
+    else:
+        base = bert_from_pretrained(path, n_classes=config.n_classes, pooling=config.pooling)
+    with torch.no_grad():
+        fill_from_base(model, base.state_dict(), set(lora["trained"]), path)
+    add_lora(model, lora["rank"], lora["alpha"], tuple(lora["targets"]), lora["dropout"])
+    model.lora = lora
+    return model
 
 
 def checkpoint_tokenizer(ckpt: Path, model_config: ModelConfig | None = None) -> Tokenizer | None:

@@ -155,7 +155,12 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
                   dropout=0.2, max_steps=1800, max_tokens=4000, batch_size=128, lr=1e-3, min_lr=1e-5,
                   schedule="cosine", warmup_fraction=0.2, weight_decay=0.0, label_smoothing=0.1, eval_every=500,
                   eval_decode=200, log_every=50),
-             metrics=("bleu",), decoded=("bleu",), datasets=("multi30k",), output_name="Translation"),
+             metrics=("bleu",), decoded=("bleu",), datasets=("multi30k",), output_name="Translation",
+             own_settings=("init_from",),
+             # training further an encoder-decoder run (on new pairs, say): its architecture and tokenizer
+             fine_tune_defaults=dict(max_steps=1000, max_tokens=4000, batch_size=128, lr=1e-4, min_lr=1e-6,
+                                     schedule="cosine", warmup_fraction=0.1, weight_decay=0.0, label_smoothing=0.1,
+                                     eval_every=250, eval_decode=200, log_every=50)),
     # the sst2 preset's recipe, with room for longer texts (reviews)
     TaskSpec("classify", ("encoder",), "an encoder classifier on labelled texts", "ClassifyTask",
              DataForm("labelled", f"{_LABELLED}; a second file is the validation set", stratified=True),

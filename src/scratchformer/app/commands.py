@@ -54,6 +54,10 @@ def cmd_info(args: argparse.Namespace) -> int:
               f"of {cfg.patch_size} x {cfg.patch_size} and a class token")
     if "labels" in ckpt.extra:
         print(f"labels: {', '.join(ckpt.extra['labels'])}")
+    if "lora" in ckpt.extra:  # a LoRA run: its file holds the adapters, loaded here onto the base and merged
+        lora, base = ckpt.extra["lora"], ckpt.extra["lora"]["base"]
+        print(f"LoRA: rank {lora['rank']} (alpha {lora['alpha']:g}) on {', '.join(lora['targets'])}, merged into the "
+              f"base {base['path']} (init_from={base['init_from']}, sha256 {base['sha256'][:12]})")
     if pretrains(ckpt.task):
         print("output: masked-token logits through the tied embedding table; the classification head is "
               f"untrained (fine-tune it: train task=classify init_from={resolve_ckpt(args.ckpt).parent})")

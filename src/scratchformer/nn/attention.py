@@ -172,6 +172,15 @@ class MultiHeadAttention(nn.Module):
     b_k = property(lambda self: self._block(1, bias=True))
     b_v = property(lambda self: self._block(2, bias=True))
 
+    def _in_rows(self, x: Tensor, start: int, stop: int | None) -> Tensor:
+        """x times the rows ``start:stop`` of in_proj (plus their bias): a part of [W^Q; W^K; W^V], with its LoRA
+        adapters where in_proj has them (``nn/lora.py``)."""
+        stop = self.in_proj.out_features if stop is None else stop
+        if hasattr(self.in_proj, "rows"):
+            return self.in_proj.rows(x, start, stop)
+        bias = None if self.in_proj.bias is None else self.in_proj.bias[start:stop]
+        return F.linear(x, self.in_proj.weight[start:stop], bias)
+
     def _split_heads(self, x: Tensor) -> Tensor:
         B, L, _ = x.shape
         return x.view(B, L, -1, self.head_dim).transpose(1, 2)  # (B, L, H D) -> (B, H, L, D)
@@ -179,9 +188,7 @@ class MultiHeadAttention(nn.Module):
     def project_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         """Keys and values of the encoder memory ``(B, S, C)`` -> two ``(B, H, S, D)`` tensors: memory W^K
         and memory W^V, in one matmul with the stacked blocks."""
-        Q = self.q_size
-        bias = None if self.in_proj.bias is None else self.in_proj.bias[Q:]
-        k, v = F.linear(memory, self.in_proj.weight[Q:], bias).chunk(2, dim=-1)  # (B, S, C) each
+        k, v = self._in_rows(memory, self.q_size, None).chunk(2, dim=-1)  # (B, S, C) each
         k = self._split_heads(k)
         return (k if self.k_norm is None else self.k_norm(k)), self._split_heads(v)
 
@@ -211,7 +218,7 @@ class MultiHeadAttention(nn.Module):
         """Cross-attention: queries ``x (B, T, C)`` W^Q, keys and values ``memory_kv`` (``project_kv`` of the
         encoder memory) -> ``(B, T, C)``. ``mask``: bool, broadcastable to ``(B, H, T, S)``, ``True`` = may
         attend."""
-        q = self._split_heads(F.linear(x, self.w_q, self.b_q))  # (B, H, T, D)
+        q = self._split_heads(self._in_rows(x, 0, self.q_size))  # (B, H, T, D)
         if self.q_norm is not None:
             q = self.q_norm(q)
         k, v = memory_kv  # (B, H, S, D), keys normalised by project_kv

@@ -27,6 +27,9 @@ TRAIN_CHOICES: dict[str, tuple[str, ...]] = {"task": tuple(TASKS), "tokenizer": 
                                              "optimizer": get_args(OptimizerKind)}
 
 
+LORA_DEFAULTS: dict[str, Any] = {"lora_alpha": 16.0, "lora_dropout": 0.0, "lora_targets": "query,value"}
+
+
 def trainable_blocks(value: str) -> int | None:
     """``trainable``: ``"all"`` -> None (every weight), ``"head"`` -> 0 blocks, ``"last:N"`` -> N; else
     ``ConfigError``."""
@@ -65,6 +68,14 @@ class TrainConfig:
     # which weights train (train/trainable.py): all; head (the output layer or the classifier's head); last:N (the
     # last N blocks, the final norm and the head). The others stay frozen, bit for bit
     trainable: str = "all"
+    # LoRA (nn/lora.py): lora_rank > 0 freezes the init_from model and trains a rank-r update of each targeted
+    # projection (a comma list of query, key, value, output, ff, or all; the LoRA paper's W^Q and W^V by default),
+    # scaled by lora_alpha / lora_rank, on inputs dropped out with lora_dropout; a classifier's head trains too. The
+    # run saves the adapters alone, with its base's hash. LoRA wants a higher lr than full fine-tuning (1e-3, say)
+    lora_rank: int = 0
+    lora_alpha: float = 16.0
+    lora_dropout: float = 0.0
+    lora_targets: str = "query,value"
     # masked-token pretraining (task=mlm): the fraction of tokens chosen for prediction (BERT: 0.15)
     mask_prob: float = 0.15
     # built-in synthetic tasks (copy, reverse, sort); their bounds are checked where the strings are made
@@ -176,6 +187,7 @@ class TrainConfig:
         if not 0 <= self.word_dropout < 1:
             raise ConfigError(f"word_dropout={self.word_dropout} must be in [0, 1)")
         trainable_blocks(self.trainable)
+        self._check_lora()
         for name, tasks in task_only_settings().items():
             if getattr(self, name) not in (None, 0) and self.task not in tasks:
                 raise ConfigError(f"{name} works with task={' or task='.join(tasks)}, not task={self.task}")
@@ -195,6 +207,26 @@ class TrainConfig:
             raise ConfigError(f"label_smoothing={self.label_smoothing} must be in [0, 1)")
         if self.batch_size % self.grad_accum:
             raise ConfigError(f"batch_size={self.batch_size} is not divisible by grad_accum={self.grad_accum}")
+
+    def _check_lora(self) -> None:
+        from scratchformer.nn.lora import lora_targets
+
+        given = [f"{n}={getattr(self, n)}" for n, default in LORA_DEFAULTS.items() if getattr(self, n) != default]
+        if self.lora_rank < 0 or (self.lora_rank == 0 and given):
+            raise ConfigError(f"lora_rank={self.lora_rank} turns LoRA off" + (f", so {', '.join(given)} has nothing "
+                              "to set" if given else "") + ": give lora_rank=8, say (0 = no LoRA)")
+        try:
+            lora_targets(self.lora_targets)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+        if not self.lora_alpha > 0 or not 0 <= self.lora_dropout < 1:
+            raise ConfigError(f"lora_alpha={self.lora_alpha} must be > 0 and lora_dropout={self.lora_dropout} in "
+                              "[0, 1)")
+        if self.lora_rank and not self.init_from:
+            raise ConfigError(f"lora_rank={self.lora_rank} adapts a pretrained model, and this run has none: give "
+                              "init_from=RUN_OR_FOLDER (the model whose weights stay frozen)")
+        if self.lora_rank and self.trainable != "all":
+            raise ConfigError(f"lora_rank and trainable={self.trainable} both choose what trains: set one of them")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:

@@ -1,5 +1,6 @@
 """Starting from a pretrained model (``init_from``): a classifier from a pretrained encoder (real BERT weights, or a
-scratchformer run), or a language model trained further from a Llama, Qwen3 or GPT-2 folder (or a GPT run).
+scratchformer run), a language model trained further from a Llama, Qwen3 or GPT-2 folder (or a GPT run), or an
+encoder-decoder trained further from a translation run.
 
 The classifier takes the encoder's architecture and weights and a new head for the task's classes; ``pooling``
 and ``dropout`` may be chosen anew, and ``max_len`` (the longest input) up to the encoder's own: its learned
@@ -16,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from scratchformer.checkpoint import find_checkpoint, load_checkpoint
+from scratchformer.checkpoint import find_checkpoint, load_checkpoint, read_meta
 from scratchformer.errors import ConfigError
 from scratchformer.models import EncoderClassifier
 from scratchformer.nn.config import ModelConfig
@@ -24,7 +25,7 @@ from scratchformer.settings.config import TrainConfig
 from scratchformer.settings.resolve import Resolved
 from scratchformer.tasks.base import Task
 
-__all__ = ["fine_tuned"]
+__all__ = ["fine_tuned", "fitted_to_base"]
 
 
 def fine_tuned(run: Resolved, task: Task, log: Callable[[str], None]) -> nn.Module:
@@ -33,21 +34,37 @@ def fine_tuned(run: Resolved, task: Task, log: Callable[[str], None]) -> nn.Modu
     architecture as it is."""
     cfg, given = run.train, run.model_settings()
     base_dir = find_checkpoint(cfg.init_from)  # type: ignore[arg-type]
-    if task.model_config.arch == "gpt":
-        return _language_model(cfg, base_dir, given, log).train()
+    if task.model_config.arch in ("gpt", "seq2seq"):
+        return _whole_model(cfg, base_dir, given, task.model_config.arch, log).train()
     model = _from_run(base_dir, given, task, log) if base_dir is not None else _from_bert(cfg, given, task, log)
     return _inputs_up_to(model, task.max_len, cfg.init_from).train()  # type: ignore[arg-type]
 
 
-def _language_model(cfg: TrainConfig, base_dir: Any, given: dict[str, Any], log: Callable[[str], None]) -> nn.Module:
-    """A GPT to train further: a scratchformer GPT run's, or a Hugging Face folder's (in float32, for training).
-    Its architecture is its own; ``max_len`` here is the length of the training windows (the model keeps its own)."""
+def fitted_to_base(run: Resolved) -> Resolved:
+    """An encoder-decoder trained further reads sentences up to its base's ``max_len`` unless the settings give
+    one: the run's settings with that length (its task cuts sentences to it)."""
+    base_dir = find_checkpoint(run.train.init_from)  # type: ignore[arg-type]
+    if base_dir is None or run.model.arch != "seq2seq" or "max_len" in run.settings:
+        return run
+    max_len = read_meta(base_dir)["model"]["max_len"]
+    return dataclasses.replace(run, settings={**run.settings, "max_len": max_len},
+                               source={**run.source, "max_len": "init_from"})
+
+
+def _whole_model(cfg: TrainConfig, base_dir: Any, given: dict[str, Any], arch: str,
+                 log: Callable[[str], None]) -> nn.Module:
+    """A model to train further as it is: a scratchformer run's GPT or encoder-decoder, or a Hugging Face folder's
+    GPT (in float32, for training). Its architecture is its own; ``max_len`` here is the length of the training
+    windows or sentences (the model keeps its own)."""
     from scratchformer.interop.hf_folder import FolderError, load_folder
     from scratchformer.interop.pretrained import find_pretrained
 
     if base_dir is not None:
         base = load_checkpoint(base_dir)
         model, where = base.model.float(), f"{base_dir} (step {base.step} of a task={base.task} run)"
+    elif arch != "gpt":
+        raise ConfigError(f"init_from={cfg.init_from} is not a scratchformer run; task={cfg.task} trains further an "
+                          "encoder-decoder run (a task=translate run's directory)")
     else:
         folder = find_pretrained(cfg.init_from, cfg.data_dir)  # type: ignore[arg-type]
         try:
@@ -56,8 +73,9 @@ def _language_model(cfg: TrainConfig, base_dir: Any, given: dict[str, Any], log:
             raise ConfigError(str(err)) from None
         where = f"{folder} (a {architecture})"
     have: ModelConfig = model.config  # type: ignore[assignment]
-    if have.arch != "gpt":
-        raise ConfigError(f"init_from={cfg.init_from} holds a {have.arch} model; task=lm trains a GPT further")
+    if have.arch != arch:
+        raise ConfigError(f"init_from={cfg.init_from} holds a {have.arch} model; task={cfg.task} trains a {arch} model "
+                          "further")
     clash = [f"{k}={v!r} (it has {getattr(have, k)!r})" for k, v in sorted(given.items())
              if k not in ("arch", "max_len") and getattr(have, k) != v]
     if clash:
@@ -65,7 +83,8 @@ def _language_model(cfg: TrainConfig, base_dir: Any, given: dict[str, Any], log:
     if given.get("max_len", 0) > have.max_len:
         raise ConfigError(f"max_len={given['max_len']} is longer than the max_len={have.max_len} of "
                           f"init_from={cfg.init_from}")
-    log(f"initialised from {where}; trained further on windows of {given.get('max_len', have.max_len)} tokens")
+    log(f"initialised from {where}; trained further on " + (f"windows of {given.get('max_len', have.max_len)} tokens"
+        if arch == "gpt" else f"sentences of up to {given.get('max_len', have.max_len)} tokens"))
     return model
 
 

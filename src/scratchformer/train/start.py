@@ -57,14 +57,20 @@ def trainer_for(session: Session, run: Resolved, data: TaskData) -> Trainer:
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
     torch.manual_seed(cfg.seed)
+    if cfg.init_from:
+        from scratchformer.train.fine_tune import fine_tuned, fitted_to_base
+
+        run = fitted_to_base(run)
     task = make_task(cfg, run.model, data, session.log)
     if cfg.init_from:
-        from scratchformer.train.fine_tune import fine_tuned
-
         model = fine_tuned(run, task, session.log)
     else:
         model = build_model(task.model_config)
-    if cfg.trainable != "all":
+    if cfg.lora_rank:
+        from scratchformer.train.lora import apply_lora
+
+        apply_lora(model, cfg, session.log)
+    elif cfg.trainable != "all":
         trained, total = apply_trainable(model, cfg.trainable)
         session.log(f"trainable={cfg.trainable}: {trained:,} of {total:,} weights train, the others are frozen")
     return Trainer(task, model, run, session)

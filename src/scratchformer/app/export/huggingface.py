@@ -16,8 +16,7 @@ interrupted export leaves nothing half-written, and an existing ``DIR`` is repla
 ``generate`` stops there while scratchformer's slides a window; called directly on a left-padded batch, GPT-2 needs
 ``position_ids`` counted over real tokens (its ``generate`` passes them); an input longer than ``max_len`` is cut by
 scratchformer at ``max_len`` ids, by transformers' ``truncation=True`` with a pretrained tokenizer's final ``[SEP]``
-kept. A GPT's model card says the first two.
-"""
+kept. A GPT's model card says the first two."""
 
 from __future__ import annotations
 
@@ -66,12 +65,10 @@ class HFExport:
 def _check_inputs(cfg: ModelConfig, seed: int = 0) -> tuple[Tensor, Tensor]:
     """Random ids ``(3, T)`` and a real-token mask: row 0 full, rows 1 and 2 padded (left for a GPT, the
     way prompts are batched; right for an encoder), row 2 down to one token."""
-    gen = torch.Generator().manual_seed(seed)
-    T = min(cfg.max_len, 24)
+    gen, T = torch.Generator().manual_seed(seed), min(cfg.max_len, 24)
     ids = torch.randint(len(SPECIAL_TOKENS), max(cfg.vocab_size, len(SPECIAL_TOKENS) + 1), (3, T), generator=gen)
     ids = ids.clamp(max=cfg.vocab_size - 1)
-    lengths = torch.tensor([T, max(1, T // 2), 1])
-    positions = torch.arange(T)[None, :]
+    lengths, positions = torch.tensor([T, max(1, T // 2), 1]), torch.arange(T)[None, :]
     mask = positions >= T - lengths[:, None] if cfg.arch == "gpt" else positions < lengths[:, None]  # (3, T)
     return ids.masked_fill(~mask, cfg.pad_id), mask
 
@@ -172,7 +169,9 @@ def model_card(ckpt_dir: Path, meta: dict[str, Any], hf_class: str, result: HFEx
     lines = [
         "---", "library_name: transformers", f"pipeline_tag: {pipeline}", "tags:", "- scratchformer", "---", "",
         f"# {ckpt_dir.resolve().parent.name if ckpt_dir.name in ('best', 'last') else ckpt_dir.name}", "",
-        f"A `{hf_class}` exported by scratchformer from a checkpoint trained for {step} steps "
+        f"A `{hf_class}` exported by scratchformer from the Hugging Face folder `{ckpt_dir.name}` (a "
+        f"`{meta['hf_architecture']}`), read into scratchformer's blocks and written back." if "folder" in meta
+        else f"A `{hf_class}` exported by scratchformer from a checkpoint trained for {step} steps "
         f"(task `{train_cfg.get('task', '?')}`, data: {source}).", "",
         "## Use", "", "```python", f"from transformers import AutoTokenizer, {auto}", "",
         'tokenizer = AutoTokenizer.from_pretrained("PATH/TO/THIS/FOLDER")',
@@ -248,8 +247,9 @@ def export_hf(ckpt: str | os.PathLike, out: str | os.PathLike, *, hf_class: str 
                                 f"{scale:.3g}); nothing was written")
         check_tokenizer(loaded.tokenizer, tmp)
         result = HFExport(out, hf_class, diff, scale)
-        meta = {"model": loaded.model_config.to_dict()} if "hf_architecture" in loaded.extra else read_meta(ckpt_dir)
-        card = model_card(ckpt_dir, meta, hf_class, result, _exact_notes(loaded.model_config, hf_class))
+        meta = {"model": loaded.model_config.to_dict(), **loaded.extra} if "folder" in loaded.extra else None
+        card = model_card(ckpt_dir, meta or read_meta(ckpt_dir), hf_class, result, _exact_notes(loaded.model_config,
+                                                                                                hf_class))
         (tmp / "README.md").write_text(card, encoding="utf-8")
         _publish(tmp, out, force)
     return result

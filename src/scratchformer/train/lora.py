@@ -1,0 +1,54 @@
+"""LoRA on a fine-tuning run (``lora_rank > 0``): the ``init_from`` model frozen, adapters added to the projections
+``lora_targets`` names (``nn/lora.py``), a classifier's head left to train, and the base named and fingerprinted
+on the model, so that its checkpoints hold the adapters alone (``adapters.py``).
+
+The optimizer then holds only the adapters (and the head): ``optim.param_groups`` takes what trains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from torch import nn
+
+from scratchformer.adapters import fingerprint
+from scratchformer.checkpoint import find_checkpoint
+from scratchformer.errors import ConfigError
+from scratchformer.models import EncoderClassifier
+from scratchformer.nn.lora import add_lora, lora_targets
+from scratchformer.settings.config import TrainConfig
+
+__all__ = ["apply_lora"]
+
+
+def base_folder(cfg: TrainConfig) -> Path:
+    """Where the base of ``init_from`` is: a checkpoint directory, else a model folder (absolute)."""
+    from scratchformer.interop.pretrained import find_pretrained
+
+    found = find_checkpoint(cfg.init_from)  # type: ignore[arg-type]
+    return (found if found is not None else find_pretrained(cfg.init_from, cfg.data_dir)).resolve()  # type: ignore[arg-type]
+
+
+def apply_lora(model: nn.Module, cfg: TrainConfig, log: Callable[[str], None]) -> nn.Module:
+    """Freeze ``model``, add the adapters, leave a classifier's head (and pooler) trainable; returns ``model``."""
+    targets = lora_targets(cfg.lora_targets)
+    heads = ("head.", "pooler.") if isinstance(model, EncoderClassifier) else ()
+    trained = [n for n, _ in model.named_parameters() if heads and n.startswith(heads)]
+    model.requires_grad_(False)
+    try:
+        count = add_lora(model, cfg.lora_rank, cfg.lora_alpha, targets, cfg.lora_dropout)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    for name, p in model.named_parameters():
+        if name in trained:
+            p.requires_grad_(True)
+    base = base_folder(cfg)
+    model.lora = {"rank": cfg.lora_rank, "alpha": cfg.lora_alpha, "dropout": cfg.lora_dropout, "targets": list(targets),
+                  "trained": trained, "base": {"init_from": cfg.init_from, "path": str(base),
+                                               "sha256": fingerprint(base)}}
+    train = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    total = sum(p.numel() for p in model.parameters())
+    log(f"LoRA rank {cfg.lora_rank} on {', '.join(targets)}: {count} adapters; {train:,} of {total:,} weights train "
+        f"({100 * train / total:.2f} %)" + (" with the head" if trained else "") + f", the base {base} stays frozen")
+    return model

@@ -1,0 +1,165 @@
+"""LoRA runs as a user makes them (``lora_rank=R init_from=RUN``): only the adapters (and a classifier's head) train,
+the base comes out bit-identical, the checkpoint holds the adapters alone with the base's fingerprint, the commands
+use base + adapters, export merges them, and each mistake ends in one line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from scratchformer.app.cli import main
+from scratchformer.checkpoint import load_checkpoint, load_model
+from scratchformer.settings.resolve import resolve
+from scratchformer.train.start import train
+
+TEXT = "to be, or not to be: that is the question.\nWhether 'tis nobler in the mind to suffer\n" * 40
+QUICK = ["max_steps=6", "max_len=32", "batch_size=4", "eval_every=3", "num_threads=1", "--quiet"]
+BASE = ["d_model=32", "n_heads=2", "n_layers=2", "d_ff=64", "tie_embeddings=false"]
+
+
+@pytest.fixture(scope="module")
+def base_run(tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("lora")
+    text = root / "text.txt"
+    text.write_text(TEXT, encoding="utf-8")
+    run = root / "base"
+    assert main(["train", "task=lm", "--data", str(text), *BASE, *QUICK, "--out", str(run)]) == 0
+    return run, text
+
+
+def lora_run(base: Path, text: Path, out: Path, *extra: str):
+    settings = dict(s.split("=", 1) for s in [*QUICK[:-1], "lora_rank=4", "lora_alpha=8", *extra])
+    return train(resolve(overrides={"task": "lm", "init_from": str(base), **settings}, data=[str(text)]), out,
+                 quiet=True)
+
+
+def error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err, err
+    return err.splitlines()[-1]
+
+
+def test_a_lora_run_trains_its_adapters_alone_and_saves_only_them(base_run, tmp_path):
+    base, text = base_run
+    result = lora_run(base, text, tmp_path / "lora", "lora_targets=query,value,ff")
+    before = load_checkpoint(base).model.state_dict()
+    model = result.model
+    trained = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert trained and all(".lora_A." in n or ".lora_B." in n for n in trained)
+    for name, tensor in model.state_dict().items():  # the base, bit for bit, after 6 steps
+        if ".lora_" not in name:
+            assert torch.equal(tensor, before[name]), name
+    assert any(model.state_dict()[n].abs().max() > 0 for n in trained if ".lora_B." in n)  # B has moved from 0
+
+    saved = load_file(tmp_path / "lora" / "best" / "model.safetensors")
+    assert set(saved) == trained
+    full = (base / "best" / "model.safetensors").stat().st_size
+    assert (tmp_path / "lora" / "best" / "model.safetensors").stat().st_size < full / 4
+    meta = json.loads((tmp_path / "lora" / "best" / "config.json").read_text())["lora"]
+    assert meta["rank"] == 4 and meta["targets"] == ["query", "value", "ff"]
+    assert meta["base"]["path"] == str((base / "best").resolve()) and len(meta["base"]["sha256"]) == 64
+
+    merged = load_model(tmp_path / "lora")  # base + adapters, folded into plain weights
+    ids = torch.randint(1, 20, (2, 12))
+    with torch.no_grad():
+        assert (merged(ids) - model.eval()(ids)).abs().max() < 1e-5
+    assert not any(".lora_" in n for n in merged.state_dict())
+
+
+def test_a_lora_run_resumes_generates_evaluates_and_exports_merged(base_run, tmp_path, capsys):
+    base, text = base_run
+    out = tmp_path / "lora"
+    lora_run(base, text, out)
+    assert main(["train", "--out", str(out), "--resume", "max_steps=9", "--quiet"]) == 0
+    assert json.loads((out / "last" / "config.json").read_text())["step"] == 9
+    assert main(["generate", "--ckpt", str(out), "--prompt", "to be", "--max-new-tokens", "5", "--seed", "0"]) == 0
+    assert main(["evaluate", "--ckpt", str(out), "--data", str(text)]) == 0
+    capsys.readouterr()
+    assert main(["info", str(out)]) == 0
+    assert "LoRA: rank 4 (alpha 8) on query, value, merged into the base" in capsys.readouterr().out
+    assert main(["export", "--ckpt", str(out), "--format", "hf", "--out", str(tmp_path / "hf")]) == 0
+    transformers = pytest.importorskip("transformers", reason="the hf extra reads the export back")
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    ids = torch.randint(1, 20, (1, 10))
+    with torch.no_grad():
+        assert (hf(ids).logits - load_model(out)(ids)).abs().max() < 1e-4
+
+
+def test_trainable_head_changes_the_output_matrix_and_nothing_else(base_run, tmp_path):
+    base, text = base_run
+    settings = dict(s.split("=", 1) for s in [*QUICK[:-1], "trainable=head"])
+    train(resolve(overrides={"task": "lm", "init_from": str(base), **settings}, data=[str(text)]), tmp_path / "h",
+          quiet=True)
+    before, after = load_checkpoint(base).model.state_dict(), load_checkpoint(tmp_path / "h").model.state_dict()
+    changed = {n for n in before if not torch.equal(before[n], after[n])}
+    assert changed == {"lm_head.weight"}
+
+
+def test_a_classifier_and_a_translator_take_lora_from_runs_of_their_family(tmp_path, capsys):
+    rows = tmp_path / "rows.tsv"
+    rows.write_text("".join(f"{'good fine nice' if i % 2 else 'bad awful poor'} film {i}\t{i % 2}\n"
+                            for i in range(60)), encoding="utf-8")
+    small = ["d_model=32", "n_heads=2", "n_layers=2", "d_ff=64", "bpe_vocab_size=300", "max_len=32", "batch_size=8",
+             "max_steps=4", "eval_every=4", "num_threads=1", "--quiet"]
+    assert main(["train", "task=classify", "--data", str(rows), *small, "--out", str(tmp_path / "enc")]) == 0
+    assert main(["train", "task=classify", f"init_from={tmp_path / 'enc'}", "--data", str(rows), "lora_rank=2",
+                 *small[5:], "--out", str(tmp_path / "cls")]) == 0
+    lora = json.loads((tmp_path / "cls" / "best" / "config.json").read_text())["lora"]
+    assert lora["trained"] == ["head.weight", "head.bias"]  # a classifier's head trains beside the adapters
+    assert main(["classify", "--ckpt", str(tmp_path / "cls"), "a nice film"]) == 0
+
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("".join(f"ein hund {i}\ta dog {i}\n" for i in range(60)), encoding="utf-8")
+    assert main(["train", "task=translate", "--data", str(pairs), *small, "eval_decode=4", "--out",
+                 str(tmp_path / "s2s")]) == 0
+    assert main(["train", "task=translate", f"init_from={tmp_path / 's2s'}", "--data", str(pairs), "lora_rank=2",
+                 "lora_targets=query,key,value", "eval_decode=4", *small[6:], "--out", str(tmp_path / "s2s_lora")]) == 0
+    saved = load_file(tmp_path / "s2s_lora" / "best" / "model.safetensors")
+    assert any("cross_attn" in n for n in saved)  # the decoder's attention over the encoder is adapted too
+    capsys.readouterr()
+    assert main(["translate", "--ckpt", str(tmp_path / "s2s_lora"), "ein hund 3"]) == 0
+
+
+@pytest.mark.parametrize("words, says", [
+    (["lora_rank=4"], "lora_rank=4 adapts a pretrained model, and this run has none"),
+    (["lora_rank=0", "lora_alpha=32"], "lora_rank=0 turns LoRA off, so lora_alpha=32.0 has nothing to set"),
+    (["lora_rank=-2"], "lora_rank=-2 turns LoRA off"),
+    (["lora_rank=4", "init_from=BASE", "lora_targets=q_proj"],
+     "q_proj is not a projection LoRA adapts (choose from query, key, value, output, ff, or all)"),
+    (["lora_rank=4", "init_from=BASE", "trainable=head"], "lora_rank and trainable=head both choose what trains"),
+])
+def test_each_lora_mistake_is_one_line_and_exit_2(base_run, tmp_path, capsys, words, says):
+    base, text = base_run
+    words = [w.replace("BASE", str(base)) for w in words]
+    code = main(["train", "task=lm", "--data", str(text), *words, *QUICK, "--out", str(tmp_path / "r")])
+    line = error_line(capsys)
+    assert code == 2 and says in line, line
+    assert not (tmp_path / "r").exists()
+
+
+def test_an_adapter_run_whose_base_moved_or_changed_is_refused_naming_both(base_run, tmp_path, capsys):
+    base, text = base_run
+    copy = tmp_path / "base"
+    shutil.copytree(base, copy)
+    out = tmp_path / "lora"
+    lora_run(copy, text, out)
+    weights = copy / "best" / "model.safetensors"
+    state = load_file(weights)
+    state["decoder.norm.weight"] = state["decoder.norm.weight"] + 1
+    from safetensors.torch import save_file
+
+    save_file(state, weights)
+    assert main(["generate", "--ckpt", str(out), "--prompt", "to", "--max-new-tokens", "2"]) == 2
+    line = error_line(capsys)
+    assert "the base changed" in line and str(copy / "best") in line and "sha256" in line, line
+    assert main(["train", "--out", str(out), "--resume", "max_steps=8", "--quiet"]) == 2
+    assert "the base changed" in error_line(capsys)
+    shutil.rmtree(copy)
+    assert main(["evaluate", "--ckpt", str(out), "--data", str(text)]) == 2
+    line = error_line(capsys)
+    assert "no longer there" in line and str(copy / "best") in line, line
