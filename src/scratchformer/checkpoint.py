@@ -1,7 +1,9 @@
 """Checkpoints: a directory per checkpoint, written atomically, loaded without executing code. A Hugging Face
 folder of a Llama, Qwen3 or GPT-2 model loads as a checkpoint too (``interop/hf_folder.py``).
 
-    CKPT/model.safetensors   weights (safetensors: no pickle; tied weights stored once)
+    CKPT/model.safetensors   weights (safetensors: no pickle; tied weights stored once). A LoRA run's holds only its
+                             adapters and head; config.json's "lora" names its base and the base's sha256
+                             (adapters.py), and loading merges them into the base
     CKPT/config.json         {"model": ModelConfig, "train": training settings, "step": ..., "labels": [...]}
     CKPT/tokenizer.json      the tokenizer (none for a ViT: it reads pixels; its image size is in the model config)
     CKPT/trainer_state.pt    optimizer state, step, early-stopping state (torch.load(weights_only=True))

@@ -57,15 +57,11 @@ def trainer_for(session: Session, run: Resolved, data: TaskData) -> Trainer:
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
     torch.manual_seed(cfg.seed)
-    if cfg.init_from:
-        from scratchformer.train.fine_tune import fine_tuned, fitted_to_base
+    from scratchformer.train.fine_tune import fine_tuned, fitted_to_base
 
-        run = fitted_to_base(run)
+    run = fitted_to_base(run) if cfg.init_from else run  # an encoder-decoder keeps its base's max_len
     task = make_task(cfg, run.model, data, session.log)
-    if cfg.init_from:
-        model = fine_tuned(run, task, session.log)
-    else:
-        model = build_model(task.model_config)
+    model = fine_tuned(run, task, session.log) if cfg.init_from else build_model(task.model_config)
     if cfg.lora_rank:
         from scratchformer.train.lora import apply_lora
 
