@@ -216,7 +216,8 @@ class TrainConfig:
             raise ConfigError(f"lora_rank={self.lora_rank} turns LoRA off" + (f", so {', '.join(given)} has nothing "
                               "to set" if given else "") + ": give lora_rank=8, say (0 = no LoRA)")
         try:
-            lora_targets(self.lora_targets)
+            if self.lora_rank:  # (lora_targets given without a rank is refused above)
+                lora_targets(self.lora_targets)
         except ValueError as err:
             raise ConfigError(str(err)) from None
         if not self.lora_alpha > 0 or not 0 <= self.lora_dropout < 1:
