@@ -48,6 +48,11 @@ def runs(tmp_path_factory) -> dict[str, object]:
         assert main(["train", "task=lm", f"init_from={folder}", "--data", str(text), "max_steps=20", "eval_every=20",
                      "max_len=32", "num_threads=1", "--quiet", "--out", str(run)]) == 0
         out[name] = run
+    # LoRA with the Llama folder as its base: the run saves its adapters; every export merges them
+    out["llama-lora"] = root / "llama-lora"
+    assert main(["train", "task=lm", f"init_from={root / 'llama'}", "--data", str(text), "lora_rank=4", "lr=1e-2",
+                 "max_steps=6", "eval_every=6", "max_len=32", "num_threads=1", "--quiet", "--out",
+                 str(out["llama-lora"])]) == 0
     return out
 
 
@@ -88,7 +93,7 @@ def test_export_hf_loads_in_transformers_as_the_same_class_with_equal_logits(run
 
 
 @needs_llama
-@pytest.mark.parametrize("name", ["llama", "qwen3"])
+@pytest.mark.parametrize("name", ["llama", "qwen3", "llama-lora"])
 def test_export_gguf_gives_llama_cpp_the_same_64_greedy_tokens(runs, tmp_path, name):
     from scratchformer.app.export.llamacpp import llama_generate
 
@@ -101,7 +106,7 @@ def test_export_gguf_gives_llama_cpp_the_same_64_greedy_tokens(runs, tmp_path, n
 
 
 @needs_ort
-@pytest.mark.parametrize("name", ["llama", "qwen3"])
+@pytest.mark.parametrize("name", ["llama", "qwen3", "llama-lora"])
 def test_export_onnx_with_its_cache_decodes_the_same_tokens(runs, tmp_path, name, monkeypatch):
     out = tmp_path / f"{name}-onnx"
     assert main(["export", "--ckpt", str(runs[name]), "--format", "onnx", "--out", str(out)]) == 0
@@ -125,10 +130,7 @@ def test_export_hf_straight_from_a_folder_says_so_in_its_model_card(runs, tmp_pa
 
 def test_lora_on_a_llama_folder_exports_its_merged_weights(runs, tmp_path):
     """LoRA with a Hugging Face folder as the base: the adapters alone are saved; the export holds W + (alpha/r) B A."""
-    folder, text = runs["llama"].parent / "llama", runs["llama"].parent / "text.txt"
-    out = tmp_path / "lora"
-    assert main(["train", "task=lm", f"init_from={folder}", "--data", str(text), "lora_rank=4", "lr=1e-2",
-                 "max_steps=6", "eval_every=6", "max_len=32", "num_threads=1", "--quiet", "--out", str(out)]) == 0
+    folder, out = runs["llama"].parent / "llama", runs["llama-lora"]
     assert json.loads((out / "best" / "config.json").read_text())["lora"]["base"]["path"] == str(folder.resolve())
     merged = load_checkpoint(out).model
     base = load_checkpoint(folder).model

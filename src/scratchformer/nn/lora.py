@@ -65,22 +65,23 @@ class LoRALinear(nn.Linear):
         weight = self.weight if whole else self.weight[start:stop]
         bias = self.bias if self.bias is None or whole else self.bias[start:stop]
         y = F.linear(x, weight, bias)  # x W^T + b: the frozen path
-        a, b = self.update_factors(start, stop)
-        if a is None:
+        factors = self.update_factors(start, stop)
+        if factors is None:  # no adapted row among those asked
             return y
+        a, b = factors
         h = self.lora_dropout(x) if self.training and self.lora_dropout.p > 0 else x
         u = F.linear(h, a).reshape(-1, a.shape[0])  # x A^T: (N, k r), N the positions
         # y += (alpha / r) u B^T, one product added in place (y is this call's own): (N, stop - start)
         y.view(-1, y.shape[-1]).addmm_(u, b.t(), alpha=self.scale)
         return y
 
-    def update_factors(self, start: int, stop: int) -> tuple[Tensor | None, Tensor]:
+    def update_factors(self, start: int, stop: int) -> tuple[Tensor, Tensor] | None:
         """The adapters of rows ``start:stop`` as one product A^T B^T: A stacks the k blocks' A ``(k r, in)``, B holds
         each block's B in its rows and its r columns ``(stop - start, k r)`` (small matrices: the update of the whole
         row range is then two matrix products, whatever the number of blocks)."""
         names = [n for n, (first, last) in self.blocks.items() if first < stop and last > start]
         if not names:
-            return None, self.weight
+            return None
         spans = [self.blocks[n] for n in names]
         a = torch.cat([self.lora_A[n] for n in names]) if len(names) > 1 else self.lora_A[names[0]]
         if spans[0][0] == start and spans[-1][1] == stop and all(p[1] == q[0] for p, q in zip(spans, spans[1:])):
@@ -130,8 +131,8 @@ def lora_targets(text: str) -> tuple[str, ...]:
         return LORA_TARGETS
     unknown = [n for n in names if n not in LORA_TARGETS]
     if unknown or not names:
-        raise ValueError(f"lora_targets={text!r}: {', '.join(unknown) or 'nothing'} is not a projection LoRA adapts "
-                         f"(choose from {', '.join(LORA_TARGETS)}, or all)")
+        what = f"{', '.join(unknown)} is not a projection LoRA adapts" if unknown else "names no projection"
+        raise ValueError(f"lora_targets={text!r}: {what} (choose from {', '.join(LORA_TARGETS)}, or all)")
     return names
 
 
