@@ -102,23 +102,21 @@ def test_none_from_a_config_file_or_command_line_unsets_a_field_unless_it_is_one
     assert model.positional == "none" and model.norm == "post" and cfg.dataset is None  # norm unset: the family's
 
 
-def test_the_registry_may_list_more_than_one_family_for_a_task_and_the_settings_check_reads_it(monkeypatch):
+def test_the_registry_may_list_more_than_one_family_for_a_task_and_the_settings_check_reads_it():
     """One place decides whether a model fits a task (``TaskSpec.family_for``), from the families the registry
-    lists, the first being what a run builds when ``arch`` names none: a task that a second family can learn
-    (a classifier on a GPT, say) is one more family in its entry."""
-    import dataclasses
-
-    from scratchformer import registry
-
-    with pytest.raises(ConfigError, match=r"arch='gpt' does not fit task='classify' \(needs arch='encoder'\)"):
-        split_settings({"task": "classify", "arch": "gpt"})
-    both = dataclasses.replace(registry.TASKS["classify"], families=("encoder", "gpt"))
-    monkeypatch.setitem(registry.TASKS, "classify", both)
-    assert split_settings({"task": "classify"})[0].arch == "encoder"
-    assert split_settings({"task": "classify", "arch": "gpt"})[0].arch == "gpt"
+    lists, the first being what a run builds when ``arch`` names none: a classifier is an encoder, or a GPT that
+    reads its last real token (``pooling="last"``, set for it)."""
+    model = split_settings({"task": "classify"})[0]
+    assert model.arch == "encoder" and model.pooling == "mean"
+    model = split_settings({"task": "classify", "arch": "gpt"})[0]
+    assert model.arch == "gpt" and model.pooling == "last"
     with pytest.raises(ConfigError, match=r"arch='vit' does not fit task='classify' \(needs arch='encoder' or "
                                           r"arch='gpt'\)"):
         split_settings({"task": "classify", "arch": "vit"})
+    with pytest.raises(ConfigError, match=r"arch='gpt' does not fit task='mlm' \(needs arch='encoder'\)"):
+        split_settings({"task": "mlm", "arch": "gpt"})
+    with pytest.raises(ConfigError, match="pooling='max' does not fit arch='gpt': a GPT classifies from its last real"):
+        split_settings({"task": "classify", "arch": "gpt", "pooling": "max"})
 
 
 def test_every_form_of_data_has_its_reader_and_every_runner_its_class():

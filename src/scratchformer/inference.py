@@ -19,20 +19,28 @@ from tqdm.auto import tqdm
 from scratchformer.checkpoint import Checkpoint, CheckpointError
 from scratchformer.errors import DataError
 from scratchformer.generation import generate, translate_ids
-from scratchformer.models import GPT, EncoderClassifier, Seq2SeqTransformer
+from scratchformer.models import GPT, EncoderClassifier, GPTClassifier, Seq2SeqTransformer
 from scratchformer.registry import pretrains
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks.classify import CLASSIFY_TOKENS, class_probabilities
 from scratchformer.tokenizers import UNK_ID, CharTokenizer, Tokenizer
 
 KIND_NAMES = {"gpt": "a language model (GPT)", "seq2seq": "an encoder-decoder", "encoder": "a classifier",
-              "vit": "an image classifier (ViT)"}
+              "vit": "an image classifier (ViT)", "gpt-classifier": "a classifier (a GPT reading its last real token)"}
+TEXT_CLASSIFIERS = ("encoder", "gpt-classifier")
+
+
+def model_kind(cfg: Any) -> str:
+    """What a checkpoint's model is, a key of ``KIND_NAMES``: its family, or ``gpt-classifier`` for a GPT that
+    classifies (``pooling="last"``)."""
+    return "gpt-classifier" if cfg.arch == "gpt" and cfg.pooling == "last" else cfg.arch
 
 
 def require(ckpt: Checkpoint, arch: str, command: str) -> None:
-    """Refuse a checkpoint of the wrong model family for ``command``, in one line."""
-    have = ckpt.model_config.arch
-    if have != arch:
+    """Refuse a checkpoint of the wrong kind of model for ``command`` (``model_kind``; ``encoder`` stands for every
+    text classifier), in one line."""
+    have = model_kind(ckpt.model_config)
+    if have != arch and not (arch == "encoder" and have in TEXT_CLASSIFIERS):
         raise CheckpointError(f"this checkpoint holds {KIND_NAMES[have]}; '{command}' needs {KIND_NAMES[arch]}")
     ckpt.check_tokenizer(command)
     if arch == "encoder" and pretrains(ckpt.task):
@@ -115,7 +123,7 @@ def classify_texts(ckpt: Checkpoint, texts: list[str], max_tokens: int = CLASSIF
     (``tasks.classify.class_probabilities``); texts longer than the model's ``max_len`` are cut."""
     require(ckpt, "encoder", "classify")
     model = ckpt.model
-    assert isinstance(model, EncoderClassifier)
+    assert isinstance(model, (EncoderClassifier, GPTClassifier))
     labels = ckpt.extra.get("labels") or [str(i) for i in range(model.config.n_classes)]
     limit = model.config.max_len
     rows = [ids[:limit] or [model.config.pad_id] for ids in encode_all(ckpt.tokenizer, texts)]

@@ -13,6 +13,7 @@ the named datasets it can read, and the runner: the class in ``tasks/`` that mak
     lm          gpt      a text file, or a folder of .txt/.txt.gz files    tinyshakespeare   LMTask
     translate   seq2seq  sentence pairs (a TSV, or two line-aligned files) multi30k          TranslationTask
     classify    encoder  labelled texts (.tsv/.csv)                        sst2              ClassifyTask
+                (or gpt)
     mlm         encoder  texts, one a line (or a TSV/CSV's text column)    sst2              MaskedLMTask
     image       vit      a folder of class sub-folders of images           digits            ImageTask
 
@@ -29,7 +30,7 @@ from typing import Any
 from scratchformer.errors import ConfigError
 
 __all__ = ["ALPHABET", "DataForm", "TaskSpec", "TASKS", "DEFAULT_TASK", "LOWER_IS_BETTER", "data_formats", "data_tasks",
-           "pretrains", "spec", "synthetic_targets", "task_names", "task_only_settings"]
+           "fine_tune_pairs", "pretrains", "spec", "synthetic_targets", "task_names", "task_only_settings"]
 
 LOWER_IS_BETTER = ("loss", "perplexity")
 # The symbols of the built-in tasks' random strings (a task uses the first n_symbols), in the order ``sort`` sorts
@@ -80,7 +81,14 @@ class TaskSpec:
     pretrains: bool = False  # it trains an encoder for fine-tuning; its classification head stays untrained
     own_settings: tuple[str, ...] = ()  # settings that mean something for this task only
     output_name: str = "Output"  # what a person calls the model's output (the explorer's heading)
-    fine_tune_defaults: dict[str, Any] = field(default_factory=dict)  # with init_from (a pretrained encoder)
+    fine_tune_defaults: dict[str, Any] = field(default_factory=dict)  # with init_from (a pretrained model)
+    bases: tuple[str, ...] = ()  # the families of the runs (or folders) init_from can start it from
+
+    def check_base(self, family: str, init_from: str) -> None:
+        """Refuse, in one line that lists every pair there is, a base of a family this task cannot start from."""
+        if family not in self.bases:
+            raise ConfigError(f"init_from={init_from} holds a {family} model; task={self.name} starts from "
+                              f"{' or '.join(self.bases) or 'no model'} (init_from pairs: {fine_tune_pairs()})")
 
     @property
     def makes_own_data(self) -> bool:
@@ -146,7 +154,8 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
              # with it; windows of max_len tokens, a low rate
              fine_tune_defaults=dict(max_len=128, max_steps=500, batch_size=8, lr=3e-5, min_lr=3e-6,
                                      schedule="cosine", warmup_fraction=0.1, weight_decay=0.0, eval_every=100,
-                                     eval_batches=10, log_every=10)),
+                                     eval_batches=10, log_every=10),
+             bases=("gpt",)),
     # the multi30k preset's recipe: shared BPE, post-LN encoder-decoder, token batches, label smoothing
     TaskSpec("translate", ("seq2seq",), "an encoder-decoder translates sentence pairs", "TranslationTask",
              DataForm("pairs", "a TSV of source<TAB>target lines, or two line-aligned files (source, target)",
@@ -160,18 +169,22 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
              # training further an encoder-decoder run (on new pairs, say): its architecture and tokenizer
              fine_tune_defaults=dict(max_steps=1000, max_tokens=4000, batch_size=128, lr=1e-4, min_lr=1e-6,
                                      schedule="cosine", warmup_fraction=0.1, weight_decay=0.0, label_smoothing=0.1,
-                                     eval_every=250, eval_decode=200, log_every=50)),
+                                     eval_every=250, eval_decode=200, log_every=50),
+             bases=("seq2seq",)),
     # the sst2 preset's recipe, with room for longer texts (reviews)
-    TaskSpec("classify", ("encoder",), "an encoder classifier on labelled texts", "ClassifyTask",
+    TaskSpec("classify", ("encoder", "gpt"), "a classifier of labelled texts: an encoder, or a GPT that reads the last "
+             "real token", "ClassifyTask",
              DataForm("labelled", f"{_LABELLED}; a second file is the validation set", stratified=True),
              dict(_ENCODER, max_len=256, dropout=0.3, max_steps=2000, lr=5e-4, warmup_fraction=0.15,
                   label_smoothing=0.1, eval_every=250),
              metrics=("accuracy", "f1"), datasets=("sst2",), labels=True,
              own_settings=("word_dropout", "init_from"),
-             # fine-tuning a pretrained encoder: its architecture and tokenizer come with it; a lower rate
+             # fine-tuning a pretrained encoder (or a GPT run): its architecture and tokenizer come with it; a lower
+             # rate. A GPT base classifies from its last real token whatever ``pooling`` says
              fine_tune_defaults=dict(max_len=128, pooling="mean", max_steps=2000, batch_size=32, lr=1e-4,
                                      schedule="cosine", warmup_fraction=0.1, weight_decay=0.01, eval_every=500,
-                                     log_every=50)),
+                                     log_every=50),
+             bases=("encoder", "gpt")),
     TaskSpec("mlm", ("encoder",), "an encoder pretrained by masked-token prediction (BERT's objective)",
              "MaskedLMTask",
              DataForm("lines", "a text file of one example a line, or the text column of a .tsv/.csv; a second file "
@@ -228,6 +241,11 @@ def data_tasks() -> str:
 def synthetic_targets() -> dict[str, Callable[[str], str]]:
     """Task name -> the rule that makes a target from a random source, for each built-in task."""
     return {t.name: t.data.target for t in TASKS.values() if t.data.target is not None}
+
+
+def fine_tune_pairs() -> str:
+    """Which task starts from which family of base (``init_from``), in words: ``lm from gpt; classify from ...``."""
+    return "; ".join(f"task={t.name} from {' or '.join(t.bases)}" for t in TASKS.values() if t.bases)
 
 
 def task_only_settings() -> dict[str, tuple[str, ...]]:

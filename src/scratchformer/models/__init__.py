@@ -6,6 +6,7 @@ from torch import nn
 
 from scratchformer.models.classifier import EncoderClassifier
 from scratchformer.models.gpt import GPT
+from scratchformer.models.gpt_classifier import GPTClassifier
 from scratchformer.models.seq2seq import Seq2SeqTransformer
 from scratchformer.models.vit import ViT
 from scratchformer.nn.config import ModelConfig
@@ -17,8 +18,10 @@ MODEL_CLASSES: dict[str, type[nn.Module]] = {
 
 
 def build_model(config: ModelConfig) -> nn.Module:
-    """The model that ``config.arch`` names, freshly initialised."""
+    """The model that ``config.arch`` names, freshly initialised (a GPT with ``pooling="last"`` classifies)."""
+    if config.arch == "gpt" and config.pooling == "last":
+        return GPTClassifier(config)
     return MODEL_CLASSES[config.arch](config)
 
 
-__all__ = ["EncoderClassifier", "GPT", "MODEL_CLASSES", "Seq2SeqTransformer", "ViT", "build_model"]
+__all__ = ["EncoderClassifier", "GPT", "GPTClassifier", "MODEL_CLASSES", "Seq2SeqTransformer", "ViT", "build_model"]

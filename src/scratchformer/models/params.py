@@ -22,7 +22,8 @@ def count_parameters_formula(cfg: ModelConfig) -> int:
     - embeddings: V C per table (tables shared when tied); learned positions: max_len C;
       sinusoidal and rotary positions have no parameters
     - output projection: V C with no bias, unless tied to the target embedding (then 0)
-    - classifier head: C n_classes + n_classes; ``pooling="pooler"`` adds BERT's pooler: C^2 + b C
+    - classifier head: C n_classes + n_classes; ``pooling="pooler"`` adds BERT's pooler: C^2 + b C; a GPT classifier
+      (``pooling="last"``) has a head of C n_classes (no bias, as GPT-2's) instead of its output projection
     - ``attention="linear"`` changes the function of the same Q, K, V, O projections: no parameters
     - ViT: no vocabulary; the patch embedding (P^2 ch) C + C (always with a bias), the class token C,
       positions as above over the class token and the patches (max_len = N + 1), the encoder stack, the head
@@ -40,6 +41,7 @@ def count_parameters_formula(cfg: ModelConfig) -> int:
     if cfg.arch == "gpt":
         layers = cfg.n_layers * (attn + ffn + 2 * ln) + final_ln
         head = 0 if cfg.tie_embeddings else cfg.vocab_size * c
+        head = c * cfg.n_classes if cfg.pooling == "last" else head
         return cfg.vocab_size * c + positions + emb_ln + layers + head
     if cfg.arch == "vit":
         layers = cfg.n_layers * (attn + ffn + 2 * ln) + final_ln

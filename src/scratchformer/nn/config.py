@@ -3,18 +3,18 @@
 ``ModelConfig`` describes *what* network to build. ``arch`` picks the family:
 
 - ``"seq2seq"``  encoder-decoder (the paper, §3.1): translation and other sequence-to-sequence tasks;
-- ``"gpt"``      decoder-only language model (masked self-attention, no cross-attention);
-- ``"encoder"``  encoder-only classifier (BERT-like);
+- ``"gpt"``      decoder-only language model (masked self-attention, no cross-attention), or a classifier of its
+  last real token (``pooling="last"``); ``"encoder"``: encoder-only classifier (BERT-like);
 - ``"vit"``      Vision Transformer (Dosovitskiy et al. 2021): the encoder of an image's patches, classified
   from a class token. Its input is pixels, not token ids: ``image_size``, ``patch_size`` and ``channels``
   describe it, and ``max_len`` follows from them (the patches and the class token).
 
-Architecture choices are single fields with a small set of named values. Fields left as ``None`` take
-the family's default in ``__post_init__`` (see ``FAMILY_DEFAULTS``): the paper's choices for
-``seq2seq`` and ``encoder`` (post-LN, ReLU, sinusoidal positions, embeddings x sqrt(d_model)), GPT-2's
-for ``gpt`` (pre-LN, GELU, learned positions, no embedding scaling); the ViT paper's for ``vit`` (pre-LN,
-GELU, learned positions). The JSON written with a checkpoint is then complete: what stays ``None`` (``n_kv_heads``,
-``head_size``, ``tgt_vocab_size``) follows from other fields (``kv_heads``, ``head_dim``, ``target_vocab_size``).
+Architecture choices are single fields with a small set of named values. Fields left as ``None`` take the family's
+default in ``__post_init__`` (see ``FAMILY_DEFAULTS``): the paper's choices for ``seq2seq`` and ``encoder`` (post-LN,
+ReLU, sinusoidal positions, embeddings x sqrt(d_model)), GPT-2's for ``gpt`` (pre-LN, GELU, learned positions, no
+embedding scaling); the ViT paper's for ``vit`` (pre-LN, GELU, learned positions). The JSON written with a checkpoint
+is then complete: what stays ``None`` (``n_kv_heads``, ``head_size``, ``tgt_vocab_size``) follows from other fields
+(``kv_heads``, ``head_dim``, ``target_vocab_size``).
 
 Impossible configurations raise ``ConfigError`` (a ``ValueError``) with a message naming the fields.
 """
@@ -36,7 +36,7 @@ Norm = Literal["post", "pre"]
 NormType = Literal["layernorm", "rmsnorm"]
 Activation = Literal["relu", "gelu", "gelu_tanh", "swiglu", "relu2"]
 Positional = Literal["sinusoidal", "learned", "rotary", "none"]
-Pooling = Literal["mean", "max", "cls", "pooler"]
+Pooling = Literal["mean", "max", "cls", "pooler", "last"]
 # softmax: the paper's equation 1; linear: Katharopoulos et al. (2020), "Transformers are RNNs" (linear_attention.py)
 AttentionKind = Literal["softmax", "linear"]
 Init = Literal["default", "zero_out"]
@@ -121,7 +121,7 @@ class ModelConfig:
     # every attention of the model (encoder, decoder self- and cross-attention); no new parameters. Causal
     # linear attention decodes with a fixed-size recurrent state instead of a KV cache (nn/linear_attention.py)
     attention: AttentionKind = "softmax"
-    # classifiers (encoder, vit)
+    # classifiers (encoder, vit; a gpt with pooling="last", its last real token: models/gpt_classifier.py)
     n_classes: int = 2
     pooling: Pooling = "mean"  # a ViT always classifies from its class token ("cls")
     # vit only: square images of image_size x image_size pixels with `channels` channels (3 RGB, 1 grey), cut into
@@ -195,13 +195,12 @@ class ModelConfig:
         for name in ("bias", "embedding_norm", "scale_embeddings", "tie_embeddings", "qk_norm"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}={getattr(self, name)!r} must be true or false")
-        for name in ("vocab_size", "d_model", "n_heads", "d_ff", "max_len"):
-            if getattr(self, name) < 1:
+        for name in ("vocab_size", "d_model", "n_heads", "d_ff", "max_len", "tgt_vocab_size"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")
         for name in ("n_layers", "n_encoder_layers", "n_decoder_layers", "attention_window"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise ConfigError(f"{name}={value} must be >= 0")
+            if (getattr(self, name) or 0) < 0:
+                raise ConfigError(f"{name}={getattr(self, name)} must be >= 0")
         if self.attention_window and self.arch == "gpt":
             raise ConfigError("attention_window applies to an encoder's self-attention; arch='gpt' has no encoder")
         if self.attention == "linear" and self.attention_window:
@@ -210,8 +209,6 @@ class ModelConfig:
         if self.attention == "linear" and self.attention_dropout:
             raise ConfigError(f"attention_dropout={self.attention_dropout} needs attention='softmax': linear attention "
                               "never forms the attention weights it would drop")
-        if self.tgt_vocab_size is not None and self.tgt_vocab_size < 1:
-            raise ConfigError(f"tgt_vocab_size={self.tgt_vocab_size} must be >= 1")
         if self.positional == "sinusoidal" and self.d_model % 2:
             raise ConfigError(f"positional='sinusoidal' needs an even d_model, got d_model={self.d_model}")
         for name in ("dropout", "attention_dropout"):
@@ -222,8 +219,11 @@ class ModelConfig:
             raise ConfigError(f"layer_norm_eps={self.layer_norm_eps} must be > 0")
         if not 0 <= self.pad_id < min(self.vocab_size, self.tgt_vocab_size or self.vocab_size):
             raise ConfigError(f"pad_id={self.pad_id} is outside the vocabulary (vocab_size={self.vocab_size})")
-        if self.arch in ("encoder", "vit") and self.n_classes < 1:
+        if (self.arch in ("encoder", "vit") or self.pooling == "last") and self.n_classes < 1:
             raise ConfigError(f"n_classes={self.n_classes} must be >= 1")
+        if (self.pooling == "last") != (self.arch == "gpt" and self.pooling != "mean"):  # "mean": a GPT that predicts
+            raise ConfigError(f"pooling={self.pooling!r} does not fit arch={self.arch!r}: a GPT classifies from its "
+                              "last real token (pooling='last'), an encoder pools by mean, max, cls or pooler")
 
     def _heads(self) -> None:
         """The head fields: sizes that divide, grouped-query attention that fits, rotary settings that apply."""

@@ -91,6 +91,10 @@ def split_settings(settings: dict[str, Any]) -> tuple[ModelConfig, TrainConfig]:
     train = TrainConfig(**train_fields)
     task = spec(train.task)
     model_fields["arch"] = task.family_for(model_fields.get("arch"))
+    if model_fields.get("pooling") == "last" and not task.labels:
+        raise ConfigError(f"pooling='last' makes a GPT classifier; task={task.name} has no classes to learn")
+    if task.labels and model_fields["arch"] == "gpt" and model_fields.get("pooling", "mean") == "mean":
+        model_fields["pooling"] = "last"  # a GPT classifies from its last real token (models/gpt_classifier.py)
     default = task.default_max_len(train.max_seq_len)
     if "max_len" not in model_fields and default is not None:
         model_fields["max_len"] = default

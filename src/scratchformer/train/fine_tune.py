@@ -1,9 +1,10 @@
 """Starting from a pretrained model (``init_from``): a classifier from a pretrained encoder (real BERT weights, or a
-scratchformer run), a language model trained further from a Llama, Qwen3 or GPT-2 folder (or a GPT run), or an
-encoder-decoder trained further from a translation run.
+scratchformer run) or from a GPT run (it reads the last real token: ``models/gpt_classifier.py``), a language model
+trained further from a Llama, Qwen3 or GPT-2 folder (or a GPT run), or an encoder-decoder trained further from a
+translation run. The registry says which task starts from which family (``TaskSpec.bases``).
 
-The classifier takes the encoder's architecture and weights and a new head for the task's classes; ``pooling``
-and ``dropout`` may be chosen anew, and ``max_len`` (the longest input) up to the encoder's own: its learned
+The classifier takes the base's architecture and weights and a new head for the task's classes; ``dropout`` (and
+an encoder's ``pooling``) may be chosen anew, and ``max_len`` (the longest input) up to the encoder's own: its learned
 position table is then cut to that many rows, the rows it uses, so the model's config says the length its inputs
 are cut to.
 """
@@ -19,7 +20,7 @@ from torch import nn
 
 from scratchformer.checkpoint import find_checkpoint, load_checkpoint, read_meta
 from scratchformer.errors import ConfigError
-from scratchformer.models import EncoderClassifier
+from scratchformer.models import EncoderClassifier, GPTClassifier, build_model
 from scratchformer.nn.config import ModelConfig
 from scratchformer.settings.config import TrainConfig
 from scratchformer.settings.resolve import Resolved
@@ -29,24 +30,34 @@ __all__ = ["fine_tuned", "fitted_to_base"]
 
 
 def fine_tuned(run: Resolved, task: Task, log: Callable[[str], None]) -> nn.Module:
-    """The classifier ``init_from`` starts: a scratchformer run's (or checkpoint's) encoder, else the pretrained
-    BERT of that name or folder. The model settings the run gives (``Resolved.model_settings``) must leave its
-    architecture as it is."""
+    """The model ``init_from`` starts: a classifier from a scratchformer run's encoder or GPT (else the pretrained
+    BERT of that name or folder), or the whole model of a GPT or encoder-decoder run (or a GPT folder) to train
+    further. The model settings the run gives (``Resolved.model_settings``) must leave its architecture as it is."""
     cfg, given = run.train, run.model_settings()
     base_dir = find_checkpoint(cfg.init_from)  # type: ignore[arg-type]
-    if task.model_config.arch in ("gpt", "seq2seq"):
+    family = read_meta(base_dir)["model"]["arch"] if base_dir is not None else None
+    if family is not None:
+        task.spec.check_base(family, cfg.init_from)  # type: ignore[arg-type]
+    if not task.spec.labels:
         return _whole_model(cfg, base_dir, given, task.model_config.arch, log).train()
-    model = _from_run(base_dir, given, task, log) if base_dir is not None else _from_bert(cfg, given, task, log)
+    if base_dir is None:
+        model = _from_bert(cfg, given, task, log)
+    else:
+        model = (_gpt_classifier if family == "gpt" else _from_run)(base_dir, given, task, log)
     return _inputs_up_to(model, task.max_len, cfg.init_from).train()  # type: ignore[arg-type]
 
 
 def fitted_to_base(run: Resolved) -> Resolved:
-    """An encoder-decoder trained further reads sentences up to its base's ``max_len`` unless the settings give
-    one: the run's settings with that length (its task cuts sentences to it)."""
+    """A run from a scratchformer run reads inputs up to its base's ``max_len`` unless the settings give a length
+    of their own: the task's default length is cut to the base's (a GPT of 64 tokens classifies texts of 64), and an
+    encoder-decoder without one takes its base's (its task cuts sentences to it)."""
     base_dir = find_checkpoint(run.train.init_from)  # type: ignore[arg-type]
-    if base_dir is None or run.model.arch != "seq2seq" or "max_len" in run.settings:
+    if base_dir is None or run.source.get("max_len", "task default") != "task default":
         return run
-    max_len = read_meta(base_dir)["model"]["max_len"]
+    have, want = read_meta(base_dir)["model"]["max_len"], run.settings.get("max_len")
+    max_len = have if want is None else min(want, have)
+    if max_len == want:
+        return run
     return dataclasses.replace(run, settings={**run.settings, "max_len": max_len},
                                source={**run.source, "max_len": "init_from"})
 
@@ -73,6 +84,9 @@ def _whole_model(cfg: TrainConfig, base_dir: Any, given: dict[str, Any], arch: s
             raise ConfigError(str(err)) from None
         where = f"{folder} (a {architecture})"
     have: ModelConfig = model.config  # type: ignore[assignment]
+    if have.pooling == "last":
+        raise ConfigError(f"init_from={cfg.init_from} holds a GPT classifier; task={cfg.task} trains a language model "
+                          "further (start from the GPT run it was fine-tuned from)")
     if have.arch != arch:
         raise ConfigError(f"init_from={cfg.init_from} holds a {have.arch} model; task={cfg.task} trains a {arch} model "
                           "further")
@@ -101,13 +115,30 @@ def _from_bert(cfg: TrainConfig, given: dict[str, Any], task: Task, log: Callabl
     return model
 
 
+def _gpt_classifier(base_dir: Any, given: dict[str, Any], task: Task, log: Callable[[str], None]) -> nn.Module:
+    """A GPT run's embeddings and decoder under a new head that reads the last real token (its ``lm_head`` is
+    left behind)."""
+    run, base = str(base_dir), load_checkpoint(base_dir)
+    have = base.model_config
+    clash = [f"{k}={v!r} (it has {getattr(have, k)!r})" for k, v in sorted(given.items())
+             if k not in ("arch", "pooling", "dropout", "max_len") and getattr(have, k) != v]
+    if clash:
+        raise ConfigError(f"init_from={run} fixes the architecture; remove or match {', '.join(clash)}")
+    fields = {**have.to_dict(), "pooling": "last", "n_classes": task.model_config.n_classes,
+              "dropout": given.get("dropout", have.dropout)}
+    model = GPTClassifier(ModelConfig(**fields))
+    body = {k: v for k, v in base.model.state_dict().items() if not k.startswith(("lm_head.", "head."))}
+    missing, unexpected = model.load_state_dict(body, strict=False)
+    assert missing == ["head.weight"] and not unexpected, (missing, unexpected)
+    log(f"initialised from {run} (step {base.step} of a task={base.task} run; a GPT that classifies from its last "
+        "real token: the classification head is new)")
+    return model
+
+
 def _from_run(base_dir: Any, given: dict[str, Any], task: Task, log: Callable[[str], None]) -> nn.Module:
     run = str(base_dir)
     base = load_checkpoint(base_dir)
     have = base.model_config
-    if have.arch != "encoder":
-        raise ConfigError(f"init_from={run} holds a {have.arch} model; a classifier starts only from an encoder "
-                          "(a task=mlm or task=classify run)")
     clash = [f"{k}={v!r} (it has {getattr(have, k)!r})" for k, v in sorted(given.items())
              if k not in ("arch", "pooling", "dropout", "max_len") and getattr(have, k) != v]
     if clash:
@@ -135,6 +166,6 @@ def _inputs_up_to(model: nn.Module, max_len: int, init_from: str) -> nn.Module:
     key = "embed.position_embedding.weight"
     if key in state:
         state[key] = state[key][:max_len]
-    shorter = EncoderClassifier(dataclasses.replace(have, max_len=max_len))
+    shorter = build_model(dataclasses.replace(have, max_len=max_len))
     shorter.load_state_dict(state)
     return shorter

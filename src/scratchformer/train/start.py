@@ -59,7 +59,7 @@ def trainer_for(session: Session, run: Resolved, data: TaskData) -> Trainer:
     torch.manual_seed(cfg.seed)
     from scratchformer.train.fine_tune import fine_tuned, fitted_to_base
 
-    run = fitted_to_base(run) if cfg.init_from else run  # an encoder-decoder keeps its base's max_len
+    run = fitted_to_base(run) if cfg.init_from else run  # inputs no longer than the base reads
     task = make_task(cfg, run.model, data, session.log)
     model = fine_tuned(run, task, session.log) if cfg.init_from else build_model(task.model_config)
     if cfg.lora_rank:

@@ -1,0 +1,170 @@
+"""A GPT that classifies from its last real token: padding on either side changes nothing, it equals Hugging Face's
+``GPT2ForSequenceClassification`` given the same weights, and a classifier starts from a GPT run as a user asks
+(``train task=classify init_from=GPT_RUN``), with LoRA too; the pairs that do not exist are refused in one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from scratchformer.app.cli import main
+from scratchformer.checkpoint import load_checkpoint
+from scratchformer.data.batching import pad_batch
+from scratchformer.models import GPTClassifier, build_model
+from scratchformer.models.gpt_classifier import last_real
+from scratchformer.models.params import count_parameters_formula
+from scratchformer.nn.config import ModelConfig
+from scratchformer.tasks.classify import class_probabilities
+
+TINY = dict(arch="gpt", vocab_size=40, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=48, dropout=0.0,
+            pooling="last", n_classes=3)
+TEXT = "to be, or not to be: that is the question.\nWhether 'tis nobler in the mind to suffer\n" * 40
+LABELLED = "".join(f"{w} film\t{y}\n" for w, y in [("a fine", 1), ("a dull", 0), ("a great", 1), ("a bad", 0)] * 30)
+QUICK = ["max_steps=4", "batch_size=4", "eval_every=4", "num_threads=1", "--quiet"]
+
+
+def error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err, err
+    return err.splitlines()[-1]
+
+
+@pytest.mark.parametrize("positional", ["learned", "rotary"])
+def test_padding_on_the_left_or_the_right_changes_nothing(positional):
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(**TINY, positional=positional)).eval()
+    assert isinstance(model, GPTClassifier)
+    rows = [torch.randint(1, 40, (n,)).tolist() for n in (3, 9, 5, 1)]
+    alone = torch.cat([model(torch.tensor([r])) for r in rows])  # (4, 3): each text without any padding
+    right, mask = pad_batch(rows, 0)  # (4, 9) padded on the right
+    left = torch.stack([torch.cat([torch.zeros(9 - len(r), dtype=torch.long), torch.tensor(r)]) for r in rows])
+    with torch.no_grad():
+        torch.testing.assert_close(model(right, mask), alone, atol=1e-5, rtol=0)
+        torch.testing.assert_close(model(left, left != 0), alone, atol=1e-5, rtol=0)
+        # more padding still: 7 extra pads on the right
+        more = torch.cat([right, torch.zeros(4, 7, dtype=torch.long)], 1)
+        torch.testing.assert_close(model(more, more != 0), alone, atol=1e-5, rtol=0)
+    probs = class_probabilities(model, rows, 3)  # the batched path the classify command takes
+    torch.testing.assert_close(probs, alone.softmax(-1), atol=1e-5, rtol=0)
+
+
+def test_the_last_real_token_is_found_from_the_mask():
+    mask = torch.tensor([[1, 1, 1, 0, 0], [0, 0, 1, 1, 1], [1, 0, 0, 0, 0]], dtype=torch.bool)
+    assert last_real(mask).tolist() == [2, 4, 0]
+
+
+def test_a_gpt_read_at_its_last_token_alone_differs_from_reading_the_pad():
+    """The bug the model avoids: a right-padded row read at its last position (a pad) gives other logits."""
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(**TINY)).eval()
+    ids, mask = pad_batch([[5, 6, 7], [5, 6, 7, 8, 9, 10]], 0)
+    with torch.no_grad():
+        hidden = model.hidden_states(ids, mask)
+        at_pad = model.head(hidden[:, -1])
+        assert not torch.allclose(at_pad[0], model(ids, mask)[0], atol=1e-3)
+
+
+def test_the_parameter_formula_counts_a_gpt_classifier():
+    model = build_model(ModelConfig(**TINY))
+    assert sum(p.numel() for p in model.parameters()) == count_parameters_formula(model.config)
+
+
+def test_equal_to_hugging_face_gpt2_for_sequence_classification(tmp_path):
+    transformers = pytest.importorskip("transformers", reason="a dev dependency (pip install -e .[dev])")
+    from scratchformer.interop import gpt2_from_pretrained
+
+    hf_cfg = transformers.GPT2Config(vocab_size=97, n_positions=40, n_embd=48, n_layer=3, n_head=4, num_labels=3,
+                                     pad_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    torch.manual_seed(0)
+    hf = transformers.GPT2ForSequenceClassification(hf_cfg).eval()
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.add_(torch.randn_like(p) * 0.02)
+    transformers.GPT2LMHeadModel(hf_cfg).save_pretrained(tmp_path / "lm")  # a folder our GPT-2 loader reads ...
+    lm = transformers.GPT2LMHeadModel.from_pretrained(tmp_path / "lm")
+    lm.transformer.load_state_dict(hf.transformer.state_dict())  # ... holding the classifier's body
+    lm.save_pretrained(tmp_path / "lm")
+    gpt = gpt2_from_pretrained(tmp_path / "lm")
+    ours = GPTClassifier(ModelConfig(**{**gpt.config.to_dict(), "pooling": "last", "n_classes": 3})).eval()
+    missing, unexpected = ours.load_state_dict(gpt.state_dict(), strict=False)
+    assert missing == ["head.weight"] and not unexpected
+    with torch.no_grad():
+        ours.head.weight.copy_(hf.score.weight)
+    ids, mask = pad_batch([torch.randint(1, 97, (n,)).tolist() for n in (12, 5, 17, 1)], 0)  # right padding
+    with torch.no_grad():
+        expected = hf(ids, attention_mask=mask.long()).logits
+        torch.testing.assert_close(ours(ids, mask), expected, atol=1e-5, rtol=0)
+
+
+@pytest.fixture(scope="module")
+def gpt_run(tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("gptcls")
+    text, labelled = root / "text.txt", root / "reviews.tsv"
+    text.write_text(TEXT, encoding="utf-8")
+    labelled.write_text(LABELLED, encoding="utf-8")
+    run = root / "gpt"
+    assert main(["train", "task=lm", "--data", str(text), "d_model=32", "n_heads=2", "n_layers=2", "d_ff=64",
+                 "max_len=40", *QUICK, "--out", str(run)]) == 0
+    return run, labelled
+
+
+def test_a_classifier_starts_from_a_gpt_run(gpt_run, tmp_path, capsys):
+    base, labelled = gpt_run
+    out = tmp_path / "cls"
+    assert main(["train", "task=classify", f"init_from={base.resolve()}", "--data", str(labelled), *QUICK,
+                 "--out", str(out)]) == 0
+    ckpt = load_checkpoint(out)
+    assert isinstance(ckpt.model, GPTClassifier) and ckpt.model_config.max_len == 40  # the base's length
+    before = load_checkpoint(base).model.state_dict()
+    assert not torch.equal(ckpt.model.state_dict()["decoder.layers.0.ffn.linear1.weight"],
+                           before["decoder.layers.0.ffn.linear1.weight"])  # fine-tuned: the body trained too
+    capsys.readouterr()
+    assert main(["classify", "--ckpt", str(out), "a fine film", "a dull film"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all(line.split("\t")[0] in ("0", "1") for line in lines)
+    assert main(["generate", "--ckpt", str(out), "--prompt", "a"]) == 2
+    assert "classifier (a GPT" in error_line(capsys)
+
+
+def test_lora_on_a_gpt_classifier_trains_the_adapters_and_the_head(gpt_run, tmp_path):
+    base, labelled = gpt_run
+    out = tmp_path / "lora"
+    assert main(["train", "task=classify", f"init_from={base}", "--data", str(labelled), "lora_rank=2", *QUICK,
+                 "--out", str(out)]) == 0
+    model = load_checkpoint(out).model
+    assert isinstance(model, GPTClassifier)
+    from safetensors.torch import load_file
+
+    saved = set(load_file(out / "best" / "model.safetensors"))
+    assert "head.weight" in saved and all(".lora_" in n or n == "head.weight" for n in saved)
+
+
+def test_a_gpt_classifier_from_scratch(gpt_run, tmp_path):
+    _, labelled = gpt_run
+    out = tmp_path / "scratch"
+    assert main(["train", "task=classify", "arch=gpt", "--data", str(labelled), "d_model=32", "n_heads=2",
+                 "n_layers=1", "d_ff=64", "tokenizer=char", *QUICK, "--out", str(out)]) == 0
+    assert isinstance(load_checkpoint(out).model, GPTClassifier)
+
+
+def test_pairs_that_do_not_exist_are_refused_in_one_line(gpt_run, tmp_path, capsys):
+    base, labelled = gpt_run
+    cls = tmp_path / "cls"
+    assert main(["train", "task=classify", f"init_from={base}", "--data", str(labelled), *QUICK, "--out",
+                 str(cls)]) == 0
+    capsys.readouterr()
+    assert main(["train", "task=translate", f"init_from={base}", "--data", str(labelled), *QUICK, "--out",
+                 str(tmp_path / "t")]) == 2
+    line = error_line(capsys)
+    assert "holds a gpt model; task=translate starts from seq2seq" in line
+    assert "task=classify from encoder or gpt" in line and "task=lm from gpt" in line
+    assert not (tmp_path / "t" / "best").exists()
+    text = tmp_path / "t.txt"
+    text.write_text(TEXT, encoding="utf-8")
+    assert main(["train", "task=lm", f"init_from={cls}", "--data", str(text), *QUICK, "--out",
+                 str(tmp_path / "l")]) == 2
+    assert "holds a GPT classifier" in error_line(capsys)
+    assert main(["train", "task=lm", "pooling=last", "--data", str(text), *QUICK, "--out", str(tmp_path / "p")]) == 2
+    assert "task=lm has no classes" in error_line(capsys)
