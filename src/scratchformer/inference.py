@@ -102,6 +102,28 @@ def generate_text(ckpt: Checkpoint, prompt: str, max_new_tokens: int = 200, *, t
     return ckpt.tokenizer.decode(out[0].tolist())
 
 
+def answer_instruction(ckpt: Checkpoint, instruction: str, input_text: str = "", max_new_tokens: int = 200, *,
+                       temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+                       seed: int | None = None, greedy: bool = False) -> str:
+    """A language model's answer to an instruction (and its input), asked in the template the model was tuned with
+    (``task=instruct``; Alpaca's for any other GPT): the new text, up to the end-of-text token."""
+    from scratchformer.data.templates import Template
+
+    require(ckpt, "gpt", "generate")
+    model, tok = ckpt.model, ckpt.tokenizer
+    template = Template.from_dict(ckpt.extra.get("template"))
+    special = {"bos_token": tok.id_to_token(tok.bos_id), "eos_token": tok.id_to_token(tok.eos_id)}
+    encode_checked(tok, instruction + input_text)  # what the user typed must be known; the template's words were
+    ids = tok.encode(template.instruction(instruction, input_text, special))  # read in training as they encode
+    if len(ids) >= model.config.max_len:
+        raise DataError(f"the instruction in its template is {len(ids)} tokens, and the model reads at most "
+                        f"{model.config.max_len}: no room for an answer")
+    new = min(max_new_tokens, model.config.max_len - len(ids))
+    out = generate(model, torch.tensor([ids]), new, do_sample=not greedy, temperature=temperature, top_k=top_k,
+                   top_p=top_p, seed=seed, eos_id=tok.eos_id)[0, len(ids):].tolist()
+    return tok.decode(out[:out.index(tok.eos_id)] if tok.eos_id in out else out)
+
+
 def translate_texts(ckpt: Checkpoint, texts: list[str], *, beam: int = 4, length_penalty: float = 0.6) -> list[str]:
     require(ckpt, "seq2seq", "translate")
     model = ckpt.model

@@ -16,6 +16,7 @@ the named datasets it can read, and the runner: the class in ``tasks/`` that mak
                 (or gpt)
     mlm         encoder  texts, one a line (or a TSV/CSV's text column)    sst2              MaskedLMTask
     image       vit      a folder of class sub-folders of images           digits            ImageTask
+    instruct    gpt      instruction records (JSON list or JSON Lines)     instructions      InstructTask
 
 Adding a task is adding one entry here (and, for a new kind of work, its runner). No other module compares a
 task's name: they ask its entry (``spec(name)``) instead.
@@ -87,7 +88,8 @@ class TaskSpec:
     def check_base(self, family: str, init_from: str) -> None:
         """Refuse, in one line that lists every pair there is, a base of a family this task cannot start from."""
         if family not in self.bases:
-            raise ConfigError(f"init_from={init_from} holds a {family} model; task={self.name} starts from "
+            article = "an" if family[0] in "aeiou" else "a"
+            raise ConfigError(f"init_from={init_from} holds {article} {family} model; task={self.name} starts from "
                               f"{' or '.join(self.bases) or 'no model'} (init_from pairs: {fine_tune_pairs()})")
 
     @property
@@ -192,6 +194,23 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
              dict(_ENCODER, max_len=128, dropout=0.1, max_steps=3000, lr=1e-3, warmup_fraction=0.1, eval_every=500),
              metrics=("accuracy",), datasets=("sst2",), dataset_splits=("train", "val"), mask_token=True,
              pretrains=True),
+    # instruction tuning: the loss on the answers alone (tasks/instruct.py); from scratch, a character-level GPT of
+    # the lm task's size with room for a prompt and its answer, or (init_from) a GPT trained further at a low rate
+    TaskSpec("instruct", ("gpt",), "a GPT learns to answer instructions (the loss on the answers alone)",
+             "InstructTask",
+             DataForm("records", "a JSON list (or JSON Lines) of {\"instruction\", \"input\", \"output\"} records or "
+                      "{\"messages\": [{\"role\", \"content\"}, ...]} chats; a second file is the validation set",
+                      held="reads its records into memory"),
+             dict(tokenizer="char", max_len=432, d_model=128, n_heads=4, n_layers=4, d_ff=512, dropout=0.1,
+                  bias=False, max_steps=1000, batch_size=16, lr=2e-3, min_lr=1e-4, schedule="cosine",
+                  warmup_fraction=0.1, beta2=0.99, adam_eps=1e-8, weight_decay=0.1, eval_every=100, eval_decode=0,
+                  log_every=25),
+             metrics=("exact_match", "chrf"), decoded=("exact_match", "chrf"), datasets=("instructions",),
+             own_settings=("init_from", "template"), output_name="Answer",
+             fine_tune_defaults=dict(max_len=432, max_steps=500, batch_size=8, lr=1e-4, min_lr=1e-5,
+                                     schedule="cosine", warmup_fraction=0.1, weight_decay=0.0, eval_every=100,
+                                     eval_decode=0, log_every=25),
+             bases=("gpt",)),
     # a small ViT for a folder of images: 32 x 32 RGB in 64 patches of 4 x 4, shifted by up to 2 pixels
     TaskSpec("image", ("vit",), "a Vision Transformer classifies labelled images", "ImageTask",
              DataForm("images", "a folder with one sub-folder of PNG/JPEG images per class (the sub-folder's name is "

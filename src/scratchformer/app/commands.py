@@ -15,6 +15,7 @@ from scratchformer.checkpoint import load_checkpoint, load_trainer_state
 from scratchformer.checkpoint import resolve as resolve_ckpt
 from scratchformer.errors import ConfigError
 from scratchformer.inference import (
+    answer_instruction,
     classify_images,
     classify_texts,
     evaluate_checkpoint,
@@ -84,11 +85,19 @@ _FAMILY_ONLY = {"n_classes": ("encoder", "vit"), "pooling": ("encoder",), "n_enc
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    if not args.prompt:
-        raise ConfigError("--prompt is empty")
+    if (args.prompt is None) == (args.instruction is None):
+        raise ConfigError("give --prompt TEXT (a text to continue) or --instruction TEXT (an instruction to answer)")
+    if not (args.prompt or args.instruction or "").strip():
+        raise ConfigError(f"--{'prompt' if args.prompt is not None else 'instruction'} is empty")
+    if args.instruction_input and args.instruction is None:
+        raise ConfigError("--instruction-input goes with --instruction")
     ckpt = load_checkpoint(args.ckpt)
-    print(generate_text(ckpt, args.prompt, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
-                        top_p=args.top_p, seed=args.seed, greedy=args.greedy))
+    sampling = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
+                    greedy=args.greedy)
+    if args.instruction is not None:
+        print(answer_instruction(ckpt, args.instruction, args.instruction_input, args.max_new_tokens, **sampling))
+    else:
+        print(generate_text(ckpt, args.prompt, args.max_new_tokens, **sampling))
     return 0
 
 

@@ -26,9 +26,12 @@ def _inputs(what: str) -> list[Option]:
 INFERENCE = [
     Command("info", "describe a checkpoint", [
         opt("ckpt", help="a checkpoint directory, or a run directory (its best/ checkpoint)")], _RUN + "cmd_info"),
-    Command("generate", "continue a prompt with a language model", [
+    Command("generate", "continue a prompt with a language model, or answer an instruction", [
         _CKPT,
-        opt("--prompt", required=True, help="the text to continue"),
+        opt("--prompt", help="the text to continue"),
+        opt("--instruction", help="instead of --prompt: an instruction to answer, asked in the template the model was "
+            "tuned with (task=instruct; Alpaca's for another GPT); the answer ends at the end-of-text token"),
+        opt("--instruction-input", default="", help="with --instruction: its input (Alpaca's \"input\"), if any"),
         opt("--max-new-tokens", type=at_least(1), default=200, help="tokens to add (>= 1; default 200)"),
         opt("--temperature", type=positive_float, default=0.8,
             help="divide the logits by this before sampling (> 0; default 0.8; lower is more conservative)"),

@@ -1,4 +1,5 @@
-"""Named public datasets: Tiny Shakespeare, Multi30k (de-en) and SST-2, found locally or downloaded.
+"""Named public datasets: Tiny Shakespeare, Multi30k (de-en), SST-2 and 1,100 instruction records, found locally or
+downloaded.
 
 ``find_dataset`` looks for a dataset's files, in order, in
 
@@ -18,6 +19,7 @@ name               files                                                  source
 tinyshakespeare    ``tinyshakespeare.txt``                                karpathy/char-rnn
 multi30k           ``multi30k/{train,val,test_2016_flickr}.{de,en}.gz``   multi30k/dataset task1/raw
 sst2               ``sst2/{train,dev,test}.tsv``                          forest-snow/alps SST-2
+instructions       ``instructions/instruction-data.json``                 rasbt/LLMs-from-scratch ch07
 =================  =====================================================  ==========================
 """
 
@@ -88,6 +90,12 @@ DATASETS: dict[str, tuple[str, tuple[DataFile, ...]]] = {
                  "92353770071a2a889f75d000a38a9e541ea8f0a5499e50f040b17917a5cbf66f"),
         DataFile("sst2/test.tsv", _SST2 + "test.tsv",
                  "54a9c12c77e402fc14d6a66a506f24d999f596b0176eb777c972cccc2f9cc4b0"),
+    )),
+    # its hash is in instructions/SHA256SUMS beside it; split in file order (data/records.py BOOK_SPLIT)
+    "instructions": ("instructions/instruction-data.json", (
+        DataFile("instructions/instruction-data.json", "https://raw.githubusercontent.com/rasbt/LLMs-from-scratch/"
+                 "main/ch07/01_main-chapter-code/instruction-data.json",
+                 "7e09a9af353722ca15c18bc580f093f9c39d3178335a75177319cb1e1d163944"),
     )),
 }
 

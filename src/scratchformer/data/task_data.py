@@ -80,7 +80,7 @@ class Prepared:
 class TaskData:
     """A task's data: its tokenizer (None for images), each split's view and where it came from, the prepared
     corpora behind them, what was skipped while reading; for a classifier the class names and each split's
-    label ids (one per row of its view, in order)."""
+    label ids (one per row of its view, in order); for instruction records their prompt template."""
 
     tokenizer: Tokenizer | None
     views: dict[str, Any]
@@ -89,6 +89,7 @@ class TaskData:
     labels: list[str] | None = None
     label_ids: dict[str, np.ndarray] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    template: dict[str, str] | None = None  # instruction records: the prompt template they were put through
 
     def has(self, split: str) -> bool:
         return split in self.views

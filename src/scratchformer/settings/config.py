@@ -62,8 +62,9 @@ class TrainConfig:
     tokenizer_sample: int = 0
     # fine-tuning: task=classify starts from a pretrained BERT encoder, e.g. "all-MiniLM-L6-v2", or a folder with
     # config.json + model.safetensors + tokenizer.json, or a scratchformer run or checkpoint directory (a task=mlm
-    # run, say); task=lm trains further a Llama, Qwen3 or GPT-2 folder, or a GPT run. Its architecture and
-    # tokenizer are used
+    # run, or a GPT run: the classifier reads its last real token); task=lm and task=instruct train further a Llama,
+    # Qwen3 or GPT-2 folder, or a GPT run; task=translate an encoder-decoder run. Its architecture and tokenizer
+    # are used
     init_from: str | None = None
     # which weights train (train/trainable.py): all; head (the output layer or the classifier's head); last:N (the
     # last N blocks, the final norm and the head). The others stay frozen, bit for bit
@@ -76,6 +77,9 @@ class TrainConfig:
     lora_alpha: float = 16.0
     lora_dropout: float = 0.0
     lora_targets: str = "query,value"
+    # instruction tuning (task=instruct): the prompt template (data/templates.py): auto (unset: the base folder's chat
+    # template where it has one, else Alpaca's), alpaca, chat (the base folder's, required), or a .jinja file
+    template: str | None = None
     # masked-token pretraining (task=mlm): the fraction of tokens chosen for prediction (BERT: 0.15)
     mask_prob: float = 0.15
     # built-in synthetic tasks (copy, reverse, sort); their bounds are checked where the strings are made
@@ -134,7 +138,8 @@ class TrainConfig:
     seed: int = 0
     eval_every: int = 200
     eval_batches: int = 20  # language modelling: batches per evaluation
-    eval_decode: int = 200  # seq2seq: sentences decoded per evaluation (exact match / BLEU); 0 = none
+    eval_decode: int = 200  # seq2seq: sentences decoded per evaluation (exact match / BLEU); instruct: records
+    # answered greedily per evaluation (exact match, chrF; the test split: all of them); 0 = none
     save_every: int = 0  # 0 = at every evaluation
     log_every: int = 50
     patience: int = 0  # early stopping: evaluations without a better validation metric; 0 = off

@@ -16,6 +16,7 @@ from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks.base import Task
 from scratchformer.tasks.classify import ClassifyTask
 from scratchformer.tasks.image import ImageTask
+from scratchformer.tasks.instruct import InstructTask
 from scratchformer.tasks.lm import LMTask
 from scratchformer.tasks.mlm import MaskedLMTask
 from scratchformer.tasks.seq2seq import Seq2SeqTask, TranslationTask
@@ -25,7 +26,7 @@ __all__ = ["RUNNERS", "build_task", "make_task", "starting_tokenizer"]
 
 # The classes that run tasks, by the runner id a task's registry entry declares (``TaskSpec.runner``).
 RUNNERS: dict[str, type[Task]] = {cls.__name__: cls for cls in (
-    Seq2SeqTask, TranslationTask, LMTask, ClassifyTask, MaskedLMTask, ImageTask)}
+    Seq2SeqTask, TranslationTask, LMTask, ClassifyTask, MaskedLMTask, ImageTask, InstructTask)}
 
 
 def _stderr(line: str) -> None:

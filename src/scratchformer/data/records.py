@@ -1,0 +1,160 @@
+"""Instruction records (``task=instruct``): read, checked, split, put through the prompt template and tokenized, held
+in memory (a few thousand records are small).
+
+A file is a JSON list of records or JSON Lines (one record a line), each an Alpaca record or a chat
+(``data/templates.py``). ``dataset=instructions`` is the 1,100 records of the book they come from, split in file
+order as it splits them (the first 85 % train, the next 10 % test, the last 5 % validation); a user's ``--data`` file
+is split like any other rows (``data.plan.file_splits``: a seeded random ``val_fraction`` for validation).
+
+Each record becomes one row: ``ids`` = the prompt's tokens, then the response's and the end-of-text token, with
+``n_prompt`` (how many of them are the prompt: the task takes no loss on those) and, for a person, ``ids.text`` (the
+prompt) and ``response.text`` (the answer to learn).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from scratchformer.data.memory import MemoryRows
+from scratchformer.data.plan import file_splits
+from scratchformer.data.roles import roles
+from scratchformer.data.splits import carve_part
+from scratchformer.data.task_data import NO_TRAINING_DATA, DataRequest, TaskData
+from scratchformer.data.templates import ROLES, find_template
+from scratchformer.errors import DataError
+from scratchformer.tokenizers import Tokenizer
+
+__all__ = ["BOOK_SPLIT", "read_records", "records_data"]
+
+# dataset=instructions: the book's split, in file order (split, share); the last part takes what is left
+BOOK_SPLIT = (("train", 0.85), ("test", 0.10), ("val", 0.05))
+
+
+def records_data(req: DataRequest) -> TaskData:
+    """The instruction records of a run's splits, templated and tokenized: ``dataset=instructions`` (``--val`` and
+    ``--test`` replace its splits) or the user's files. The tokenizer is the checkpoint's or the base's, else one
+    trained on the training split's prompts and responses."""
+    cfg = req.cfg
+    train, val, test = roles(req.task, req.files, cfg.dataset)
+    template = find_template(getattr(cfg, "template", None) or "auto", _base(getattr(cfg, "init_from", None)))
+    chosen: dict[str, tuple[list[dict[str, Any]], str]] = {}
+    if cfg.dataset is not None:
+        chosen.update(_book_split(cfg.dataset, cfg.data_dir))
+    read: dict[Any, list[dict[str, Any]]] = {}
+    for split, spec in file_splits(req.task, train, val, test, cfg.val_fraction, cfg.seed).items():
+        if spec.source not in read:
+            read[spec.source] = read_records(Path(spec.source.paths[0]))
+        records = read[spec.source]
+        rows = carve_part(spec.part, len(records), cfg.val_fraction, cfg.seed)
+        chosen[split] = ([records[i] for i in rows], spec.origin)
+    if req.tokenizer is None and "train" not in chosen:
+        raise DataError(NO_TRAINING_DATA)
+    tokenizer = req.tokenizer
+    special = {} if tokenizer is None else _special(tokenizer)
+    texts = {split: [template.split(r, special) for r in records] for split, (records, _) in chosen.items()}
+    if tokenizer is None:  # from scratch: a tokenizer of the training prompts and answers (the template's words too)
+        from scratchformer.data.prepared import tokenizer_trainer
+
+        tokenizer = tokenizer_trainer(cfg, False)(p + r for p, r in texts["train"])
+    out = TaskData(tokenizer, {}, {split: origin for split, (_, origin) in chosen.items()},
+                   template=template.to_dict())
+    for split, pairs in texts.items():
+        out.views[split] = _rows(tokenizer, pairs)
+    rows = out.views["train"].fields["ids"] if "train" in out.views else []
+    unknown = sum(ids.count(tokenizer.unk_id) for ids in rows)
+    if unknown and not req.quiet:  # a base's tokenizer that never saw some characters (digits, '#')
+        total = sum(len(ids) for ids in rows)
+        req.say(f"warning: {unknown:,} of the {total:,} training tokens ({100 * unknown / total:.1f} %) are unknown to "
+                "the tokenizer (characters it never saw): the model reads them as one <unk>")
+    return out
+
+
+def _rows(tok: Tokenizer, pairs: list[tuple[str, str]]) -> MemoryRows:
+    """Each (prompt, response) as one row of ids: prompt, response, end-of-text."""
+    prompts = [tok.encode(p) for p, _ in pairs]
+    answers = [tok.encode(r) + [tok.eos_id] for _, r in pairs]
+    return MemoryRows({"ids": [p + a for p, a in zip(prompts, answers)], "n_prompt": [len(p) for p in prompts],
+                       "ids.text": [p for p, _ in pairs], "response.text": [r for _, r in pairs]})
+
+
+def _special(tok: Tokenizer) -> dict[str, str]:
+    """The texts a chat template may write of the tokenizer's own tokens (``{{ bos_token }}``, ``{{ eos_token }}``)."""
+    return {"bos_token": tok.id_to_token(tok.bos_id), "eos_token": tok.id_to_token(tok.eos_id)}
+
+
+def _base(init_from: str | None) -> Path | None:
+    """The folder of the model a run starts from, where ``init_from`` names one (its chat template is looked for
+    there)."""
+    return Path(init_from).expanduser() if init_from and Path(init_from).expanduser().is_dir() else None
+
+
+def _book_split(dataset: str, data_dir: str | None) -> dict[str, tuple[list[dict[str, Any]], str]]:
+    """A named set of records split in file order (``BOOK_SPLIT``)."""
+    from scratchformer.data.named import find_dataset
+
+    path = find_dataset(dataset, data_dir)
+    records, out, start = read_records(path), {}, 0
+    for i, (split, share) in enumerate(BOOK_SPLIT):
+        end = len(records) if i == len(BOOK_SPLIT) - 1 else start + int(len(records) * share)
+        out[split] = (records[start:end], f"dataset {dataset} {split} (records {start + 1:,}-{end:,} in file order)")
+        start = end
+    return out
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """The records of a JSON list or a JSON Lines file, each checked (``_check``); a problem is one line naming the
+    file and the record's index (JSON) or line (JSON Lines)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise DataError(f"cannot read {path}: {getattr(err, 'strerror', None) or err}") from None
+    if not text.strip():
+        raise DataError(f"{path} is empty: instruction data is a JSON list of records or one JSON record a line")
+    if text.lstrip().startswith("["):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise DataError(f"{path} is not valid JSON (line {err.lineno}: {err.msg})") from None
+        records = [(f"{path}: the record at index {i}", r) for i, r in enumerate(data)]
+    else:
+        records = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    records.append((f"{path} line {n}", json.loads(line)))
+                except json.JSONDecodeError as err:
+                    raise DataError(f"{path} line {n} is not a JSON record ({err.msg})") from None
+    if not records:
+        raise DataError(f"{path} holds no records")
+    return [_check(where, record) for where, record in records]
+
+
+def _check(where: str, record: Any) -> dict[str, Any]:
+    """A record as it must be: an Alpaca record with a string ``instruction`` and ``output`` (``input`` a string if
+    there), or a chat whose roles are known and whose last message is the assistant's answer."""
+    if not isinstance(record, dict):
+        raise DataError(f"{where} is not a JSON object")
+    if "messages" in record:
+        messages = record["messages"]
+        if not isinstance(messages, list) or not messages:
+            raise DataError(f"{where}: \"messages\" must be a non-empty list of {{\"role\", \"content\"}}")
+        for m in messages:
+            if not isinstance(m, dict) or not isinstance(m.get("content"), str):
+                raise DataError(f"{where}: each message needs a \"role\" and a string \"content\"")
+            if m.get("role") not in ROLES:
+                raise DataError(f"{where}: role {m.get('role')!r} is not one of {', '.join(ROLES)}")
+        if messages[-1]["role"] != "assistant":
+            raise DataError(f"{where}: the last message must be the assistant's (the answer to learn), not the "
+                            f"{messages[-1]['role']}'s")
+        return record
+    for key in ("instruction", "output"):
+        if key not in record:
+            raise DataError(f"{where} has no \"{key}\" (a record is {{\"instruction\", \"input\", \"output\"}} or "
+                            "{\"messages\": [...]})")
+    for key in ("instruction", "input", "output"):
+        if key in record and not isinstance(record[key], str):
+            raise DataError(f"{where}: \"{key}\" must be a string, not {type(record[key]).__name__}")
+    return record
+
