@@ -126,6 +126,12 @@ def test_a_classifier_starts_from_a_gpt_run(gpt_run, tmp_path, capsys):
     assert len(lines) == 2 and all(line.split("\t")[0] in ("0", "1") for line in lines)
     assert main(["generate", "--ckpt", str(out), "--prompt", "a"]) == 2
     assert "classifier (a GPT" in error_line(capsys)
+    for argv in (["explain", "--ckpt", str(out), "--prompt", "a fine film"],
+                 ["explore", "--ckpt", str(out), "--export", str(tmp_path / "x.html"), "--text", "a"]):
+        assert main(argv) == 2  # not read yet: one line, no traceback
+        assert "do not read a GPT classifier yet" in error_line(capsys)
+    assert main(["export", "--ckpt", str(out), "--format", "hf", "--out", str(tmp_path / "hf")]) == 2
+    assert "cannot export GPTClassifier" in error_line(capsys)
 
 
 def test_lora_on_a_gpt_classifier_trains_the_adapters_and_the_head(gpt_run, tmp_path):

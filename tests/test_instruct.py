@@ -250,3 +250,35 @@ def test_a_base_that_is_not_a_gpt_is_refused_naming_the_pairs(records, tmp_path,
     line = error_line(capsys)
     assert "holds an encoder model; task=instruct starts from gpt" in line
     assert "task=classify from encoder or gpt" in line
+
+
+def test_a_hugging_face_folder_brings_its_chat_template(records, tmp_path, capsys):
+    transformers = pytest.importorskip("transformers", reason="a dev dependency: it writes the folder")
+    from test_open_models import SMALL as QWEN
+    from test_open_models import write_tokenizer
+
+    folder = tmp_path / "qwen3"
+    torch.manual_seed(0)
+    model = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**QWEN, num_key_value_heads=2, head_dim=32,
+                                                                   eos_token_id=0, tie_word_embeddings=True))
+    model.save_pretrained(folder)
+    write_tokenizer(folder)
+    (folder / "chat_template.jinja").write_text(CHATML, encoding="utf-8")
+    out = tmp_path / "chat"
+    assert main(["train", "task=instruct", f"init_from={folder}", "--data", str(records), "max_steps=2",
+                 "eval_every=2", "max_len=96", "num_threads=1", "--quiet", "--out", str(out)]) == 0
+    ckpt = load_checkpoint(out)
+    assert ckpt.extra["template"]["name"] == "chat" and ckpt.extra["template"]["source"] == CHATML
+    capsys.readouterr()
+    assert main(["generate", "--ckpt", str(out), "--instruction", "Add 1 and 2.", "--greedy",
+                 "--max-new-tokens", "5"]) == 0
+    assert "<|im_start|>" not in capsys.readouterr().out  # the answer alone, not the prompt
+    # the base moved away: evaluating the run reads its records in the template it was trained with, its own
+    from scratchformer.data.roles import DataFiles
+    from scratchformer.settings.config import TrainConfig
+
+    folder.rename(tmp_path / "moved")
+    task = build_task(TrainConfig.from_dict(ckpt.train), ckpt.model_config, DataFiles.from_dict(ckpt.extra["data"]),
+                      tokenizer=ckpt.tokenizer, template=ckpt.extra["template"], quiet=True)
+    assert task.rows["val"].texts("ids", [0])[0].startswith("<|im_start|>user\n")
+    assert main(["evaluate", "--ckpt", str(out), "--split", "val"]) == 0

@@ -190,7 +190,7 @@ def _held_out(ckpt: Checkpoint, split: str, data: list[str] | None, whose: str) 
     else:
         files = DataFiles.from_dict(ckpt.extra.get("data"))
     task = build_task(cfg, ckpt.model_config, files, tokenizer=ckpt.tokenizer, labels=ckpt.extra.get("labels"),
-                      log=lambda s: print(s, file=sys.stderr))
+                      log=lambda s: print(s, file=sys.stderr), template=ckpt.extra.get("template"))
     if not task.has_split(split):
         raise DataError(f"{whose} has no {split!r} split; use --split val or --data PATH")
     return task, split

@@ -24,7 +24,13 @@ import torch
 from torch import Tensor, nn
 
 from scratchformer.app.explore.lens_view import lens_lines
-from scratchformer.app.explore.model_view import DEFAULT_LIMITS, Limits, checkpoint_name, explore
+from scratchformer.app.explore.model_view import (
+    DEFAULT_LIMITS,
+    Limits,
+    checkpoint_name,
+    explore,
+    refuse_gpt_classifier,
+)
 from scratchformer.checkpoint import load_checkpoint
 from scratchformer.errors import ConfigError
 from scratchformer.inference import KIND_NAMES
@@ -227,6 +233,7 @@ def explain_lens(path: str, prompt: str, limits: Limits = DEFAULT_LIMITS) -> str
     if arch == "vit":
         raise ConfigError("explain --ckpt reads a text model (GPT, encoder-decoder, classifier); an image "
                           "classifier's attention: scratchformer plot attention --ckpt RUN --image FILE --out a.png")
+    refuse_gpt_classifier(ckpt)
     ckpt.check_tokenizer("explain")
     result = explore(ckpt, prompt, limits, **({"max_new_tokens": 0} if arch == "gpt" else {}))
     lines = [f"{checkpoint_name(path)}: {KIND_NAMES[arch]}, {ckpt.model_config.norm}-LN, step {ckpt.step}",

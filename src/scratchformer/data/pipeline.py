@@ -43,13 +43,16 @@ def _stderr(line: str) -> None:
 
 def load_data(task: TaskSpec, cfg: DataSettings, files: DataFiles, *, tokenizer: Tokenizer | None = None,
               labels: list[str] | None = None, training: bool = True, dist: DistInfo | None = None,
-              say: Callable[[str], None] = _stderr, quiet: bool = False) -> TaskData:
+              say: Callable[[str], None] = _stderr, quiet: bool = False,
+              template: dict[str, str] | None = None) -> TaskData:
     """The data ``task`` reads from ``files`` (or its named ``cfg.dataset``), ready to batch.
 
     ``tokenizer``: a checkpoint's, used as it is (else one is trained on the training data, or found trained
     before). ``labels``: a trained classifier's classes. ``training``: refuse data without a training split.
-    ``dist``: the distributed run this process is part of (rank 0 prepares, the others wait for it)."""
-    data = READERS[task.data.kind](DataRequest(task, cfg, files, tokenizer, labels, dist or DistInfo(), say, quiet))
+    ``dist``: the distributed run this process is part of (rank 0 prepares, the others wait for it).
+    ``template``: a checkpoint's prompt template (instruction records), used as it is."""
+    data = READERS[task.data.kind](DataRequest(task, cfg, files, tokenizer, labels, dist or DistInfo(), say, quiet,
+                                               template))
     if training and not data.has("train"):
         raise DataError(NO_TRAINING_DATA)
     return data

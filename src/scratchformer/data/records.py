@@ -22,7 +22,7 @@ from scratchformer.data.plan import file_splits
 from scratchformer.data.roles import roles
 from scratchformer.data.splits import carve_part
 from scratchformer.data.task_data import NO_TRAINING_DATA, DataRequest, TaskData
-from scratchformer.data.templates import ROLES, find_template
+from scratchformer.data.templates import ROLES, Template, find_template
 from scratchformer.errors import DataError
 from scratchformer.tokenizers import Tokenizer
 
@@ -35,10 +35,12 @@ BOOK_SPLIT = (("train", 0.85), ("test", 0.10), ("val", 0.05))
 def records_data(req: DataRequest) -> TaskData:
     """The instruction records of a run's splits, templated and tokenized: ``dataset=instructions`` (``--val`` and
     ``--test`` replace its splits) or the user's files. The tokenizer is the checkpoint's or the base's, else one
-    trained on the training split's prompts and responses."""
+    trained on the training split's prompts and responses; the template is the checkpoint's (``req.template``: a
+    resumed or evaluated run reads its records as it was trained), else the one ``template`` names."""
     cfg = req.cfg
     train, val, test = roles(req.task, req.files, cfg.dataset)
-    template = find_template(getattr(cfg, "template", None) or "auto", _base(getattr(cfg, "init_from", None)))
+    template = (Template.from_dict(req.template) if req.template  # a checkpoint's: as it was trained
+                else find_template(getattr(cfg, "template", None) or "auto", _base(getattr(cfg, "init_from", None))))
     chosen: dict[str, tuple[list[dict[str, Any]], str]] = {}
     if cfg.dataset is not None:
         chosen.update(_book_split(cfg.dataset, cfg.data_dir))

@@ -65,6 +65,7 @@ class DataRequest:
     dist: DistInfo
     say: Callable[[str], None]
     quiet: bool
+    template: dict[str, str] | None = None  # instruction records: a checkpoint's prompt template, used as it is
 
 
 @dataclass

@@ -41,12 +41,14 @@ def make_task(cfg: TrainConfig, model: ModelConfig, data: TaskData, log: Callabl
 
 def build_task(cfg: TrainConfig, model: ModelConfig, files: DataFiles | list[str] | None = None, *,
                tokenizer: Tokenizer | None = None, labels: list[str] | None = None,
-               log: Callable[[str], None] = _stderr, dist: DistInfo | None = None, quiet: bool = False) -> Task:
+               log: Callable[[str], None] = _stderr, dist: DistInfo | None = None, quiet: bool = False,
+               template: dict[str, str] | None = None) -> Task:
     """The task for ``cfg.task`` on ``files`` (its data read by ``load_data``, then ``make_task``): for a caller with
     settings and files, a checkpoint's evaluation say. ``tokenizer``: a checkpoint's (else the one a fine-tuning
-    run starts from, or one trained on the data); ``labels``: a trained classifier's classes."""
+    run starts from, or one trained on the data); ``labels``: a trained classifier's classes; ``template``: an
+    instruction-tuned model's prompt template."""
     data = load_data(spec(cfg.task), cfg, DataFiles.of(files), tokenizer=tokenizer or starting_tokenizer(cfg),
-                     labels=labels, training=False, dist=dist, say=log, quiet=quiet)
+                     labels=labels, training=False, dist=dist, say=log, quiet=quiet, template=template)
     return make_task(cfg, model, data, log)
 
 

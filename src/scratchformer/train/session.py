@@ -39,6 +39,13 @@ class Session:
     def log(self) -> Callable[[str], None]:
         return self.progress.say
 
+    @property
+    def template(self) -> dict[str, str] | None:
+        """The resumed checkpoint's prompt template (an instruction-tuned run's), else None."""
+        from scratchformer.checkpoint import read_meta
+
+        return read_meta(self.checkpoint).get("template") if self.checkpoint is not None else None
+
     def __enter__(self) -> Session:
         return self
 

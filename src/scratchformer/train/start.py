@@ -40,7 +40,7 @@ def train(run: Resolved, out_dir: str | Path, *, resume: bool = False, echo: Cal
     ``settings.resume_settings``), with the data files. ``echo``: where the run's lines go (standard error)."""
     with open_run(Path(out_dir), run.train, resume=resume, quiet=quiet, echo=echo) as session:
         data = load_data(run.task, run.train, run.data, tokenizer=session.tokenizer, dist=session.dist,
-                         say=session.log, quiet=quiet)
+                         say=session.log, quiet=quiet, template=session.template)
         return trainer_for(session, run, data).run()
 
 

@@ -34,7 +34,7 @@ from scratchformer.app.explore.lens_view import classes_lens, token_lens
 from scratchformer.checkpoint import Checkpoint, load_checkpoint
 from scratchformer.errors import ConfigError
 from scratchformer.generation import generate
-from scratchformer.inference import KIND_NAMES, encode_checked, translate_ids
+from scratchformer.inference import KIND_NAMES, encode_checked, model_kind, translate_ids
 from scratchformer.nn.recording import ATTENTION_KINDS, attention_maps
 from scratchformer.registry import output_name, pretrains
 from scratchformer.tokenizers import BOS_ID
@@ -273,8 +273,16 @@ def load_explorable(path: str | Path) -> Checkpoint:
     if ckpt.model_config.arch == "vit":
         raise ConfigError("the attention explorer reads text; draw an image classifier's (ViT) attention with "
                           "scratchformer plot attention --ckpt RUN --image FILE --out attention.png")
+    refuse_gpt_classifier(ckpt)
     ckpt.check_tokenizer("explore")
     return ckpt
+
+
+def refuse_gpt_classifier(ckpt: Checkpoint) -> None:
+    """One line for a GPT classifier, which the explorer and the lens do not read (yet)."""
+    if model_kind(ckpt.model_config) == "gpt-classifier":
+        raise ConfigError("the explorer and the lens do not read a GPT classifier yet (a GPT with a head on its last "
+                          "real token); draw its attention with scratchformer plot attention --ckpt RUN --text TEXT")
 
 
 def checkpoint_name(path: str | Path) -> str:
@@ -284,4 +292,5 @@ def checkpoint_name(path: str | Path) -> str:
 
 
 __all__ = ["DECIMALS", "DEFAULT_LIMITS", "MAX_CHARS", "MAX_TOKENS", "OPTIONS", "Limits", "RequestError",
-           "checkpoint_name", "default_options", "explore", "load_explorable", "model_info", "parse_request"]
+           "checkpoint_name", "default_options", "explore", "load_explorable", "model_info", "parse_request",
+           "refuse_gpt_classifier"]
