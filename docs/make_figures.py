@@ -846,6 +846,46 @@ def lora(path: Path) -> None:
     _save(fig, path)
 
 
+def _table(text: str, name: str) -> list[list[str]]:
+    """The body rows of the Markdown table between ``<!-- NAME -->`` and ``<!-- /NAME -->`` in ``text``."""
+    section = text[text.index(f"<!-- {name} -->"):text.index(f"<!-- /{name} -->")]
+    lines = [line for line in section.splitlines() if line.startswith("|")]
+    return [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
+
+
+def instructions(path: Path) -> None:
+    """Page 19: the validation loss of instruction tuning from a pretrained GPT and from random weights (with the
+    unigram floor), and SST-2's test accuracy of the GPT classifier from each (with the bag of words): RESULTS.md's
+    tables of the section "A GPT pretrained here, then fine-tuned"."""
+    text = (OUT.parents[1] / "RESULTS.md").read_text(encoding="utf-8")
+    number = lambda cell: float(cell.replace("*", "").split()[0].replace(",", ""))  # noqa: E731
+    curves, runs, classifiers = (_table(text, n) for n in ("instruct curves", "instruct table", "gpt classifier table"))
+    fig = Figure(figsize=(10, 3.6), dpi=DPI, layout="constrained")
+    loss, acc = fig.subplots(1, 2, width_ratios=[1.3, 1])
+    steps = [number(r[0]) for r in curves]
+    for column, label, colour in ((1, "from the GPT pretrained on Tiny Shakespeare", "tab:blue"),
+                                  (2, "from random weights (same model, tokenizer, settings)", "tab:orange")):
+        loss.plot(steps, [number(r[column]) for r in curves], marker="o", ms=3, color=colour, label=label)
+    unigram = next(number(r[1]) for r in runs if r[0].startswith("unigram"))
+    loss.axhline(unigram, color="0.5", ls="--", lw=1, label=f"unigram of the answers' tokens ({unigram:.2f})")
+    loss.set_ylim(top=unigram + 0.3)
+    loss.set_xlabel("fine-tuning step (8 records each)")
+    loss.set_ylabel("validation loss per answer token")
+    loss.set_title("instruction tuning (dataset=instructions): the loss on the answers", fontsize=10)
+    loss.legend(fontsize=8, loc="center right")
+    loss.grid(alpha=0.3)
+    names = ["GPT, pretrained", "GPT, random start", "bag of words"][:len(classifiers)]  # the table's rows, in order
+    values = [number(r[2]) for r in classifiers]
+    acc.bar(names, values, color=["tab:blue", "tab:orange", "0.6"][:len(names)])
+    for i, v in enumerate(values):
+        acc.text(i, v, f"{v:.2f} %", ha="center", va="bottom", fontsize=8)
+    acc.set_ylim(min(values) - 10, max(values) + 3)
+    acc.set_ylabel("SST-2 test accuracy (%)")
+    acc.set_title("a GPT classifier (its last real token)", fontsize=10)
+    acc.tick_params(axis="x", labelsize=8)
+    _save(fig, path)
+
+
 FIGURES: dict[str, Callable[[], None]] = {
     "model_map": lambda: first_read.model_map(OUT / "model_map.png"),
     "training_step": lambda: first_read.training_step(OUT / "training_step.png"),
@@ -865,6 +905,7 @@ FIGURES: dict[str, Callable[[], None]] = {
     "digit_patches": lambda: digit_patches(OUT / "digit_patches.png"),
     "open_models": lambda: open_models(OUT / "open_models.png"),
     "lora": lambda: lora(OUT / "lora.png"),
+    "instructions": lambda: instructions(OUT / "instructions.png"),
     # from trained models (figures_learner.py): a pretrained English encoder, and a translation model trained here
     "qkv_by_numbers": lambda: learner.qkv_by_numbers(OUT / "qkv_by_numbers.png"),
     "self_attention_sentence": lambda: learner.self_attention_sentence(OUT / "self_attention_sentence.png"),

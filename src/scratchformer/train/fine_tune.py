@@ -22,6 +22,7 @@ from scratchformer.checkpoint import find_checkpoint, load_checkpoint, read_meta
 from scratchformer.errors import ConfigError
 from scratchformer.models import EncoderClassifier, GPTClassifier, build_model
 from scratchformer.nn.config import ModelConfig
+from scratchformer.registry import spec
 from scratchformer.settings.config import TrainConfig
 from scratchformer.settings.resolve import Resolved
 from scratchformer.tasks.base import Task
@@ -97,8 +98,10 @@ def _whole_model(cfg: TrainConfig, base_dir: Any, given: dict[str, Any], arch: s
     if given.get("max_len", 0) > have.max_len:
         raise ConfigError(f"max_len={given['max_len']} is longer than the max_len={have.max_len} of "
                           f"init_from={cfg.init_from}")
-    log(f"initialised from {where}; trained further on " + (f"windows of {given.get('max_len', have.max_len)} tokens"
-        if arch == "gpt" else f"sentences of up to {given.get('max_len', have.max_len)} tokens"))
+    n = given.get("max_len", have.max_len)
+    unit = {"text": f"windows of {n} tokens", "records": f"records (a prompt and its answer) of up to {n} tokens",
+            "pairs": f"sentences of up to {n} tokens"}[spec(cfg.task).data.kind]
+    log(f"initialised from {where}; trained further on {unit}")
     return model
 
 

@@ -34,7 +34,8 @@ def summary(run: Resolved, task: Task, model: nn.Module, schedule: Schedule, inf
     """The lines a run prints at its start (module docstring)."""
     cfg, model_cfg = run.train, model.config
     n = sum(p.numel() for p in model.parameters())
-    lines = [f"task={cfg.task}: {FAMILY[model_cfg.arch]}, {n:,} parameters (d_model {model_cfg.d_model}, "
+    family = FAMILY[model_cfg.arch] + (" reading its last real token" if model_cfg.pooling == "last" else "")
+    lines = [f"task={cfg.task}: {family}, {n:,} parameters (d_model {model_cfg.d_model}, "
              f"{plural(model_cfg.n_layers, 'layer')}, {plural(model_cfg.n_heads, 'head')}, d_ff {model_cfg.d_ff}, "
              f"{_inputs(task, model_cfg)}; {plural(info.world_size, 'process', 'processes')} on {device}"]
     changed = run.changed()
