@@ -174,3 +174,24 @@ def test_pairs_that_do_not_exist_are_refused_in_one_line(gpt_run, tmp_path, caps
     assert "holds a GPT classifier" in error_line(capsys)
     assert main(["train", "task=lm", "pooling=last", "--data", str(text), *QUICK, "--out", str(tmp_path / "p")]) == 2
     assert "task=lm has no classes" in error_line(capsys)
+
+
+def test_a_classifier_starts_from_a_hugging_face_gpt_folder_with_lora_too(gpt_run, tmp_path, capsys):
+    transformers = pytest.importorskip("transformers", reason="a dev dependency: it writes the folder")
+    from test_open_models import write_tokenizer
+
+    _, labelled = gpt_run
+    folder = tmp_path / "gpt2"
+    config = transformers.GPT2Config(vocab_size=300, n_embd=32, n_layer=1, n_head=2, n_positions=64, bos_token_id=0,
+                                     eos_token_id=0)
+    transformers.GPT2LMHeadModel(config).save_pretrained(folder)
+    write_tokenizer(folder)
+    for extra, name in (([], "full"), (["lora_rank=2"], "lora")):
+        out = tmp_path / name
+        assert main(["train", "task=classify", f"init_from={folder}", "--data", str(labelled), *extra, *QUICK,
+                     "--out", str(out)]) == 0
+        ckpt = load_checkpoint(out)
+        assert isinstance(ckpt.model, GPTClassifier) and ckpt.model_config.max_len == 64  # the folder's positions
+        capsys.readouterr()
+        assert main(["classify", "--ckpt", str(out), "a fine film"]) == 0
+        assert capsys.readouterr().out.split("\t")[0] in ("0", "1")

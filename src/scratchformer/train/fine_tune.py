@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from scratchformer.checkpoint import find_checkpoint, load_checkpoint, read_meta
-from scratchformer.errors import ConfigError
+from scratchformer.errors import ConfigError, DataError
 from scratchformer.models import EncoderClassifier, GPTClassifier, build_model
 from scratchformer.nn.config import ModelConfig
 from scratchformer.registry import spec
@@ -41,21 +41,70 @@ def fine_tuned(run: Resolved, task: Task, log: Callable[[str], None]) -> nn.Modu
         task.spec.check_base(family, cfg.init_from)  # type: ignore[arg-type]
     if not task.spec.labels:
         return _whole_model(cfg, base_dir, given, task.model_config.arch, log).train()
-    if base_dir is None:
-        model = _from_bert(cfg, given, task, log)
+    if family == "gpt":
+        base = load_checkpoint(base_dir)
+        model = _gpt_classifier(base.model, f"{base_dir} (step {base.step} of a task={base.task} run)", given, task,
+                                log)
+    elif base_dir is not None:
+        model = _from_run(base_dir, given, task, log)
+    elif _folder_type(cfg) in ("llama", "qwen3", "gpt2"):  # a Hugging Face GPT folder: a GPT classifier too
+        model = _gpt_classifier(*_folder_gpt(cfg), given, task, log)
     else:
-        model = (_gpt_classifier if family == "gpt" else _from_run)(base_dir, given, task, log)
+        model = _from_bert(cfg, given, task, log)
     return _inputs_up_to(model, task.max_len, cfg.init_from).train()  # type: ignore[arg-type]
 
 
+def _folder_gpt(cfg: TrainConfig) -> tuple[nn.Module, str]:
+    """The GPT of the Hugging Face folder ``init_from`` names (in float32, for training), and where it came from."""
+    from scratchformer.interop.hf_folder import FolderError, load_folder
+    from scratchformer.interop.pretrained import find_pretrained
+
+    folder = find_pretrained(cfg.init_from, cfg.data_dir)  # type: ignore[arg-type]
+    try:
+        model, _, architecture = load_folder(folder, torch.float32)
+    except FolderError as err:
+        raise ConfigError(str(err)) from None
+    return model, f"{folder} (a {architecture})"
+
+
+def _folder_config(cfg: TrainConfig) -> dict[str, Any]:
+    """The ``config.json`` of the Hugging Face folder ``init_from`` names ({} if none is found there)."""
+    import json
+
+    from scratchformer.interop.pretrained import find_pretrained
+
+    try:
+        folder = find_pretrained(cfg.init_from, cfg.data_dir)  # type: ignore[arg-type]
+        return dict(json.loads((folder / "config.json").read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError, ConfigError, DataError):
+        return {}
+
+
+def _folder_type(cfg: TrainConfig) -> str:
+    """The ``model_type`` of the Hugging Face folder ``init_from`` names ("" if none is found there)."""
+    return str(_folder_config(cfg).get("model_type", ""))
+
+
+def _base_max_len(cfg: TrainConfig) -> int | None:
+    """The longest input of the base ``init_from`` names: a run's ``max_len``, a GPT folder's positions."""
+    base_dir = find_checkpoint(cfg.init_from)  # type: ignore[arg-type]
+    if base_dir is not None:
+        return int(read_meta(base_dir)["model"]["max_len"])
+    if _folder_type(cfg) not in ("llama", "qwen3", "gpt2"):
+        return None  # a BERT folder: its classifier is cut to the task's length (_inputs_up_to)
+    hf = _folder_config(cfg)
+    return int(hf.get("n_positions") or hf.get("max_position_embeddings") or 0) or None
+
+
 def fitted_to_base(run: Resolved) -> Resolved:
-    """A run from a scratchformer run reads inputs up to its base's ``max_len`` unless the settings give a length
-    of their own: the task's default length is cut to the base's (a GPT of 64 tokens classifies texts of 64), and an
-    encoder-decoder without one takes its base's (its task cuts sentences to it)."""
-    base_dir = find_checkpoint(run.train.init_from)  # type: ignore[arg-type]
-    if base_dir is None or run.source.get("max_len", "task default") != "task default":
+    """A run from a scratchformer run (or a GPT folder) reads inputs up to its base's ``max_len`` unless the settings
+    give a length of their own: the task's default length is cut to the base's (a GPT of 64 tokens classifies texts
+    of 64), and an encoder-decoder without one takes its base's (its task cuts sentences to it)."""
+    if run.source.get("max_len", "task default") != "task default":
         return run
-    have, want = read_meta(base_dir)["model"]["max_len"], run.settings.get("max_len")
+    have, want = _base_max_len(run.train), run.settings.get("max_len")
+    if have is None:
+        return run
     max_len = have if want is None else min(want, have)
     if max_len == want:
         return run
@@ -68,8 +117,6 @@ def _whole_model(cfg: TrainConfig, base_dir: Any, given: dict[str, Any], arch: s
     """A model to train further as it is: a scratchformer run's GPT or encoder-decoder, or a Hugging Face folder's
     GPT (in float32, for training). Its architecture is its own; ``max_len`` here is the length of the training
     windows or sentences (the model keeps its own)."""
-    from scratchformer.interop.hf_folder import FolderError, load_folder
-    from scratchformer.interop.pretrained import find_pretrained
 
     if base_dir is not None:
         base = load_checkpoint(base_dir)
@@ -78,12 +125,7 @@ def _whole_model(cfg: TrainConfig, base_dir: Any, given: dict[str, Any], arch: s
         raise ConfigError(f"init_from={cfg.init_from} is not a scratchformer run; task={cfg.task} trains further an "
                           "encoder-decoder run (a task=translate run's directory)")
     else:
-        folder = find_pretrained(cfg.init_from, cfg.data_dir)  # type: ignore[arg-type]
-        try:
-            model, _, architecture = load_folder(folder, torch.float32)
-        except FolderError as err:
-            raise ConfigError(str(err)) from None
-        where = f"{folder} (a {architecture})"
+        model, where = _folder_gpt(cfg)
     have: ModelConfig = model.config  # type: ignore[assignment]
     if have.pooling == "last":
         raise ConfigError(f"init_from={cfg.init_from} holds a GPT classifier; task={cfg.task} trains a language model "
@@ -118,23 +160,23 @@ def _from_bert(cfg: TrainConfig, given: dict[str, Any], task: Task, log: Callabl
     return model
 
 
-def _gpt_classifier(base_dir: Any, given: dict[str, Any], task: Task, log: Callable[[str], None]) -> nn.Module:
-    """A GPT run's embeddings and decoder under a new head that reads the last real token (its ``lm_head`` is
-    left behind)."""
-    run, base = str(base_dir), load_checkpoint(base_dir)
-    have = base.model_config
+def _gpt_classifier(gpt: nn.Module, where: str, given: dict[str, Any], task: Task,
+                    log: Callable[[str], None]) -> nn.Module:
+    """A GPT's embeddings and decoder (a run's, or a Hugging Face folder's) under a new head that reads the last
+    real token; its ``lm_head`` is left behind."""
+    have: ModelConfig = gpt.config  # type: ignore[assignment]
     clash = [f"{k}={v!r} (it has {getattr(have, k)!r})" for k, v in sorted(given.items())
              if k not in ("arch", "pooling", "dropout", "max_len") and getattr(have, k) != v]
     if clash:
-        raise ConfigError(f"init_from={run} fixes the architecture; remove or match {', '.join(clash)}")
+        raise ConfigError(f"init_from={where.split(' (')[0]} fixes the architecture; remove or match "
+                          f"{', '.join(clash)}")
     fields = {**have.to_dict(), "pooling": "last", "n_classes": task.model_config.n_classes,
               "dropout": given.get("dropout", have.dropout)}
     model = GPTClassifier(ModelConfig(**fields))
-    body = {k: v for k, v in base.model.state_dict().items() if not k.startswith(("lm_head.", "head."))}
+    body = {k: v for k, v in gpt.state_dict().items() if not k.startswith(("lm_head.", "head."))}
     missing, unexpected = model.load_state_dict(body, strict=False)
     assert missing == ["head.weight"] and not unexpected, (missing, unexpected)
-    log(f"initialised from {run} (step {base.step} of a task={base.task} run; a GPT that classifies from its last "
-        "real token: the classification head is new)")
+    log(f"initialised from {where}; a GPT that classifies from its last real token: the classification head is new")
     return model
 
 
