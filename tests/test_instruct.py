@@ -203,6 +203,7 @@ def test_the_named_dataset_is_split_as_the_book_splits_it():
     assert task.rows["val"].values("response.text", [54]) == [book[-1]["output"]]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not BOOK.is_file(), reason="the shared instruction records are absent (set SCRATCHFORMER_DATA)")
 def test_the_readme_command_trains_from_scratch_and_logs_a_validation_loss(tmp_path):
     out = tmp_path / "run"
@@ -252,6 +253,7 @@ def test_a_base_that_is_not_a_gpt_is_refused_naming_the_pairs(records, tmp_path,
     assert "task=classify from encoder or gpt" in line
 
 
+@pytest.mark.slow
 def test_a_hugging_face_folder_brings_its_chat_template(records, tmp_path, capsys):
     transformers = pytest.importorskip("transformers", reason="a dev dependency: it writes the folder")
     from test_open_models import SMALL as QWEN
