@@ -2,8 +2,8 @@
 
 The public API, importable from here (each name is loaded on first use):
 
-- the models: ``Seq2SeqTransformer``, ``GPT``, ``EncoderClassifier``, ``ViT``, ``build_model``, ``ModelConfig``,
-  ``ConfigError``, ``count_parameters_formula``;
+- the models: ``Seq2SeqTransformer``, ``GPT``, ``EncoderClassifier``, ``GPTClassifier``, ``ViT``, ``build_model``,
+  ``ModelConfig``, ``ConfigError``, ``count_parameters_formula``;
 - decoding: ``generate``, ``greedy_translate``, ``beam_search``;
 - weights: ``load_model`` (a trained checkpoint), ``gpt2_from_pretrained``, ``bert_from_pretrained``.
 """
@@ -13,7 +13,7 @@ from scratchformer.lazy import lazy_exports
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "GPT": "scratchformer.models", "EncoderClassifier": "scratchformer.models",
+    "GPT": "scratchformer.models", "EncoderClassifier": "scratchformer.models", "GPTClassifier": "scratchformer.models",
     "Seq2SeqTransformer": "scratchformer.models", "ViT": "scratchformer.models",
     "build_model": "scratchformer.models",
     "ModelConfig": "scratchformer.nn.config",
