@@ -284,3 +284,9 @@ def test_a_hugging_face_folder_brings_its_chat_template(records, tmp_path, capsy
                       tokenizer=ckpt.tokenizer, template=ckpt.extra["template"], quiet=True)
     assert task.rows["val"].texts("ids", [0])[0].startswith("<|im_start|>user\n")
     assert main(["evaluate", "--ckpt", str(out), "--split", "val"]) == 0
+
+
+def test_an_empty_template_is_refused_before_anything_runs(records, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", "task=instruct", "--data", str(records), "template=", *SMALL, "--out", str(out)]) == 2
+    assert "template= is empty" in error_line(capsys) and not out.exists()

@@ -192,6 +192,8 @@ class TrainConfig:
         if not 0 <= self.word_dropout < 1:
             raise ConfigError(f"word_dropout={self.word_dropout} must be in [0, 1)")
         trainable_blocks(self.trainable)
+        if self.template is not None and not str(self.template).strip():
+            raise ConfigError("template= is empty: give alpaca, chat, auto or a .jinja file (or leave it out)")
         self._check_lora()
         for name, tasks in task_only_settings().items():
             if getattr(self, name) not in (None, 0) and self.task not in tasks:
