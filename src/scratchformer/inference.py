@@ -107,12 +107,12 @@ def answer_instruction(ckpt: Checkpoint, instruction: str, input_text: str = "",
                        seed: int | None = None, greedy: bool = False) -> str:
     """A language model's answer to an instruction (and its input), asked in the template the model was tuned with
     (``task=instruct``; Alpaca's for any other GPT): the new text, up to the end-of-text token."""
-    from scratchformer.data.templates import Template
+    from scratchformer.data.templates import Template, special_texts
 
     require(ckpt, "gpt", "generate")
     model, tok = ckpt.model, ckpt.tokenizer
     template = Template.from_dict(ckpt.extra.get("template"))
-    special = {"bos_token": tok.id_to_token(tok.bos_id), "eos_token": tok.id_to_token(tok.eos_id)}
+    special = special_texts(tok)
     encode_checked(tok, instruction + input_text)  # what the user typed must be known; the template's words were
     ids = tok.encode(template.instruction(instruction, input_text, special))  # read in training as they encode
     if len(ids) >= model.config.max_len:

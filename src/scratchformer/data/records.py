@@ -22,7 +22,7 @@ from scratchformer.data.plan import file_splits
 from scratchformer.data.roles import roles
 from scratchformer.data.splits import carve_part
 from scratchformer.data.task_data import NO_TRAINING_DATA, DataRequest, TaskData
-from scratchformer.data.templates import ROLES, Template, find_template
+from scratchformer.data.templates import ROLES, Template, find_template, special_texts
 from scratchformer.errors import DataError
 from scratchformer.tokenizers import Tokenizer
 
@@ -54,7 +54,7 @@ def records_data(req: DataRequest) -> TaskData:
     if req.tokenizer is None and "train" not in chosen:
         raise DataError(NO_TRAINING_DATA)
     tokenizer = req.tokenizer
-    special = {} if tokenizer is None else _special(tokenizer)
+    special = {} if tokenizer is None else special_texts(tokenizer)
     texts = {split: [template.split(r, special) for r in records] for split, (records, _) in chosen.items()}
     if tokenizer is None:  # from scratch: a tokenizer of the training prompts and answers (the template's words too)
         from scratchformer.data.prepared import tokenizer_trainer
@@ -79,11 +79,6 @@ def _rows(tok: Tokenizer, pairs: list[tuple[str, str]]) -> MemoryRows:
     answers = [tok.encode(r) + [tok.eos_id] for _, r in pairs]
     return MemoryRows({"ids": [p + a for p, a in zip(prompts, answers)], "n_prompt": [len(p) for p in prompts],
                        "ids.text": [p for p, _ in pairs], "response.text": [r for _, r in pairs]})
-
-
-def _special(tok: Tokenizer) -> dict[str, str]:
-    """The texts a chat template may write of the tokenizer's own tokens (``{{ bos_token }}``, ``{{ eos_token }}``)."""
-    return {"bos_token": tok.id_to_token(tok.bos_id), "eos_token": tok.id_to_token(tok.eos_id)}
 
 
 def _base(init_from: str | None) -> Path | None:

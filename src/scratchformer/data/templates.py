@@ -42,7 +42,7 @@ from typing import Any
 
 from scratchformer.errors import ConfigError, DataError
 
-__all__ = ["ALPACA_PREAMBLE", "ROLES", "Template", "as_messages", "find_template"]
+__all__ = ["ALPACA_PREAMBLE", "ROLES", "Template", "as_messages", "find_template", "special_texts"]
 
 ALPACA_PREAMBLE = ("Below is an instruction that describes a task. Write a response that appropriately completes "
                    "the request.")
@@ -99,6 +99,11 @@ class Template:
         """The prompt of one instruction (and its input), as ``generate --instruction`` asks it."""
         record = {"instruction": instruction, "input": input_text, "output": ""}
         return self.prompt(as_messages(record)[:-1], record, special)
+
+
+def special_texts(tok: Any) -> dict[str, str]:
+    """The texts a chat template may write of a tokenizer's own tokens (``{{ bos_token }}``, ``{{ eos_token }}``)."""
+    return {"bos_token": tok.id_to_token(tok.bos_id), "eos_token": tok.id_to_token(tok.eos_id)}
 
 
 def _render(source: str, messages: list[dict[str, str]], special: dict[str, str], origin: str) -> str:
