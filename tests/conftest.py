@@ -46,8 +46,44 @@ def task_of(settings: dict, data=None):
 
 
 def tiny(arch: str, **overrides) -> ModelConfig:
-    base = dict(arch=arch, vocab_size=37, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=48, dropout=0.0)
+    """A tiny config of the family ``arch`` (any the registry lists: one that reads pixels gets 8 x 8 images in
+    patches of 2 instead of a vocabulary)."""
+    from scratchformer.families import family
+
+    if family(arch).reads == "pixels":
+        base = dict(arch=arch, d_model=32, n_heads=4, n_layers=2, d_ff=64, dropout=0.0, image_size=8, patch_size=2,
+                    channels=3)
+    else:
+        base = dict(arch=arch, vocab_size=37, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=48, dropout=0.0)
     return ModelConfig(**{**base, **overrides})
+
+
+def tiny_model(arch: str, **overrides) -> torch.nn.Module:
+    """A tiny model of the family ``arch`` (3 classes for a classifier) whose output depends on every weight: a head
+    that starts at zero (a ViT's) is drawn at random, or no gradient would flow back from it."""
+    from scratchformer.families import family, parts
+    from scratchformer.models import build_model
+
+    entry = family(arch)
+    model = build_model(tiny(arch, **{**({"n_classes": 3} if entry.classifies else {}), **overrides}))
+    if entry.zero_head:
+        torch.nn.init.normal_(parts(model).head.weight)
+    return model
+
+
+def inputs_for(config: ModelConfig, batch: int = 2, length: int = 9) -> dict[str, torch.Tensor]:
+    """A batch for the forward of a model of ``config``'s family, by what the registry says it reads: token ids
+    with a padded second row (an encoder-decoder's source, and a target of its own), or images."""
+    from scratchformer.families import family
+
+    entry, gen = family(config.arch), torch.Generator().manual_seed(1)
+    if entry.reads == "pixels":
+        return {"images": torch.rand(batch, config.channels, config.image_size, config.image_size, generator=gen)}
+    ids = torch.randint(4, config.vocab_size, (batch, length), generator=gen)
+    ids[1:, -3:] = config.pad_id
+    if entry.two_stacks:
+        return {"src": ids, "tgt": torch.randint(4, config.target_vocab_size, (batch, length - 3), generator=gen)}
+    return {"input_ids": ids}
 
 
 @pytest.fixture(autouse=True)

@@ -5,6 +5,9 @@ task's name, and no import circles.
 - every function has at most 60 lines;
 - only the task registry (``registry.py``) compares a task's name (``task == ...``, or any name compared as a
   string: ``self.name == "copy"``);
+- only the registries (a path with ``regist`` or ``famil`` in it) compare a model family's name: no ``arch``
+  (``cfg.arch``, ``arch``, ``cfg["arch"]``, ``cfg.get("arch")``, a ``match`` on it) compared with a string, and no
+  family's name (``"gpt"``, ``"gpt-classifier"``, ...) compared with anything;
 - no two modules import each other, directly or through others (inside functions too).
 """
 
@@ -63,6 +66,49 @@ def test_the_task_name_check_sees_a_name_compared_as_a_string():
     assert _compares_a_task_name(ast.parse('self.name == "copy"', mode="eval").body, names)
     assert _compares_a_task_name(ast.parse('kind not in ("lm", "x")', mode="eval").body, names)
     assert not _compares_a_task_name(ast.parse('arch == "gpt"', mode="eval").body, names)
+
+
+def _is_arch(node: ast.AST) -> bool:
+    """``arch``, ``x.arch``, ``x["arch"]`` or ``x.get("arch")``."""
+    if isinstance(node, ast.Name) or isinstance(node, ast.Attribute):
+        return getattr(node, "id", None) == "arch" or getattr(node, "attr", None) == "arch"
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == "arch"
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+            and bool(node.args) and isinstance(node.args[0], ast.Constant) and node.args[0].value == "arch")
+
+
+def _compares_a_family(node: ast.AST, names: set[str]) -> bool:
+    """Whether ``node`` compares ``arch`` with a string (``cfg.arch == "vit"``, ``arch in ("gpt", "x")``, a ``match``
+    on it), or anything with a family's name (``kind != "gpt-classifier"``)."""
+    if isinstance(node, ast.Match):
+        return _is_arch(node.subject)
+    if not isinstance(node, ast.Compare) or not all(isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn))
+                                                    for op in node.ops):
+        return False
+    sides = [node.left, *node.comparators]
+    items = [i for side in sides for i in (side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side])]
+    strings = [i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)]
+    return (any(_is_arch(side) for side in sides) and bool(strings)) or any(s in names for s in strings)
+
+
+def test_only_the_registries_compare_a_family_name():
+    from scratchformer.families import FAMILIES
+
+    names = set(FAMILIES)
+    found = [f"{_name(p)}:{node.lineno}" for p in SOURCES if "regist" not in _name(p) and "famil" not in _name(p)
+             for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))) if _compares_a_family(node, names)]
+    assert not found, found
+
+
+def test_the_family_check_sees_every_form_of_comparison():
+    names = {"gpt", "vit"}
+    seen = ['cfg.arch == "vit"', 'arch in ("gpt", "x")', 'meta["arch"] != "seq2seq"', 'm.get("arch") == "y"',
+            'kind == "gpt"', '"vit" not in kinds']
+    assert all(_compares_a_family(ast.parse(code, mode="eval").body, names) for code in seen)
+    assert _compares_a_family(ast.parse("match cfg.arch:\n    case _: pass").body[0], names)
+    assert not _compares_a_family(ast.parse("a.arch == b.arch", mode="eval").body, names)
+    assert not _compares_a_family(ast.parse('entry.reads == "pixels"', mode="eval").body, names)
 
 
 def _imports(path: Path) -> set[str]:

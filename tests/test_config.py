@@ -2,6 +2,7 @@ import itertools
 
 import pytest
 
+from conftest import tiny
 from scratchformer import ConfigError, ModelConfig, build_model, count_parameters_formula
 from scratchformer.nn.config import PRESETS
 from scratchformer.settings.values import split_settings
@@ -105,18 +106,33 @@ def test_none_from_a_config_file_or_command_line_unsets_a_field_unless_it_is_one
 def test_the_registry_may_list_more_than_one_family_for_a_task_and_the_settings_check_reads_it():
     """One place decides whether a model fits a task (``TaskSpec.family_for``), from the families the registry
     lists, the first being what a run builds when ``arch`` names none: a classifier is an encoder, or a GPT that
-    reads its last real token (``pooling="last"``, set for it)."""
+    reads its last real token (``arch=gpt-classifier``, or ``arch=gpt`` on a task of classes)."""
     model = split_settings({"task": "classify"})[0]
     assert model.arch == "encoder" and model.pooling == "mean"
-    model = split_settings({"task": "classify", "arch": "gpt"})[0]
-    assert model.arch == "gpt" and model.pooling == "last"
+    for arch in ("gpt", "gpt-classifier"):
+        model = split_settings({"task": "classify", "arch": arch})[0]
+        assert model.arch == "gpt-classifier" and model.pooling == "last"
+    assert split_settings({"task": "lm", "arch": "gpt"})[0].arch == "gpt"
     with pytest.raises(ConfigError, match=r"arch='vit' does not fit task='classify' \(needs arch='encoder' or "
-                                          r"arch='gpt'\)"):
+                                          r"arch='gpt-classifier' or arch='gpt'\)"):
         split_settings({"task": "classify", "arch": "vit"})
     with pytest.raises(ConfigError, match=r"arch='gpt' does not fit task='mlm' \(needs arch='encoder'\)"):
         split_settings({"task": "mlm", "arch": "gpt"})
-    with pytest.raises(ConfigError, match="pooling='max' does not fit arch='gpt': a GPT classifies from its last real"):
+    with pytest.raises(ConfigError, match="pooling='max' does not fit arch='gpt-classifier': it classifies from its "
+                                          "last real token"):
         split_settings({"task": "classify", "arch": "gpt", "pooling": "max"})
+    with pytest.raises(ConfigError, match=r"pooling='last' makes a classifier \(a GPT reading its last real token\); "
+                                          r"task=lm builds a language model \(GPT\) and has no classes to learn"):
+        split_settings({"task": "lm", "pooling": "last"})
+    with pytest.raises(ConfigError, match="arch='bert' is not one of seq2seq, gpt, encoder, gpt-classifier, vit"):
+        split_settings({"task": "classify", "arch": "bert"})
+
+
+def test_a_config_in_the_older_form_of_a_gpt_classifier_reads_as_one():
+    """Runs saved before the GPT classifier was a family wrote ``arch="gpt"`` with ``pooling="last"``."""
+    cfg = ModelConfig.from_dict({**tiny("gpt").to_dict(), "pooling": "last"})
+    assert (cfg.arch, cfg.pooling) == ("gpt-classifier", "last")
+    assert ModelConfig.from_json(cfg.to_json()) == cfg
 
 
 def test_every_form_of_data_has_its_reader_and_every_runner_its_class():

@@ -14,8 +14,10 @@ import pytest
 import torch
 
 from conftest import tiny
-from scratchformer import GPT, EncoderClassifier, Seq2SeqTransformer
+from scratchformer import GPT, EncoderClassifier
 from scratchformer.app.export import ExportError, export_onnx, export_torchscript, verify_onnx
+from scratchformer.families import FAMILIES, family
+from scratchformer.models import build_model
 
 ATOL = 1e-4
 V = 37  # tiny()'s vocabulary
@@ -34,23 +36,31 @@ def _padded(B: int, T: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.T
     return ids.masked_fill(~mask, 0), mask
 
 
+# Every family of the registry with a single-graph export (so one added later is exported here too)
+EXPORTED = [name for name, entry in FAMILIES.items() if "onnx-single" in entry.exports]
+TRACED = [name for name, entry in FAMILIES.items() if "torchscript" in entry.exports]
+
+
 def _models() -> dict[str, torch.nn.Module]:
+    """A tiny model of each family; every other one with dropout in train mode: the export must switch to eval mode
+    and hand the model back in the mode it came in."""
     torch.manual_seed(0)
-    return {
-        # dropout > 0 and train mode: the export must switch to eval mode and hand the model back in train mode
-        "gpt": GPT(tiny("gpt", dropout=0.1)).train(),
-        "seq2seq": Seq2SeqTransformer(tiny("seq2seq")).eval(),
-        "encoder": EncoderClassifier(tiny("encoder", n_classes=3)).eval(),
-    }
+    models = {}
+    for i, name in enumerate(EXPORTED):
+        classes = {"n_classes": 3} if family(name).classifies else {}
+        models[name] = build_model(tiny(name, dropout=0.1, **classes)).train(i % 2 == 0)
+    return models
 
 
-def _inputs(family: str, B: int, T: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
-    """Inputs by forward-argument name; seq2seq source and target lengths differ."""
-    if family == "gpt":
-        return {"input_ids": _ids(B, T, gen)}
-    if family == "seq2seq":
+def _inputs(name: str, B: int, T: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """Inputs by forward-argument name, by what the family reads: a language model's ids; an encoder-decoder's
+    padded source and a shorter target; a classifier's padded ids and their real-token mask."""
+    entry = family(name)
+    if entry.two_stacks:
         src, src_mask = _padded(B, T, gen)
         return {"src": src, "tgt": _ids(B, max(1, T - 4), gen), "src_padding_mask": src_mask}
+    if not entry.classifies:
+        return {"input_ids": _ids(B, T, gen)}
     ids, mask = _padded(B, T, gen)
     return {"input_ids": ids, "mask": mask}
 
@@ -73,7 +83,7 @@ def onnx_exports(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["gpt", "seq2seq", "encoder"])
+@pytest.mark.parametrize("family", EXPORTED)
 def test_onnx_matches_pytorch_at_other_shapes(onnx_exports, family):
     import onnxruntime as ort
 
@@ -93,28 +103,27 @@ def test_onnx_matches_pytorch_at_other_shapes(onnx_exports, family):
 
 def test_onnx_export_restores_train_mode_and_writes_one_file(onnx_exports):
     _, _, directory, modes = onnx_exports
-    assert modes == {"gpt": True, "seq2seq": False, "encoder": False}  # exported in eval mode, handed back as given
-    # nothing but the three models: the temporary files of the atomic write are gone
-    assert sorted(p.name for p in directory.iterdir()) == ["encoder.onnx", "gpt.onnx", "seq2seq.onnx"]
+    assert modes == {name: i % 2 == 0 for i, name in enumerate(EXPORTED)}  # handed back as given
+    # nothing but the models: the temporary files of the atomic write are gone
+    assert sorted(p.name for p in directory.iterdir()) == sorted(f"{name}.onnx" for name in EXPORTED)
 
 
-def test_onnx_graph_has_named_dynamic_axes(onnx_exports):
+@pytest.mark.parametrize("name", EXPORTED)
+def test_onnx_graph_has_named_dynamic_axes(onnx_exports, name):
     onnx = pytest.importorskip("onnx", reason="reading the graph needs the onnx package")
     _, paths, _, _ = onnx_exports
-
-    def axes(path):
-        graph = onnx.load(str(path)).graph
-        return {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
-                for v in [*graph.input, *graph.output]}
-
-    assert axes(paths["gpt"]) == {"input_ids": ["batch", "seq_len"], "logits": ["batch", "seq_len", V]}
-    assert axes(paths["seq2seq"]) == {"src": ["batch", "src_len"], "tgt": ["batch", "tgt_len"],
-                                      "src_padding_mask": ["batch", "src_len"], "logits": ["batch", "tgt_len", V]}
-    assert axes(paths["encoder"]) == {"input_ids": ["batch", "seq_len"], "mask": ["batch", "seq_len"],
-                                      "logits": ["batch", 3]}
+    graph = onnx.load(str(paths[name])).graph
+    axes = {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
+            for v in [*graph.input, *graph.output]}
+    length = {"src": "src_len", "src_padding_mask": "src_len", "tgt": "tgt_len"}
+    want = {k: ["batch", length.get(k, "seq_len")] for k in _inputs(name, 2, 8, torch.Generator())}
+    entry = family(name)
+    want["logits"] = ["batch", 3] if entry.classifies else ["batch", "tgt_len" if entry.two_stacks else "seq_len", V]
+    assert axes == want
 
 
-@pytest.mark.parametrize("family", ["seq2seq", "encoder"])
+@pytest.mark.parametrize("family", [name for name in EXPORTED if "mask" in _inputs(name, 1, 2, torch.Generator())
+                                    or family(name).two_stacks])
 def test_onnx_ignores_padded_tokens(onnx_exports, family):
     """Changing the ids under the padding mask changes no logit, in onnxruntime as in PyTorch."""
     import onnxruntime as ort
@@ -123,7 +132,7 @@ def test_onnx_ignores_padded_tokens(onnx_exports, family):
     session = ort.InferenceSession(str(paths[family]), providers=["CPUExecutionProvider"])
     gen = torch.Generator().manual_seed(2)
     inputs = _inputs(family, 4, 12, gen)
-    ids_name, mask_name = ("src", "src_padding_mask") if family == "seq2seq" else ("input_ids", "mask")
+    ids_name, mask_name = ("src", "src_padding_mask") if "src" in inputs else ("input_ids", "mask")
     mask = inputs[mask_name]
     assert not mask.all()  # some padding to change
     changed = dict(inputs)
@@ -164,7 +173,7 @@ def test_onnx_gpt_with_left_padding_mask(tmp_path):
 # ======================================================================================== TorchScript
 
 @pytest.mark.filterwarnings("ignore:.*torch.jit.load.*deprecated:DeprecationWarning")
-@pytest.mark.parametrize("family", ["gpt", "seq2seq", "encoder"])
+@pytest.mark.parametrize("family", TRACED)
 def test_torchscript_matches_pytorch_at_other_shapes(tmp_path, family):
     model = _models()[family]
     was_training = model.training

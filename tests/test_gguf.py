@@ -45,11 +45,11 @@ def _gpt(tok, seed: int = 0, **kw) -> GPT:
 
 
 def test_each_setting_maps_to_one_architecture_or_is_refused_by_name():
-    assert gguf_arch(GPT(tiny("gpt", **GPT2))) == "gpt2"
-    assert gguf_arch(GPT(tiny("gpt"))) == "gpt2"  # exact GELU: accepted if the tokens agree (checked at export)
-    assert gguf_arch(GPT(tiny("gpt", positional="none", **GPT2))) == "gpt2"
-    assert gguf_arch(GPT(tiny("gpt", **LLAMA))) == "llama"
-    assert gguf_arch(GPT(tiny("gpt", **LLAMA, qk_norm=True))) == "qwen3"  # Qwen3's per-head norms
+    assert gguf_arch(GPT(tiny("gpt", **GPT2))).name == "gpt2"
+    assert gguf_arch(GPT(tiny("gpt"))).name == "gpt2"  # exact GELU: accepted if the tokens agree (checked at export)
+    assert gguf_arch(GPT(tiny("gpt", positional="none", **GPT2))).name == "gpt2"
+    assert gguf_arch(GPT(tiny("gpt", **LLAMA))).name == "llama"
+    assert gguf_arch(GPT(tiny("gpt", **LLAMA, qk_norm=True))).name == "qwen3"  # Qwen3's per-head norms
     for kw, named in [(dict(norm="post"), "norm=post"), (dict(activation="relu"), "activation=relu"),
                       (dict(positional="sinusoidal"), "positional=sinusoidal"), (dict(qk_norm=True), "qk_norm=True"),
                       (dict(scale_embeddings=True), "scale_embeddings=True"),

@@ -126,12 +126,16 @@ def test_a_classifier_starts_from_a_gpt_run(gpt_run, tmp_path, capsys):
     assert len(lines) == 2 and all(line.split("\t")[0] in ("0", "1") for line in lines)
     assert main(["generate", "--ckpt", str(out), "--prompt", "a"]) == 2
     assert "classifier (a GPT" in error_line(capsys)
-    for argv in (["explain", "--ckpt", str(out), "--prompt", "a fine film"],
-                 ["explore", "--ckpt", str(out), "--export", str(tmp_path / "x.html"), "--text", "a"]):
-        assert main(argv) == 2  # not read yet: one line, no traceback
-        assert "do not read a GPT classifier yet" in error_line(capsys)
+    assert main(["explain", "--ckpt", str(out), "--prompt", "a fine film"]) == 0
+    text = capsys.readouterr().out
+    assert "Class probabilities, layer by layer" in text and "its pooling (its last real token)" in text
+    assert "layer 1" in text and f"the model's own answer (the last row): {lines[0].split(chr(9))[0]}" in text
+    assert main(["explore", "--ckpt", str(out), "--export", str(tmp_path / "x.html"), "--text", "a fine film"]) == 0
+    assert "masked self-attention" in (tmp_path / "x.html").read_text(encoding="utf-8")
+    capsys.readouterr()
     assert main(["export", "--ckpt", str(out), "--format", "hf", "--out", str(tmp_path / "hf")]) == 2
-    assert "cannot export GPTClassifier" in error_line(capsys)
+    assert "has no --format hf export (its formats: onnx-single, torchscript)" in error_line(capsys)
+    assert not (tmp_path / "hf").exists()
 
 
 def test_lora_on_a_gpt_classifier_trains_the_adapters_and_the_head(gpt_run, tmp_path):
@@ -165,15 +169,15 @@ def test_pairs_that_do_not_exist_are_refused_in_one_line(gpt_run, tmp_path, caps
                  str(tmp_path / "t")]) == 2
     line = error_line(capsys)
     assert "holds a gpt model; task=translate starts from seq2seq" in line
-    assert "task=classify from encoder or gpt" in line and "task=lm from gpt" in line
+    assert "task=classify from encoder or gpt or gpt-classifier" in line and "task=lm from gpt" in line
     assert not (tmp_path / "t" / "best").exists()
     text = tmp_path / "t.txt"
     text.write_text(TEXT, encoding="utf-8")
     assert main(["train", "task=lm", f"init_from={cls}", "--data", str(text), *QUICK, "--out",
                  str(tmp_path / "l")]) == 2
-    assert "holds a GPT classifier" in error_line(capsys)
+    assert "holds a gpt-classifier model; task=lm starts from gpt" in error_line(capsys)
     assert main(["train", "task=lm", "pooling=last", "--data", str(text), *QUICK, "--out", str(tmp_path / "p")]) == 2
-    assert "task=lm has no classes" in error_line(capsys)
+    assert "task=lm builds a language model (GPT) and has no classes to learn" in error_line(capsys)
 
 
 def test_a_classifier_starts_from_a_hugging_face_gpt_folder_with_lora_too(gpt_run, tmp_path, capsys):

@@ -15,12 +15,13 @@ import pytest
 import torch
 
 import test_explore
-from conftest import needs_data, tiny
+from conftest import inputs_for, needs_data, tiny, tiny_model
 from scratchformer import GPT, EncoderClassifier, Seq2SeqTransformer
 from scratchformer.app.cli import main
 from scratchformer.app.explore import explore, make_server
 from scratchformer.app.explore.lens_view import LENS_TOP_K
 from scratchformer.checkpoint import load_checkpoint
+from scratchformer.families import FAMILIES, family
 from scratchformer.models.lens import class_lens, logit_lens, read_out, residual_stream
 from scratchformer.nn.recording import record_attention
 from scratchformer.tokenizers import BOS_ID
@@ -121,6 +122,39 @@ def test_the_stream_is_what_the_model_s_own_blocks_output(arch, settings):
         assert torch.equal(state, out)
 
 
+@pytest.mark.parametrize("arch", FAMILIES)
+def test_every_family_of_the_registry_has_a_lens_ending_in_its_own_output(arch):
+    """The family registry's list, so a family added later is tested here: the stream is what the model's own
+    embeddings and blocks hand on in its forward (hooks of the test's own), and the last layer's read-out is the
+    model's own output distribution (next tokens, or classes) while earlier layers differ."""
+    entry = family(arch)
+    model = tiny_model(arch, dropout=0.1).eval()  # a ViT's head drawn at random: at zero, every layer is uniform
+    inputs = inputs_for(model.config)
+    embed = model.get_submodule(entry.parts.embeddings)
+    blocks = model.get_submodule(entry.parts.blocks)
+    seen = []
+    hooks = [m.register_forward_hook(lambda mod, args, out: seen.append(out)) for m in (embed, *blocks)]
+    try:
+        with torch.no_grad():
+            own = model(**inputs).softmax(-1)
+    finally:
+        for h in hooks:
+            h.remove()
+    with torch.no_grad():
+        states = residual_stream(model, **inputs)
+    assert len(states) == len(seen) == len(blocks) + 1 and all(torch.equal(a, b) for a, b in zip(states, seen))
+    model.train()  # the lens reads it in eval mode, and hands it back as it was
+    if entry.lens == "tokens":
+        lens = logit_lens(model, **inputs)
+        layers = lens.final_probs  # (L + 1, B, T): each layer's probability of the model's own prediction
+        assert torch.equal(lens.final_ids, own.argmax(-1)) and (layers[-1] - own.amax(-1)).abs().max() < 1e-6
+    else:
+        layers = class_lens(model, next(iter(inputs.values())))  # (L + 1, B, K)
+        assert (layers[-1] - own).abs().max() < 1e-6
+    assert model.training and layers.shape[0] == len(blocks) + 1
+    assert all((layers[i] - layers[-1]).abs().max() > 1e-6 for i in range(len(blocks)))
+
+
 def test_the_lens_keeps_nothing_and_lets_attention_be_recorded_in_the_same_pass():
     model, inputs = _model_and_inputs("gpt", {})
     model.eval()
@@ -213,15 +247,34 @@ def test_explain_prints_the_lens_of_a_checkpoint_layer_by_layer(ckpts, capsys):
     assert "position 0 reads '<bos>'" in capsys.readouterr().out
 
 
+def test_explain_reads_an_image_classifier_layer_by_layer_on_an_image_file(ckpts, tmp_path, capsys):
+    image = pytest.importorskip("PIL.Image", reason="the images extra: it reads the image file")
+    path = tmp_path / "eight.png"
+    image.fromarray(torch.randint(0, 256, (8, 8, 3), dtype=torch.uint8, generator=torch.Generator().manual_seed(3))
+                    .numpy()).save(path)
+    assert main(["explain", "--ckpt", str(ckpts["vit"]), "--image", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "an image classifier (ViT)" in out and "eight.png read as 8 x 8 x 3: 4 patches of 4 x 4" in out
+    assert "Class probabilities, layer by layer" in out and "its first token ([CLS], or a class token)" in out
+    rows = [line.split() for line in out.splitlines() if line.startswith(("embeddings", "layer "))]
+    assert [r[:2] for r in rows] == [["embeddings", "0.5000"], ["layer", "0"]]  # a new head: uniform at first
+    assert main(["classify", "--ckpt", str(ckpts["vit"]), str(path)]) == 0
+    label, prob = capsys.readouterr().out.split()
+    assert f"the model's own answer (the last row): {label}" in out and f"{float(prob):.4f}" in rows[-1]
+
+
 @pytest.mark.parametrize(("words", "needle"), [
-    (["--ckpt", "{gpt}"], "--ckpt and --prompt go together"),
-    (["--prompt", "abc"], "--ckpt and --prompt go together"),
+    (["--ckpt", "{gpt}"], "reads text: explain --ckpt RUN --prompt TEXT"),
+    (["--prompt", "abc"], "--prompt and --image go with --ckpt"),
+    (["--image", "x.png"], "--prompt and --image go with --ckpt"),
+    (["--ckpt", "{gpt}", "--image", "x.png"], "reads text: explain --ckpt RUN --prompt TEXT"),
     (["--ckpt", "{gpt}", "--prompt", "abc", "n_layers=3"], "n_layers=3 describes a fresh model"),
     (["--ckpt", "{gpt}", "--prompt", "abc", "--preset", "copy"], "--preset describes a fresh model"),
     (["--ckpt", "{gpt}", "--prompt", "xyz"], "vocabulary has no"),
     (["--ckpt", "{gpt}", "--prompt", "a" * 25], "25 tokens; the explorer takes at most 24"),
     (["--ckpt", "{gpt}/nope", "--prompt", "abc"], "no checkpoint"),
-    (["--ckpt", "{vit}", "--prompt", "abc"], "explain --ckpt reads a text model"),
+    (["--ckpt", "{vit}", "--prompt", "abc"], "reads an image: explain --ckpt RUN --image FILE"),
+    (["--ckpt", "{vit}"], "reads an image: explain --ckpt RUN --image FILE"),
 ])
 def test_explain_mistakes_end_in_one_line(ckpts, capsys, words, needle):
     assert main(["explain", *[w.format(gpt=ckpts["gpt"], vit=ckpts["vit"]) for w in words]]) == 2

@@ -12,8 +12,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from conftest import inputs_for, tiny_model
 from scratchformer.app.cli import main
 from scratchformer.checkpoint import load_checkpoint, load_model
+from scratchformer.families import FAMILIES
+from scratchformer.nn.attention import MultiHeadAttention
+from scratchformer.nn.feedforward import FeedForward
+from scratchformer.nn.lora import LORA_TARGETS, add_lora, merge_lora
 from scratchformer.settings.resolve import resolve
 from scratchformer.train.start import train
 
@@ -163,3 +168,27 @@ def test_an_adapter_run_whose_base_moved_or_changed_is_refused_naming_both(base_
     assert main(["evaluate", "--ckpt", str(out), "--data", str(text)]) == 2
     line = error_line(capsys)
     assert "no longer there" in line and str(copy / "best") in line, line
+
+
+@pytest.mark.parametrize("arch", FAMILIES)
+def test_every_target_adapts_every_family_of_the_registry_and_merges_exactly(arch):
+    """Every family the registry lists (so one added later too): each target adapts its projections, the model
+    starts as it was (B = 0), trained adapters change its output, and merging them gives the same output."""
+    model = tiny_model(arch).eval()
+    inputs = inputs_for(model.config)
+    with torch.no_grad():
+        before = model(**inputs)
+    attention = sum(isinstance(m, MultiHeadAttention) for m in model.modules())
+    ffn = sum(len([a for a in ("linear1", "linear2", "linear3") if getattr(m, a) is not None])
+              for m in model.modules() if isinstance(m, FeedForward))
+    count = add_lora(model, 2, 4.0, LORA_TARGETS)
+    assert count == 4 * attention + ffn and attention and ffn
+    with torch.no_grad():
+        torch.testing.assert_close(model(**inputs), before, atol=0, rtol=0)  # B = 0: exactly the base
+        for name, p in model.named_parameters():
+            if ".lora_B." in name:
+                p.normal_(std=0.5, generator=torch.Generator().manual_seed(len(name)))
+        adapted = model(**inputs)
+        assert (adapted - before).abs().max() > 1e-3
+        torch.testing.assert_close(merge_lora(model)(**inputs), adapted, atol=1e-5, rtol=0)
+    assert not any(".lora_" in n for n, _ in model.named_parameters())

@@ -29,6 +29,7 @@ from torch import nn
 from scratchformer.adapters import check_base, fill_from_base, lora_record, own_state
 from scratchformer.atomic import atomic_dir
 from scratchformer.errors import ConfigError
+from scratchformer.families import FAMILIES, family, saved_family
 from scratchformer.models import build_model
 from scratchformer.nn.config import ModelConfig
 from scratchformer.nn.lora import add_lora, merge_lora
@@ -57,7 +58,7 @@ class Checkpoint:
     def check_tokenizer(self, command: str) -> None:
         """Refuse, in one line, a text command on a checkpoint without a tokenizer (a Hugging Face folder without
         ``tokenizer.json``; a ViT reads pixels and is refused by the commands for its family)."""
-        if self.tokenizer is None and self.model_config.arch != "vit":
+        if self.tokenizer is None and family(self.model_config.arch).reads == "tokens":
             where = self.extra.get("folder", "this checkpoint")
             raise CheckpointError(f"{where} has no tokenizer.json; '{command}' reads text with it: put the model's "
                                   "tokenizer.json in the folder")
@@ -128,6 +129,13 @@ def find_checkpoint(path: str | Path) -> Path | None:
         return ckpt if {"model", "train"} <= read_meta(ckpt).keys() else None
     except CheckpointError:
         return None
+
+
+def checkpoint_family(ckpt: Path) -> str:
+    """The family (``ModelConfig.arch``) of the checkpoint in ``ckpt``, read from its config alone (an older form,
+    such as a GPT classifier saved as ``arch="gpt"`` with ``pooling="last"``, as today's)."""
+    fields = read_meta(ckpt)["model"]
+    return saved_family(fields) or str(fields.get("arch"))
 
 
 def read_meta(ckpt: Path) -> dict[str, Any]:
@@ -224,11 +232,12 @@ def _base_with_adapters(model: nn.Module, lora: dict[str, Any], ckpt: Path) -> n
 
 
 def checkpoint_tokenizer(ckpt: Path, model_config: ModelConfig | None = None) -> Tokenizer | None:
-    """The tokenizer saved in checkpoint directory ``ckpt``; None for a ViT, which has none (it reads pixels)."""
+    """The tokenizer saved in checkpoint directory ``ckpt``; None for a model that reads pixels (a ViT)."""
     from scratchformer.errors import DataError
 
-    arch = model_config.arch if model_config is not None else read_meta(ckpt)["model"].get("arch")
-    if arch == "vit":
+    fields = model_config.to_dict() if model_config is not None else read_meta(ckpt)["model"]
+    arch = saved_family(fields) or fields.get("arch")
+    if arch in FAMILIES and family(arch).reads != "tokens":
         return None
     try:
         return load_tokenizer(ckpt)

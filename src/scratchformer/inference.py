@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 
 from scratchformer.checkpoint import Checkpoint, CheckpointError
 from scratchformer.errors import DataError
+from scratchformer.families import FAMILIES, family
 from scratchformer.generation import generate, translate_ids
 from scratchformer.models import GPT, EncoderClassifier, GPTClassifier, Seq2SeqTransformer
 from scratchformer.registry import pretrains
@@ -25,25 +26,16 @@ from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks.classify import CLASSIFY_TOKENS, class_probabilities
 from scratchformer.tokenizers import UNK_ID, CharTokenizer, Tokenizer
 
-KIND_NAMES = {"gpt": "a language model (GPT)", "seq2seq": "an encoder-decoder", "encoder": "a classifier",
-              "vit": "an image classifier (ViT)", "gpt-classifier": "a classifier (a GPT reading its last real token)"}
-TEXT_CLASSIFIERS = ("encoder", "gpt-classifier")
 
-
-def model_kind(cfg: Any) -> str:
-    """What a checkpoint's model is, a key of ``KIND_NAMES``: its family, or ``gpt-classifier`` for a GPT that
-    classifies (``pooling="last"``)."""
-    return "gpt-classifier" if cfg.arch == "gpt" and cfg.pooling == "last" else cfg.arch
-
-
-def require(ckpt: Checkpoint, arch: str, command: str) -> None:
-    """Refuse a checkpoint of the wrong kind of model for ``command`` (``model_kind``; ``encoder`` stands for every
-    text classifier), in one line."""
-    have = model_kind(ckpt.model_config)
-    if have != arch and not (arch == "encoder" and have in TEXT_CLASSIFIERS):
-        raise CheckpointError(f"this checkpoint holds {KIND_NAMES[have]}; '{command}' needs {KIND_NAMES[arch]}")
+def require(ckpt: Checkpoint, output: str, command: str, reads: str = "tokens") -> None:
+    """Refuse, in one line, a checkpoint whose family does not give ``output`` from what it ``reads`` (the family
+    registry's words: ``next-token``, ``translation`` or ``classes``; ``tokens`` or ``pixels``) for ``command``."""
+    have = family(ckpt.model_config.arch)
+    if (have.output, have.reads) != (output, reads):
+        need = next(f for f in FAMILIES.values() if (f.output, f.reads) == (output, reads))
+        raise CheckpointError(f"this checkpoint holds {have.title}; '{command}' needs {need.title}")
     ckpt.check_tokenizer(command)
-    if arch == "encoder" and pretrains(ckpt.task):
+    if output == "classes" and pretrains(ckpt.task):
         raise CheckpointError(f"this checkpoint is a pretrained encoder (task=mlm) whose classifier head is untrained; "
                               f"fine-tune it first (task=classify init_from=DIR) for '{command}'")
 
@@ -92,7 +84,7 @@ def _bar(n: int, desc: str) -> tqdm:
 def generate_text(ckpt: Checkpoint, prompt: str, max_new_tokens: int = 200, *, temperature: float = 1.0,
                   top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
                   greedy: bool = False) -> str:
-    require(ckpt, "gpt", "generate")
+    require(ckpt, "next-token", "generate")
     model = ckpt.model
     assert isinstance(model, GPT)
     ids = encode_checked(ckpt.tokenizer, prompt) or [ckpt.tokenizer.bos_id]  # an empty prompt: the bos token
@@ -109,7 +101,7 @@ def answer_instruction(ckpt: Checkpoint, instruction: str, input_text: str = "",
     (``task=instruct``; Alpaca's for any other GPT): the new text, up to the end-of-text token."""
     from scratchformer.data.templates import Template, special_texts
 
-    require(ckpt, "gpt", "generate")
+    require(ckpt, "next-token", "generate")
     model, tok = ckpt.model, ckpt.tokenizer
     template = Template.from_dict(ckpt.extra.get("template"))
     special = special_texts(tok)
@@ -125,7 +117,7 @@ def answer_instruction(ckpt: Checkpoint, instruction: str, input_text: str = "",
 
 
 def translate_texts(ckpt: Checkpoint, texts: list[str], *, beam: int = 4, length_penalty: float = 0.6) -> list[str]:
-    require(ckpt, "seq2seq", "translate")
+    require(ckpt, "translation", "translate")
     model = ckpt.model
     assert isinstance(model, Seq2SeqTransformer)
     limit = model.config.max_len
@@ -143,7 +135,7 @@ def classify_texts(ckpt: Checkpoint, texts: list[str], max_tokens: int = CLASSIF
     """The most likely label of each text and its probability, in input order. The texts are encoded in one
     call and run sorted by length, in batches of at most ``max_tokens`` padded tokens
     (``tasks.classify.class_probabilities``); texts longer than the model's ``max_len`` are cut."""
-    require(ckpt, "encoder", "classify")
+    require(ckpt, "classes", "classify")
     model = ckpt.model
     assert isinstance(model, (EncoderClassifier, GPTClassifier))
     labels = ckpt.extra.get("labels") or [str(i) for i in range(model.config.n_classes)]
@@ -160,7 +152,7 @@ def classify_images(ckpt: Checkpoint, files: list[str], batch_size: int = 64) ->
     """``(label, probability)`` of each image file, in order: read at the model's image size (``data.images``)."""
     from scratchformer.data.images import as_input, to_pixels
 
-    require(ckpt, "vit", "classify")
+    require(ckpt, "classes", "classify", reads="pixels")
     cfg = ckpt.model_config
     labels = ckpt.extra.get("labels") or [str(i) for i in range(cfg.n_classes)]
     out: list[tuple[str, float]] = []
@@ -220,7 +212,7 @@ def evaluate_ensemble(ckpts: list[tuple[str, Checkpoint]], *, split: str = "test
     if not ckpts:
         raise DataError("an ensemble needs at least one checkpoint")
     for _, ckpt in ckpts:
-        require(ckpt, "encoder", "an ensemble evaluation")
+        require(ckpt, "classes", "an ensemble evaluation")
     tasks = [_held_out(ckpt, split, data, f"the data of {path}") for path, ckpt in ckpts]
     first, split = tasks[0]
     truth = first.truth(split)

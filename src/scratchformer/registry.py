@@ -13,7 +13,7 @@ the named datasets it can read, and the runner: the class in ``tasks/`` that mak
     lm          gpt      a text file, or a folder of .txt/.txt.gz files    tinyshakespeare   LMTask
     translate   seq2seq  sentence pairs (a TSV, or two line-aligned files) multi30k          TranslationTask
     classify    encoder  labelled texts (.tsv/.csv)                        sst2              ClassifyTask
-                (or gpt)
+                (or gpt-classifier: arch=gpt)
     mlm         encoder  texts, one a line (or a TSV/CSV's text column)    sst2              MaskedLMTask
     image       vit      a folder of class sub-folders of images           digits            ImageTask
     instruct    gpt      instruction records (JSON list or JSON Lines)     instructions      InstructTask
@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scratchformer.errors import ConfigError
+from scratchformer.families import FAMILIES, family
 
 __all__ = ["ALPHABET", "DataForm", "TaskSpec", "TASKS", "DEFAULT_TASK", "LOWER_IS_BETTER", "data_formats", "data_tasks",
            "fine_tune_pairs", "pretrains", "spec", "synthetic_targets", "task_names", "task_only_settings"]
@@ -67,7 +68,7 @@ class TaskSpec:
     """One task: see the module docstring."""
 
     name: str
-    families: tuple[str, ...]  # the ModelConfig.arch that can learn it (seq2seq | gpt | encoder | vit); first: default
+    families: tuple[str, ...]  # the families (ModelConfig.arch, families.py) that can learn it; first: default
     summary: str
     runner: str  # the class in tasks/ that reads its data, makes its batches and evaluates (tasks.build.RUNNERS)
     data: DataForm
@@ -97,13 +98,17 @@ class TaskSpec:
         return self.data.kind == "synthetic"
 
     def family_for(self, arch: str | None) -> str:
-        """The family a run builds: ``arch`` if one of this task's families learns it (the default when None);
-        another is refused in one line. The one place that decides whether a model fits a task."""
+        """The family a run builds: ``arch`` if one of this task's families learns it (the default when None), or
+        the family that classifies with its body (``arch=gpt`` on a task of classes: ``gpt-classifier``); another
+        is refused in one line. The one place that decides whether a model fits a task."""
         if arch is None:
             return self.families[0]
+        if family(arch).classifier in self.families:
+            return family(arch).classifier
         if arch not in self.families:
-            needs = " or ".join(f"arch={f!r}" for f in self.families)
-            raise ConfigError(f"arch={arch!r} does not fit task={self.name!r} (needs {needs})")
+            names = [*self.families, *(f.name for f in FAMILIES.values() if f.classifier in self.families)]
+            raise ConfigError(f"arch={arch!r} does not fit task={self.name!r} (needs "
+                              f"{' or '.join(f'arch={f!r}' for f in names)})")
         return arch
 
     @property
@@ -174,8 +179,8 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
                                      eval_every=250, eval_decode=200, log_every=50),
              bases=("seq2seq",)),
     # the sst2 preset's recipe, with room for longer texts (reviews)
-    TaskSpec("classify", ("encoder", "gpt"), "a classifier of labelled texts: an encoder, or a GPT that reads the last "
-             "real token", "ClassifyTask",
+    TaskSpec("classify", ("encoder", "gpt-classifier"), "a classifier of labelled texts: an encoder, or a GPT "
+             "that reads the last real token", "ClassifyTask",
              DataForm("labelled", f"{_LABELLED}; a second file is the validation set", stratified=True),
              dict(_ENCODER, max_len=256, dropout=0.3, max_steps=2000, lr=5e-4, warmup_fraction=0.15,
                   label_smoothing=0.1, eval_every=250),
@@ -186,7 +191,7 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
              fine_tune_defaults=dict(max_len=128, pooling="mean", max_steps=2000, batch_size=32, lr=1e-4,
                                      schedule="cosine", warmup_fraction=0.1, weight_decay=0.01, eval_every=500,
                                      log_every=50),
-             bases=("encoder", "gpt")),
+             bases=("encoder", "gpt", "gpt-classifier")),
     TaskSpec("mlm", ("encoder",), "an encoder pretrained by masked-token prediction (BERT's objective)",
              "MaskedLMTask",
              DataForm("lines", "a text file of one example a line, or the text column of a .tsv/.csv; a second file "

@@ -11,9 +11,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from scratchformer.checkpoint import load_checkpoint, load_trainer_state
+from scratchformer.checkpoint import checkpoint_family, find_checkpoint, load_checkpoint, load_trainer_state
 from scratchformer.checkpoint import resolve as resolve_ckpt
 from scratchformer.errors import ConfigError
+from scratchformer.families import family
 from scratchformer.inference import (
     answer_instruction,
     classify_images,
@@ -112,7 +113,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
 def cmd_classify(args: argparse.Namespace) -> int:
     ckpt = load_checkpoint(args.ckpt)
     inputs = read_inputs(args.texts, args.input)  # texts, or for an image classifier image files
-    classify = classify_images if ckpt.model_config.arch == "vit" else classify_texts
+    classify = classify_images if family(ckpt.model_config.arch).reads == "pixels" else classify_texts
     for label, prob in classify(ckpt, inputs):
         print(f"{label}\t{prob:.4f}")
     return 0
@@ -142,6 +143,11 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise ConfigError("--hf-class applies to --format hf")
     if args.gguf_type != "f32" and args.format != "gguf":
         raise ConfigError("--gguf-type applies to --format gguf")
+    found = find_checkpoint(args.ckpt)  # a run's family says which formats it has; a folder's exporter says
+    if found is not None and args.format not in family(checkpoint_family(found)).exports:
+        entry = family(checkpoint_family(found))
+        raise ConfigError(f"this checkpoint holds {entry.title}, which has no --format {args.format} export (its "
+                          f"formats: {', '.join(entry.exports) or 'none yet'})")
     if args.format in ("onnx", "gguf"):
         return _export_with_cache(args, out)
     if args.format == "hf":
@@ -187,7 +193,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         if not args.ckpt:
             raise ConfigError("plot attention needs --ckpt DIR, and --text TEXT (or --image FILE for a ViT)")
         ckpt = load_checkpoint(args.ckpt)
-        if ckpt.model_config.arch == "vit":
+        if family(ckpt.model_config.arch).reads == "pixels":
             if not args.image or args.text:
                 raise ConfigError("plot attention of an image classifier (ViT) needs --image FILE, not --text")
             path = viz.plot_checkpoint_image_attention(ckpt, args.image, out)
@@ -229,16 +235,18 @@ def cmd_explore(args: argparse.Namespace) -> int:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from scratchformer.app.demo import explain_config
-    from scratchformer.app.explain import explain, explain_lens
+    from scratchformer.app.explain import explain
+    from scratchformer.app.explain_lens import explain_lens
 
-    if args.ckpt is not None or args.prompt is not None:
-        if args.ckpt is None or args.prompt is None:
-            raise ConfigError("--ckpt and --prompt go together: explain --ckpt RUN --prompt TEXT")
+    if args.ckpt is not None or args.prompt is not None or args.image is not None:
+        if args.ckpt is None:
+            raise ConfigError("--prompt and --image go with --ckpt: explain --ckpt RUN --prompt TEXT (an image "
+                              "classifier: --image FILE)")
         given = [f"--{name.replace('_', '-')}" for name in ("preset", "batch", "length", "target_length")
                  if getattr(args, name) is not None] + args.overrides[:1]
         if given:
             raise ConfigError(f"{given[0]} describes a fresh model; with --ckpt, explain reads the trained one")
-        print(explain_lens(args.ckpt, args.prompt))
+        print(explain_lens(args.ckpt, args.prompt, image=args.image))
         return 0
     cfg, note, task = explain_config(args.preset or "paper-base", parse_overrides(args.overrides))
     if note:

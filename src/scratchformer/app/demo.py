@@ -10,7 +10,9 @@ import torch
 
 from scratchformer.data.named import SHAPES
 from scratchformer.errors import ConfigError
+from scratchformer.families import family
 from scratchformer.models import build_model
+from scratchformer.models.lens import residual_stream
 from scratchformer.models.params import count_parameters_formula
 from scratchformer.nn.config import PRESETS, ModelConfig
 from scratchformer.registry import TaskSpec
@@ -41,16 +43,17 @@ def demo(preset: str, overrides: dict[str, Any], seed: int = 0) -> None:
     print(f"parameters: {n:,} (analytic formula: {formula:,}, {'match' if n == formula else 'MISMATCH'})")
     B, T = 2, min(16, cfg.max_len)
     ids = torch.randint(1, max(cfg.vocab_size, 2), (B, T))
+    entry = family(cfg.arch)
     with torch.no_grad():
         start = time.perf_counter()
-        if cfg.arch == "vit":
+        if entry.reads == "pixels":
             images = torch.rand(B, cfg.channels, cfg.image_size, cfg.image_size)
             out = model(images)
             print(f"forward: images {tuple(images.shape)} -> {cfg.n_patches} patches + a class token "
-                  f"{tuple(model.encode(images).shape)} -> class logits {tuple(out.shape)} "
+                  f"{tuple(residual_stream(model, images)[-1].shape)} -> class logits {tuple(out.shape)} "
                   f"in {1000 * (time.perf_counter() - start):.1f} ms")
             return
-        if cfg.arch == "seq2seq":
+        if entry.two_stacks:  # a source and a target; the decoder's cache keeps the source's keys and values
             tgt = torch.randint(1, cfg.target_vocab_size, (B, T))
             out = model(ids, tgt)
             print(f"forward: src {tuple(ids.shape)} + tgt {tuple(tgt.shape)} -> logits {tuple(out.shape)} "
@@ -58,7 +61,7 @@ def demo(preset: str, overrides: dict[str, Any], seed: int = 0) -> None:
             memory = model.encode(ids)
             cache = model.new_cache(B)
             steps = torch.cat([model.decode(tgt[:, t:t + 1], memory, cache=cache) for t in range(T)], 1)
-        elif cfg.arch == "gpt":
+        elif entry.output == "next-token":
             out = model(ids)
             print(f"forward: input_ids {tuple(ids.shape)} -> logits {tuple(out.shape)} "
                   f"in {1000 * (time.perf_counter() - start):.1f} ms")
@@ -66,7 +69,7 @@ def demo(preset: str, overrides: dict[str, Any], seed: int = 0) -> None:
             steps = torch.cat([model(ids[:, t:t + 1], cache=cache) for t in range(T)], 1)
         else:
             out = model(ids)
-            hidden = model.encode(ids)
+            hidden = residual_stream(model, ids)[-1]
             print(f"forward: input_ids {tuple(ids.shape)} -> hidden {tuple(hidden.shape)} -> class logits "
                   f"{tuple(out.shape)} in {1000 * (time.perf_counter() - start):.1f} ms")
             return
@@ -89,7 +92,7 @@ def explain_config(preset: str, overrides: dict[str, Any]) -> tuple[ModelConfig,
     if train.init_from:
         raise ConfigError(f"preset {preset} fine-tunes a pretrained model; see `scratchformer info` of its checkpoint")
     known = SHAPES.get(train.dataset or "", {})  # what the preset's named dataset is known to hold
-    if model.arch == "vit":  # no vocabulary; the classes come from the data
+    if family(model.arch).reads == "pixels":  # no vocabulary; the classes come from the data
         if "n_classes" in run.settings:
             return model, "", run.task
         classes = known.get("classes", model.n_classes)  # the named dataset's, else the config's own

@@ -13,9 +13,8 @@ the tensor shape it produces and the parameters it owns::
 and then the total parameter count next to ``count_parameters_formula`` (they must agree). Parameters
 shared between stages (tied embeddings) are counted where they first appear.
 
-``explain_lens`` (``explain --ckpt RUN --prompt TEXT``) reads a trained checkpoint instead: what it would
-predict after the embeddings and after each layer (the logit lens, ``models/lens.py``), the numbers the
-explorer's page shows, as text.
+``explain --ckpt RUN --prompt TEXT`` reads a trained checkpoint instead (``explain_lens.py``): what it would
+predict after the embeddings and after each layer (the logit lens, ``models/lens.py``).
 """
 
 from __future__ import annotations
@@ -23,21 +22,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from scratchformer.app.explore.lens_view import lens_lines
-from scratchformer.app.explore.model_view import (
-    DEFAULT_LIMITS,
-    Limits,
-    checkpoint_name,
-    explore,
-    refuse_gpt_classifier,
-)
-from scratchformer.checkpoint import load_checkpoint
-from scratchformer.errors import ConfigError
-from scratchformer.inference import KIND_NAMES
+from scratchformer.families import family
 from scratchformer.models import build_model
 from scratchformer.models.params import count_parameters_formula
 from scratchformer.nn.attention import MultiHeadAttention
-from scratchformer.nn.config import ModelConfig
+from scratchformer.nn.config import POOLING_WORDS, ModelConfig
 from scratchformer.nn.embedding import Embeddings
 from scratchformer.nn.feedforward import FeedForward
 from scratchformer.nn.layers import DecoderLayer, EncoderLayer, ResidualNorm
@@ -45,7 +34,7 @@ from scratchformer.nn.norms import NORMS, RMSNorm
 from scratchformer.nn.patches import PatchEmbeddings
 from scratchformer.nn.recording import record_attention
 
-__all__ = ["explain", "explain_lens"]
+__all__ = ["explain"]
 
 
 def _shape(t: Tensor) -> str:
@@ -135,10 +124,10 @@ def explain(cfg: ModelConfig, *, batch: int = 1, length: int = 8, target_length:
     """The data-flow table of a freshly built ``cfg`` model on a random ``(batch, length)`` input.
     ``predict_tokens`` (encoder only): the masked-token pretraining path (``task=mlm``), every position
     predicted through the tied embedding table, instead of pooling and the classification head."""
-    if predict_tokens and cfg.arch != "encoder":
-        raise ValueError("predict_tokens is the encoder classifier's masked-token path")
     torch.manual_seed(seed)
     model = build_model(cfg).eval()
+    if predict_tokens and not hasattr(model, "predict_tokens"):
+        raise ValueError("predict_tokens is the encoder classifier's masked-token path")
     length = min(length, cfg.max_len)
     trace = _Trace(model, cfg)
     handles = []
@@ -150,7 +139,7 @@ def explain(cfg: ModelConfig, *, batch: int = 1, length: int = 8, target_length:
         if isinstance(mod, blocks) or top_norm or (
                 isinstance(mod, nn.Linear) and name in ("head", "lm_head", "pooler")):
             handles.append(mod.register_forward_hook(trace.hook(name, mod)))
-    inputs = (f"images {cfg.image_size} x {cfg.image_size} x {cfg.channels}" if cfg.arch == "vit"
+    inputs = (f"images {cfg.image_size} x {cfg.image_size} x {cfg.channels}" if family(cfg.arch).reads == "pixels"
               else f"vocab V={cfg.vocab_size}")
     lines = [f"{cfg.arch} model: d_model C={cfg.d_model}, heads H={cfg.n_heads} (d_k={cfg.d_model // cfg.n_heads}), "
              f"d_ff={cfg.d_ff}, {inputs}, norm={cfg.norm}, activation={cfg.activation}, positions={cfg.positional}"]
@@ -170,12 +159,12 @@ def explain(cfg: ModelConfig, *, batch: int = 1, length: int = 8, target_length:
 def _run(model: nn.Module, cfg: ModelConfig, batch: int, length: int, T: int,
          predict_tokens: bool) -> tuple[str, Tensor]:
     """Run the model on random inputs: the line that says what they were, and the output."""
-    if cfg.arch == "vit":
+    if family(cfg.arch).reads == "pixels":
         images = torch.rand(batch, cfg.channels, cfg.image_size, cfg.image_size)
         return (f"input: images (B={batch}, ch={cfg.channels}, {cfg.image_size}, {cfg.image_size}) "
                 "(random pixels: shapes, not meaning)", model(images))
     ids = torch.randint(4, max(cfg.vocab_size, 5), (batch, length))
-    if cfg.arch == "seq2seq":
+    if family(cfg.arch).two_stacks:  # a source, and the target so far
         tgt = torch.randint(4, cfg.target_vocab_size, (batch, T))
         return (f"input: source ids (B={batch}, S={length}), target ids so far (B={batch}, T={T}) "
                 "(random ids: shapes, not meaning)", model(ids, tgt))
@@ -187,8 +176,8 @@ def _run(model: nn.Module, cfg: ModelConfig, batch: int, length: int, T: int,
 def _closing_rows(trace: _Trace, model: nn.Module, out: Tensor, batch: int, length: int,
                   predict_tokens: bool) -> None:
     """The stages no hook sees: tied output projections, pooling, the class token."""
-    cfg = trace.cfg
-    if cfg.arch in ("gpt", "seq2seq") and getattr(model, "lm_head", None) is None:
+    cfg, entry = trace.cfg, family(trace.cfg.arch)
+    if entry.predicts_tokens and getattr(model, "lm_head", None) is None:
         trace.rows.append((0, "logits = h @ table^T (tied embedding)",
                            _shape(out), 0))
     if predict_tokens:
@@ -199,12 +188,10 @@ def _closing_rows(trace: _Trace, model: nn.Module, out: Tensor, batch: int, leng
                                trace.new_params(model.pooler)))
         trace.rows.append((0, "head: classification head (unused while pretraining)", "",
                            trace.new_params(model.head)))
-    elif cfg.arch == "encoder" and cfg.pooling != "pooler":  # the pooler's own row stands for the pooling
-        trace.rows.insert(len(trace.rows) - 1, (0, f"{cfg.pooling} pooling over real tokens",
-                                                f"({batch}, {cfg.d_model})", 0))
-    elif cfg.arch == "vit":
-        trace.rows.insert(len(trace.rows) - 1, (0, "the class token's final state [:, 0]",
-                                                f"({batch}, {cfg.d_model})", 0))
+    elif entry.classifies and cfg.pooling != "pooler":  # the pooler's own row stands for the pooling
+        what = ("the class token's final state [:, 0]" if entry.reads == "pixels"
+                else f"{cfg.pooling} pooling: {POOLING_WORDS[cfg.pooling]}")
+        trace.rows.insert(len(trace.rows) - 1, (0, what, f"({batch}, {cfg.d_model})", 0))
 
 
 def _table(trace: _Trace, model: nn.Module, cfg: ModelConfig, out: Tensor) -> list[str]:
@@ -222,23 +209,3 @@ def _table(trace: _Trace, model: nn.Module, cfg: ModelConfig, out: Tensor) -> li
                  f"{'match' if total == formula == counted else 'MISMATCH'})")
     lines.append(f"output: {_shape(out)}")
     return lines
-
-
-def explain_lens(path: str, prompt: str, limits: Limits = DEFAULT_LIMITS) -> str:
-    """A trained checkpoint's prediction layer by layer for ``prompt`` (a GPT's prompt, an encoder-decoder's
-    source, whose decoder reads its beam-search translation, or a classifier's text), within the explorer's
-    ``limits``: the lines ``lens_view.lens_lines`` makes of the explorer's own numbers."""
-    ckpt = load_checkpoint(path)
-    arch = ckpt.model_config.arch
-    if arch == "vit":
-        raise ConfigError("explain --ckpt reads a text model (GPT, encoder-decoder, classifier); an image "
-                          "classifier's attention: scratchformer plot attention --ckpt RUN --image FILE --out a.png")
-    refuse_gpt_classifier(ckpt)
-    ckpt.check_tokenizer("explain")
-    result = explore(ckpt, prompt, limits, **({"max_new_tokens": 0} if arch == "gpt" else {}))
-    lines = [f"{checkpoint_name(path)}: {KIND_NAMES[arch]}, {ckpt.model_config.norm}-LN, step {ckpt.step}",
-             f"input: {len(result['tokens'])} tokens {' '.join(repr(t) for t in result['tokens'])}"]
-    if arch == "seq2seq":
-        out = result["translation"]
-        lines.append(f"the decoder reads <bos> and the beam-search output ({out['text']!r}), one position a token")
-    return "\n".join([*lines, "", *lens_lines(result["lens"])])

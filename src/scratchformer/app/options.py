@@ -136,6 +136,8 @@ def model_tools(model_presets: list[str]) -> list[Command]:
                 "after each layer for --prompt (the logit lens), instead of a preset's data flow"),
             opt("--prompt", help="with --ckpt: the input (a GPT's prompt, an encoder-decoder's source sentence, a "
                 "classifier's text), within the explorer's limits (1000 characters, 128 tokens, max_len)"),
+            opt("--image", help="with --ckpt of an image classifier (ViT): the image file whose class probabilities "
+                "it prints after each layer"),
             opt("overrides", nargs="*", metavar="key=value", help="model settings to change, e.g. n_layers=2"),
         ], _RUN + "cmd_explain", settings=True,
             description=f"Build the model of a preset (model presets: {', '.join(model_presets)}; or any training "
@@ -145,7 +147,8 @@ def model_tools(model_presets: list[str]) -> list[Command]:
                         "--ckpt RUN --prompt TEXT instead: the trained model's prediction layer by layer (the logit "
                         "lens), for every position the top tokens after the embeddings and after each layer, and "
                         "the probability each layer gives the token the model finally predicts (a classifier: its "
-                        "class probabilities after each layer), the numbers the explorer's page shows."),
+                        "class probabilities after each layer; an image classifier's for --image FILE), the numbers "
+                        "the explorer's page shows."),
         Command("demo", "build a model, count its parameters, run a forward pass", [
             opt("--preset", default="paper-base", help=f"a model preset: {', '.join(model_presets)}"),
             opt("--seed", type=at_least(0), default=0),

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from scratchformer.families import family
 from scratchformer.interop.hf_models import HFExportError, transformers_module
 from scratchformer.nn.config import ModelConfig
 from scratchformer.tokenizers import SPECIAL_TOKENS, BPETokenizer, CharTokenizer, PretrainedTokenizer, Tokenizer
@@ -68,7 +69,7 @@ def hf_tokenizer_files(tokenizer: Tokenizer, model_config: ModelConfig) -> dict[
         "tokenizer_class": "PreTrainedTokenizerFast",
         "model_max_length": model_config.max_len,
         # GPT batches of prompts are left-padded, as scratchformer pads them for generation
-        "padding_side": "left" if model_config.arch == "gpt" else "right",
+        "padding_side": "left" if family(model_config.arch).decoder_only else "right",
         "clean_up_tokenization_spaces": False,
         # scratchformer's own tokenizers read "<eos>" in text as characters; a pretrained one as its token
         "split_special_tokens": not pretrained,

@@ -14,14 +14,14 @@ import torch
 from torch import Tensor, nn
 
 from scratchformer import paper
-from scratchformer.models import GPT, EncoderClassifier, Seq2SeqTransformer
+from scratchformer.families import FAMILIES, family
+from scratchformer.models import build_model
 from scratchformer.nn.config import ModelConfig
 
 # Every field the one-file model fixes, at its value there.
 PAPER_SETTINGS = dict(norm="post", activation="relu", positional="sinusoidal", scale_embeddings=True, bias=True,
                       norm_type="layernorm", qk_norm=False, attention="softmax", attention_window=0,
                       attention_dropout=0.0, embedding_norm=False, layer_norm_eps=1e-5)
-_FAMILY = {"seq2seq": Seq2SeqTransformer, "gpt": GPT, "encoder": EncoderClassifier}
 
 # (paper name, library name) by prefix inside one layer, for the layers of each stack
 _ATTENTION = {"w_o.": "out_proj."}  # w_q, w_k, w_v: the three row blocks of in_proj (below)
@@ -29,12 +29,13 @@ _FFN = {"ffn.w_1.": "ffn.linear1.", "ffn.w_2.": "ffn.linear2."}
 _ENCODER_LAYER = {"add_norm_1.": "attn_block.", "add_norm_2.": "ffn_block."}
 _DECODER_LAYER = {"add_norm_1.": "self_attn_block.", "add_norm_2.": "cross_attn_block.", "add_norm_3.": "ffn_block."}
 _GPT_LAYER = {"add_norm_1.": "self_attn_block.", "add_norm_2.": "ffn_block."}
-# (paper stack, library stack, the layer's names) and the embedding, for each family
+# (paper stack, library stack, the layer's names) and the embedding, for each model of paper.py (the family
+# registry's ``paper`` names which a family equals)
 _STACKS = {
-    "seq2seq": ([("encoder.layers.", "encoder.layers.", _ENCODER_LAYER), ("decoder.layers.", "decoder.layers.",
-                                                                          _DECODER_LAYER)], "src_embed.token."),
-    "gpt": ([("blocks.layers.", "decoder.layers.", _GPT_LAYER)], "embed.token."),
-    "encoder": ([("encoder.layers.", "encoder.layers.", _ENCODER_LAYER)], "embed.token."),
+    "make_model": ([("encoder.layers.", "encoder.layers.", _ENCODER_LAYER), ("decoder.layers.", "decoder.layers.",
+                                                                             _DECODER_LAYER)], "src_embed.token."),
+    "GPT": ([("blocks.layers.", "decoder.layers.", _GPT_LAYER)], "embed.token."),
+    "EncoderClassifier": ([("encoder.layers.", "encoder.layers.", _ENCODER_LAYER)], "embed.token."),
 }
 _QKV = {"w_q.": 0, "w_k.": 1, "w_v.": 2}
 
@@ -43,13 +44,15 @@ def check_paper_settings(config: ModelConfig) -> None:
     """Raise ``ValueError`` unless ``config`` describes a model that ``paper.py`` can hold."""
     wrong = [f"{k}={getattr(config, k)!r} (the paper: {v!r})" for k, v in PAPER_SETTINGS.items()
              if getattr(config, k) != v]
-    if config.arch not in _FAMILY:
-        wrong.insert(0, f"arch={config.arch!r} (paper.py has seq2seq, gpt and encoder)")
-    if config.arch in ("seq2seq", "gpt") and not (config.tie_embeddings and config.shared_vocab):
+    entry = family(config.arch)
+    if not entry.paper:
+        has = ", ".join(f.name for f in FAMILIES.values() if f.paper)
+        wrong.insert(0, f"arch={config.arch!r} (paper.py has {has})")
+    if entry.predicts_tokens and not (config.tie_embeddings and config.shared_vocab):
         wrong.append("separate embeddings (the paper shares one matrix: tie_embeddings=true, no tgt_vocab_size)")
-    if config.arch == "seq2seq" and config.n_encoder_layers != config.n_decoder_layers:
+    if entry.two_stacks and config.n_encoder_layers != config.n_decoder_layers:
         wrong.append(f"n_encoder_layers={config.n_encoder_layers} != n_decoder_layers={config.n_decoder_layers}")
-    if config.arch == "encoder" and config.pooling != "mean":
+    if entry.classifies and config.pooling != "mean":
         wrong.append(f"pooling={config.pooling!r} (paper.py's classifier takes the mean)")
     if wrong:
         raise ValueError("not the paper's model: " + "; ".join(wrong))
@@ -58,19 +61,17 @@ def check_paper_settings(config: ModelConfig) -> None:
 def paper_model(config: ModelConfig) -> nn.Module:
     """An untrained ``paper.py`` model of the family and sizes of ``config`` (checked by ``check_paper_settings``)."""
     check_paper_settings(config)
-    sizes = dict(n_layers=config.n_encoder_layers if config.arch == "seq2seq" else config.n_layers,
+    entry = family(config.arch)
+    sizes = dict(n_layers=config.n_encoder_layers if entry.two_stacks else config.n_layers,
                  d_model=config.d_model, d_ff=config.d_ff, n_heads=config.n_heads, dropout=config.dropout,
                  max_len=config.max_len, pad_id=config.pad_id)
-    if config.arch == "seq2seq":
-        return paper.make_model(config.vocab_size, **sizes)
-    if config.arch == "gpt":
-        return paper.GPT(config.vocab_size, **sizes)
-    return paper.EncoderClassifier(config.vocab_size, config.n_classes, **sizes)
+    classes = (config.n_classes,) if entry.classifies else ()  # paper.EncoderClassifier(vocab, n_classes, ...)
+    return getattr(paper, entry.paper)(config.vocab_size, *classes, **sizes)
 
 
 def _library_name(arch: str, name: str, d_model: int) -> tuple[str, slice | None]:
     """A ``paper.py`` parameter's library name, and the rows of it that hold this parameter (W^Q, W^K, W^V)."""
-    stacks, embedding = _STACKS[arch]
+    stacks, embedding = _STACKS[family(arch).paper]
     if name.startswith("embed.table."):
         return embedding + name.removeprefix("embed.table."), None
     for ours, theirs, layer_names in stacks:
@@ -104,7 +105,7 @@ def library_state_dict(model: nn.Module, config: ModelConfig) -> dict[str, Tenso
     """A ``paper.py`` model's weights under the names of the library's model for ``config`` (W^Q, W^K, W^V
     stacked into ``in_proj``; a tied embedding under every name the library gives it)."""
     check_paper_settings(config)
-    target = _FAMILY[config.arch](config).state_dict()
+    target = build_model(config).state_dict()
     out = {k: v.clone() for k, v in target.items()}
     for name, value in model.state_dict().items():
         theirs, rows = _library_name(config.arch, name, config.d_model)
@@ -112,7 +113,7 @@ def library_state_dict(model: nn.Module, config: ModelConfig) -> dict[str, Tenso
             out[theirs] = value
         else:
             out[theirs][rows] = value
-    if config.arch == "seq2seq":  # one matrix: the library names it twice
+    if family(config.arch).two_stacks:  # one matrix: the library names it twice
         out["tgt_embed.token.weight"] = out["src_embed.token.weight"]
     return out
 
@@ -126,7 +127,7 @@ def to_paper(model: nn.Module) -> nn.Module:
 
 def from_paper(model: nn.Module, config: ModelConfig) -> nn.Module:
     """The library's model for ``config`` holding a ``paper.py`` model's weights, in the same train/eval mode."""
-    out = _FAMILY[config.arch](config)
+    out = build_model(config)
     with torch.no_grad():
         out.load_state_dict(library_state_dict(model, config))
     return out.train(model.training)

@@ -18,8 +18,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from scratchformer.errors import ConfigError
-from scratchformer.models.init import init_weights
+from scratchformer.models.init import check_family, init_weights
 from scratchformer.nn.config import ModelConfig
 from scratchformer.nn.embedding import Embeddings, positions_for
 from scratchformer.nn.layers import Encoder
@@ -34,8 +33,7 @@ class EncoderClassifier(nn.Module):
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        if config.arch != "encoder":
-            raise ConfigError(f"EncoderClassifier needs a config with arch='encoder', got arch={config.arch!r}")
+        check_family(self, config)
         self.config = config
         self.embed = Embeddings(nn.Embedding(config.vocab_size, config.d_model), config)
         self.encoder = Encoder(config, config.n_layers)
@@ -70,7 +68,12 @@ class EncoderClassifier(nn.Module):
     def forward(self, input_ids: Tensor, mask: Tensor | None = None) -> Tensor:
         """Class logits ``(B, n_classes)``: the pooled hidden states through the head."""
         mask = self._mask(input_ids, mask)
-        hidden = self.encode(input_ids, mask)  # (B, T, C)
+        return self.output_logits(self.encode(input_ids, mask), mask)
+
+    def output_logits(self, hidden: Tensor, mask: Tensor | None = None) -> Tensor:
+        """What follows the encoder: ``(B, T, C)`` hidden states pooled over the real tokens of ``mask (B, T)``,
+        through the head -> class logits ``(B, n_classes)``."""
+        mask = torch.ones(hidden.shape[:2], dtype=torch.bool, device=hidden.device) if mask is None else mask.bool()
         return self.head(self.dropout(self.pool(hidden, mask)))  # (B, C) -> (B, n_classes)
 
     def predict_tokens(self, input_ids: Tensor, mask: Tensor | None, chosen: Tensor) -> Tensor:

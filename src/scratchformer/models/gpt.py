@@ -12,8 +12,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from scratchformer.errors import ConfigError
-from scratchformer.models.init import init_weights
+from scratchformer.models.init import check_family, init_weights
 from scratchformer.nn.config import ModelConfig
 from scratchformer.nn.embedding import Embeddings, positions_for
 from scratchformer.nn.kv_cache import DecoderCache
@@ -25,8 +24,7 @@ class GPT(nn.Module):
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        if config.arch != "gpt":
-            raise ConfigError(f"GPT needs a config with arch='gpt', got arch={config.arch!r}")
+        check_family(self, config)
         self.config = config
         self.embed = Embeddings(nn.Embedding(config.vocab_size, config.d_model), config)
         self.decoder = Decoder(config, config.n_layers, cross_attention=False)
@@ -48,8 +46,13 @@ class GPT(nn.Module):
                 position_ids: Tensor | None = None, cache: DecoderCache | None = None) -> Tensor:
         """``input_ids (B, T)`` -> next-token logits ``(B, T, V)``: the final linear layer applied to
         ``hidden_states`` (same arguments)."""
-        return F.linear(self.hidden_states(input_ids, attention_mask, position_ids=position_ids, cache=cache),
-                        self.output_weight())  # (B, T, V)
+        return self.output_logits(self.hidden_states(input_ids, attention_mask, position_ids=position_ids,
+                                                     cache=cache))  # (B, T, V)
+
+    def output_logits(self, hidden: Tensor, mask: Tensor | None = None) -> Tensor:
+        """The final linear layer: ``(B, T, C)`` hidden states -> logits ``(B, T, V)`` (``mask`` unused: every
+        position predicts its next token)."""
+        return F.linear(hidden, self.output_weight())
 
     def hidden_states(self, input_ids: Tensor, attention_mask: Tensor | None = None, *,
                       position_ids: Tensor | None = None, cache: DecoderCache | None = None) -> Tensor:

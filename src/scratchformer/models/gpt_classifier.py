@@ -19,9 +19,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from scratchformer.errors import ConfigError
 from scratchformer.models.gpt import GPT
-from scratchformer.models.init import init_weights
+from scratchformer.models.init import check_family, init_weights
 from scratchformer.nn.config import ModelConfig
 from scratchformer.nn.embedding import Embeddings
 from scratchformer.nn.layers import Decoder
@@ -46,9 +45,7 @@ class GPTClassifier(nn.Module):
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        if config.arch != "gpt" or config.pooling != "last":
-            raise ConfigError("GPTClassifier needs a config with arch='gpt' and pooling='last', got "
-                              f"arch={config.arch!r} and pooling={config.pooling!r}")
+        check_family(self, config)
         self.config = config
         self.embed = Embeddings(nn.Embedding(config.vocab_size, config.d_model), config)
         self.decoder = Decoder(config, config.n_layers, cross_attention=False)
@@ -58,6 +55,11 @@ class GPTClassifier(nn.Module):
     def forward(self, input_ids: Tensor, mask: Tensor | None = None) -> Tensor:
         """Class logits ``(B, n_classes)`` from the hidden state at each row's last real token."""
         mask = padding_mask(input_ids, self.config.pad_id) if mask is None else mask.bool()
-        hidden = self.hidden_states(input_ids, mask)  # (B, T, C)
+        return self.output_logits(self.hidden_states(input_ids, mask), mask)
+
+    def output_logits(self, hidden: Tensor, mask: Tensor | None = None) -> Tensor:
+        """What follows the decoder: the ``(B, T, C)`` hidden state at each row's last real token of ``mask (B, T)``
+        (the last position without one) through the head -> class logits ``(B, n_classes)``."""
+        mask = torch.ones(hidden.shape[:2], dtype=torch.bool, device=hidden.device) if mask is None else mask.bool()
         last = hidden[torch.arange(hidden.size(0), device=hidden.device), last_real(mask)]  # (B, C)
         return self.head(last)  # (B, n_classes)

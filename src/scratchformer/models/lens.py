@@ -2,23 +2,26 @@
 any one of its blocks (nostalgebraist, "interpreting GPT: the logit lens", 2020).
 
 Every block adds its sub-layers' outputs to the residual stream ``x (B, T, C)`` (§3.1, ``nn/layers.py``), and
-the model reads only the last state of that stream: through the final norm (pre-LN) and the output layer.
-The lens reads every state the same way::
+the model reads only the last state of that stream: through the final norm (pre-LN) and its output layer. The
+lens reads every state the same way::
 
     states = residual_stream(gpt, input_ids)           # L + 1 tensors (B, T, C): embeddings, block 0, ...
     logits = read_out(gpt, states[l])                  # (B, T, V), as the model reads states[-1]
     lens = logit_lens(gpt, input_ids, top_k=5)         # every layer at once, reduced to what a page shows
     lens = logit_lens(seq2seq, src=src, tgt=tgt)       # an encoder-decoder's decoder (the memory fixed)
     probs = class_lens(classifier, input_ids)          # (L + 1, B, K): each layer through pooling and head
+    probs = class_lens(vit, images)                    # a ViT's: each layer through its class token and head
 
 So the last state's read-out is the model's own output (a test holds it to 1e-6). Post-LN (the paper's
 norm) has no final norm: each block already ends in its own LayerNorm, so each state is read by the output
 layer alone; the embeddings' state is the one read before any norm.
 
-The states are values this module returns: it runs the model's own blocks one after another with the masks
-and positions of the model's forward called without a cache or masks (padding found by ``pad_id`` where that
-forward finds it: a classifier's input, a source), and no module keeps anything. The attention inside them is
-recorded as usual (``nn.recording``) when asked; a test holds each state equal to the block's own output.
+The states come from the model's own forward: the lens runs it once, taking what the embeddings and each block
+hand on (the family registry's ``parts``: its embeddings, blocks and final norm), so it knows nothing of a
+family's masks or positions, and reads every family the registry lists. The read-out is the norm the registry
+names and the model's own ``output_logits`` (what its forward applies after the stack). The hooks that take the
+states are removed when the pass ends and no module keeps anything; the attention inside is recorded as usual
+(``nn.recording``) when asked.
 """
 
 from __future__ import annotations
@@ -26,65 +29,39 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from scratchformer.models.classifier import EncoderClassifier
-from scratchformer.models.gpt import GPT
-from scratchformer.models.seq2seq import Seq2SeqTransformer
-from scratchformer.nn.embedding import positions_for
-from scratchformer.nn.masks import combine_masks, key_padding_to_attention_mask, padding_mask, window_mask
+from scratchformer.families import family, parts
+from scratchformer.nn.masks import padding_mask
 
 __all__ = ["TokenLens", "class_lens", "logit_lens", "read_out", "residual_stream"]
 
 
-def _check_length(model: nn.Module, n: int) -> None:
-    if n > model.config.max_len:
-        raise ValueError(f"sequence of {n} tokens is longer than max_len={model.config.max_len}")
-
-
-def residual_stream(model: nn.Module, input_ids: Tensor | None = None, *, src: Tensor | None = None,
-                    tgt: Tensor | None = None) -> list[Tensor]:
+def residual_stream(model: nn.Module, *inputs: Any, **named: Any) -> list[Tensor]:
     """The residual stream after the embeddings and after each block: ``L + 1`` tensors ``(B, T, C)``, before
-    any final norm. A GPT or a classifier reads ``input_ids (B, T)``; an encoder-decoder's decoder reads
-    ``tgt (B, T)`` over the memory of ``src (B, S)`` (its source padding masked, as in its forward)."""
-    if isinstance(model, Seq2SeqTransformer):
-        src_mask = padding_mask(src, model.config.pad_id)
-        memory = model.encode(src, src_mask)  # (B, S, C)
-        ids, embed, blocks = tgt, model.tgt_embed, model.decoder.layers
-        context = {"memory": memory, "memory_mask": key_padding_to_attention_mask(src_mask)}  # (B, 1, 1, S)
-    elif isinstance(model, GPT):
-        ids, embed, blocks, context = input_ids, model.embed, model.decoder.layers, {}
-    elif isinstance(model, EncoderClassifier):
-        ids, embed, blocks = input_ids, model.embed, model.encoder.layers
-        mask = key_padding_to_attention_mask(padding_mask(ids, model.config.pad_id))  # (B, 1, 1, T)
-        if model.config.attention_window:  # & the (T, T) band, as the encoder's forward
-            mask = combine_masks(mask, window_mask(ids.size(1), model.config.attention_window, ids.device))
-        context = {"mask": mask}
-    else:
-        raise TypeError(f"the lens reads a GPT, an encoder-decoder or an encoder classifier, not "
-                        f"{type(model).__name__}")
-    _check_length(model, ids.size(1))
-    positions = positions_for(ids.size(1), device=ids.device)
-    x = embed(ids, positions)  # (B, T, C)
-    states = [x]
-    for block in blocks:  # the stack's forward, one block at a time (the decoder's is always causal)
-        x = block(x, positions=positions, **context)
-        states.append(x)
+    any final norm, from the model's own forward on its inputs (``input_ids``; an encoder-decoder's ``src`` and
+    ``tgt``, its decoder's stream; a ViT's ``images``)."""
+    where = parts(model)
+    states: list[Tensor] = []
+    keep = lambda module, args, out: states.append(out)  # noqa: E731
+    hooks = [m.register_forward_hook(keep) for m in (where.embeddings, *where.blocks)]
+    try:
+        model(*inputs, **named)
+    finally:
+        for hook in hooks:
+            hook.remove()
     return states
 
 
 def read_out(model: nn.Module, state: Tensor, mask: Tensor | None = None) -> Tensor:
     """One residual-stream state read as the model reads its last: the final norm (pre-LN; post-LN has none),
-    then the output layer -> logits ``(B, T, V)``; a classifier pools over the real tokens of ``mask (B, T)``
-    (True = real) and applies its head -> ``(B, K)``."""
-    stack = model.encoder if isinstance(model, EncoderClassifier) else model.decoder
-    h = state if stack.norm is None else stack.norm(state)
-    if isinstance(model, EncoderClassifier):
-        return model.head(model.pool(h, mask))  # (B, C) -> (B, K); dropout is off in eval mode
-    return F.linear(h, model.output_weight())  # (B, T, V)
+    then the model's output layer -> logits ``(B, T, V)``; a classifier's pooling over the real tokens of ``mask
+    (B, T)`` (True = real; a ViT its class token) and head -> ``(B, K)``."""
+    norm = parts(model).final_norm
+    return model.output_logits(state if norm is None else norm(state), mask)
 
 
 @contextmanager
@@ -109,15 +86,19 @@ class TokenLens:
     final_probs: Tensor  # (L + 1, B, T) the probability layer l gives that token
 
 
-def logit_lens(model: nn.Module, input_ids: Tensor | None = None, *, src: Tensor | None = None,
-               tgt: Tensor | None = None, top_k: int = 5) -> TokenLens:
+def _needs(model: nn.Module, lens: str, other: str) -> None:
+    entry = family(model.config.arch)
+    if entry.lens != lens:
+        raise TypeError(f"{entry.title} has the {entry.lens} lens: use {other}")
+
+
+def logit_lens(model: nn.Module, *inputs: Any, top_k: int = 5, **named: Any) -> TokenLens:
     """Every layer's next-token distribution (a GPT on ``input_ids``; an encoder-decoder's decoder on ``tgt``
     over ``src``), in eval mode without gradients. A layer's ``(B, T, V)`` probabilities are reduced at once,
     so a large vocabulary costs one layer's distribution at a time."""
-    if isinstance(model, EncoderClassifier):
-        raise TypeError("an encoder classifier predicts no token: its lens is class_lens")
+    _needs(model, "tokens", "class_lens")
     with _evaluating(model):
-        states = residual_stream(model, input_ids, src=src, tgt=tgt)
+        states = residual_stream(model, *inputs, **named)
         last = read_out(model, states[-1]).float().softmax(-1)  # (B, T, V)
         final = last.argmax(-1)  # (B, T)
         k = min(top_k, last.size(-1))
@@ -130,12 +111,13 @@ def logit_lens(model: nn.Module, input_ids: Tensor | None = None, *, src: Tensor
                      torch.stack(finals))
 
 
-def class_lens(model: EncoderClassifier, input_ids: Tensor) -> Tensor:
-    """An encoder classifier's class probabilities after each layer, ``(L + 1, B, K)``: each state through
-    the final norm (pre-LN), the pooling over the real tokens and the head (eval mode, no gradients)."""
-    if not isinstance(model, EncoderClassifier):
-        raise TypeError(f"class_lens reads an encoder classifier, not {type(model).__name__}")
+def class_lens(model: nn.Module, inputs: Tensor) -> Tensor:
+    """A classifier's class probabilities after each layer, ``(L + 1, B, K)``: each state through the final norm
+    (pre-LN), the pooling (over the real tokens of ``inputs``, ids; a ViT's class token, of ``inputs``, images)
+    and the head, in eval mode without gradients."""
+    _needs(model, "classes", "logit_lens")
+    tokens = family(model.config.arch).reads == "tokens"
+    mask = padding_mask(inputs, model.config.pad_id) if tokens else None  # given to forward too: one mask
     with _evaluating(model):
-        mask = padding_mask(input_ids, model.config.pad_id)
-        states = residual_stream(model, input_ids)
+        states = residual_stream(model, inputs, *([mask] if tokens else []))
         return torch.stack([read_out(model, s, mask).float().softmax(-1) for s in states])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from scratchformer.families import family
 from scratchformer.nn.config import ModelConfig
 
 
@@ -23,7 +24,7 @@ def count_parameters_formula(cfg: ModelConfig) -> int:
       sinusoidal and rotary positions have no parameters
     - output projection: V C with no bias, unless tied to the target embedding (then 0)
     - classifier head: C n_classes + n_classes; ``pooling="pooler"`` adds BERT's pooler: C^2 + b C; a GPT classifier
-      (``pooling="last"``) has a head of C n_classes (no bias, as GPT-2's) instead of its output projection
+      has a head of C n_classes (no bias, as GPT-2's: the registry's ``head_bias``) instead of its output projection
     - ``attention="linear"`` changes the function of the same Q, K, V, O projections: no parameters
     - ViT: no vocabulary; the patch embedding (P^2 ch) C + C (always with a bias), the class token C,
       positions as above over the class token and the patches (max_len = N + 1), the encoder stack, the head
@@ -38,19 +39,19 @@ def count_parameters_formula(cfg: ModelConfig) -> int:
     positions = cfg.max_len * c if cfg.positional == "learned" else 0
     emb_ln = ln if cfg.embedding_norm else 0
 
-    if cfg.arch == "gpt":
+    entry = family(cfg.arch)
+    if not entry.two_stacks:  # one stack, without cross-attention: a GPT's decoder, or an encoder
         layers = cfg.n_layers * (attn + ffn + 2 * ln) + final_ln
-        head = 0 if cfg.tie_embeddings else cfg.vocab_size * c
-        head = c * cfg.n_classes if cfg.pooling == "last" else head
-        return cfg.vocab_size * c + positions + emb_ln + layers + head
-    if cfg.arch == "vit":
-        layers = cfg.n_layers * (attn + ffn + 2 * ln) + final_ln
-        patch = cfg.patch_size ** 2 * cfg.channels * c + c
-        return patch + c + positions + layers + c * cfg.n_classes + cfg.n_classes
-    if cfg.arch == "encoder":
-        layers = cfg.n_layers * (attn + ffn + 2 * ln) + final_ln
-        pooler = c * c + b * c if cfg.pooling == "pooler" else 0
-        return cfg.vocab_size * c + positions + emb_ln + layers + pooler + c * cfg.n_classes + cfg.n_classes
+        if entry.reads == "pixels":  # the patch embedding (with its bias) and the class token; no vocabulary
+            inputs = cfg.patch_size ** 2 * cfg.channels * c + c + c + positions
+        else:
+            inputs = cfg.vocab_size * c + positions + emb_ln
+        if entry.classifies:
+            pooler = c * c + b * c if cfg.pooling == "pooler" else 0
+            head = pooler + c * cfg.n_classes + (cfg.n_classes if entry.head_bias else 0)
+        else:  # the output projection: none of its own when tied to the token embedding
+            head = 0 if cfg.tie_embeddings else cfg.vocab_size * c
+        return inputs + layers + head
 
     assert cfg.n_encoder_layers is not None and cfg.n_decoder_layers is not None
     encoder = cfg.n_encoder_layers * (attn + ffn + 2 * ln) + final_ln

@@ -15,8 +15,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from scratchformer.errors import ConfigError
-from scratchformer.models.init import init_weights
+from scratchformer.models.init import check_family, init_weights
 from scratchformer.nn.config import ModelConfig
 from scratchformer.nn.embedding import Embeddings, positions_for
 from scratchformer.nn.kv_cache import DecoderCache
@@ -34,8 +33,7 @@ class Seq2SeqTransformer(nn.Module):
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        if config.arch != "seq2seq":
-            raise ConfigError(f"Seq2SeqTransformer needs a config with arch='seq2seq', got arch={config.arch!r}")
+        check_family(self, config)
         self.config = config
         C = config.d_model
         src_token = nn.Embedding(config.vocab_size, C)
@@ -83,7 +81,11 @@ class Seq2SeqTransformer(nn.Module):
         memory_key_mask = None if src_padding_mask is None else src_padding_mask.bool()
         x = self.decoder(x, memory, key_mask=key_mask, memory_key_mask=memory_key_mask, positions=positions,
                          cache=cache)
-        return F.linear(x, self.output_weight())  # (B, T, V_tgt)
+        return self.output_logits(x)  # (B, T, V_tgt)
+
+    def output_logits(self, hidden: Tensor, mask: Tensor | None = None) -> Tensor:
+        """The final linear layer: the decoder's ``(B, T, C)`` -> logits ``(B, T, V_tgt)`` (``mask`` unused)."""
+        return F.linear(hidden, self.output_weight())
 
     def forward(self, src: Tensor, tgt: Tensor, src_padding_mask: Tensor | None = None,
                 tgt_padding_mask: Tensor | None = None) -> Tensor:

@@ -19,8 +19,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from scratchformer.errors import ConfigError
-from scratchformer.models.init import init_weights
+from scratchformer.models.init import check_family, init_weights
 from scratchformer.nn.config import ModelConfig
 from scratchformer.nn.layers import Encoder
 from scratchformer.nn.patches import PatchEmbeddings
@@ -35,8 +34,7 @@ class ViT(nn.Module):
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        if config.arch != "vit":
-            raise ConfigError(f"ViT needs a config with arch='vit', got arch={config.arch!r}")
+        check_family(self, config)
         self.config = config
         self.embed = PatchEmbeddings(config)
         self.encoder = Encoder(config, config.n_layers)
@@ -51,4 +49,9 @@ class ViT(nn.Module):
 
     def forward(self, images: Tensor) -> Tensor:
         """Class logits ``(B, n_classes)`` from the class token's final state."""
-        return self.head(self.dropout(self.encode(images)[:, 0]))  # (B, C) -> (B, n_classes)
+        return self.output_logits(self.encode(images))
+
+    def output_logits(self, hidden: Tensor, mask: Tensor | None = None) -> Tensor:
+        """What follows the encoder: the class token's final state ``hidden[:, 0]`` through the head -> class logits
+        ``(B, n_classes)`` (``mask`` unused: every image has all its patches)."""
+        return self.head(self.dropout(hidden[:, 0]))  # (B, C) -> (B, n_classes)

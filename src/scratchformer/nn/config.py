@@ -1,20 +1,17 @@
-"""Typed model configuration: one dataclass for all three Transformer families.
+"""Typed model configuration: one dataclass for every Transformer family.
 
-``ModelConfig`` describes *what* network to build. ``arch`` picks the family:
-
-- ``"seq2seq"``  encoder-decoder (the paper, §3.1): translation and other sequence-to-sequence tasks;
-- ``"gpt"``      decoder-only language model (masked self-attention, no cross-attention), or a classifier of its
-  last real token (``pooling="last"``); ``"encoder"``: encoder-only classifier (BERT-like);
-- ``"vit"``      Vision Transformer (Dosovitskiy et al. 2021): the encoder of an image's patches, classified
-  from a class token. Its input is pixels, not token ids: ``image_size``, ``patch_size`` and ``channels``
-  describe it, and ``max_len`` follows from them (the patches and the class token).
+``ModelConfig`` describes *what* network to build. ``arch`` names the family, an entry of the family registry
+(``families.py``: what it reads, its stacks, its output, its defaults): ``"seq2seq"`` (the paper's encoder-decoder,
+§3.1), ``"gpt"`` (a decoder-only language model), ``"gpt-classifier"`` (a GPT's body classifying from each text's
+last real token; older runs wrote ``arch="gpt"`` with ``pooling="last"``), ``"encoder"`` (an encoder-only
+classifier, BERT-like) and ``"vit"`` (the Vision Transformer: pixels in, so ``image_size``, ``patch_size`` and
+``channels`` describe its input, and ``max_len`` follows from them: the patches and the class token).
 
 Architecture choices are single fields with a small set of named values. Fields left as ``None`` take the family's
-default in ``__post_init__`` (see ``FAMILY_DEFAULTS``): the paper's choices for ``seq2seq`` and ``encoder`` (post-LN,
-ReLU, sinusoidal positions, embeddings x sqrt(d_model)), GPT-2's for ``gpt`` (pre-LN, GELU, learned positions, no
-embedding scaling); the ViT paper's for ``vit`` (pre-LN, GELU, learned positions). The JSON written with a checkpoint
-is then complete: what stays ``None`` (``n_kv_heads``, ``head_size``, ``tgt_vocab_size``) follows from other fields
-(``kv_heads``, ``head_dim``, ``target_vocab_size``).
+default in ``__post_init__`` (``FAMILY_DEFAULTS``, the registry's): the paper's choices for ``seq2seq`` and
+``encoder``, GPT-2's for ``gpt``, the ViT paper's for ``vit``. The JSON written with a checkpoint is then complete:
+what stays ``None`` (``n_kv_heads``, ``head_size``, ``tgt_vocab_size``) follows from other fields (``kv_heads``,
+``head_dim``, ``target_vocab_size``).
 
 Impossible configurations raise ``ConfigError`` (a ``ValueError``) with a message naming the fields.
 """
@@ -27,11 +24,12 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal, get_args
 
 from scratchformer.errors import ConfigError
+from scratchformer.families import FAMILIES, Family, family, saved_family
 from scratchformer.nn.model_presets import PRESETS
 from scratchformer.nn.rope_scaling import check_rope_scaling
 
-# Each choice field's allowed values, written once: the blocks check against these types too (``choices``).
-Arch = Literal["seq2seq", "gpt", "encoder", "vit"]
+# Each choice field's allowed values, written once: the blocks check against these types too (``choices``). The
+# families (``arch``) are the registry's.
 Norm = Literal["post", "pre"]
 NormType = Literal["layernorm", "rmsnorm"]
 Activation = Literal["relu", "gelu", "gelu_tanh", "swiglu", "relu2"]
@@ -47,28 +45,19 @@ def choices(kind: Any) -> tuple[str, ...]:
     return get_args(kind)
 
 
-CHOICES: dict[str, tuple[str, ...]] = {"arch": choices(Arch), "norm": choices(Norm), "norm_type": choices(NormType),
-                                       "activation": choices(Activation), "positional": choices(Positional),
-                                       "pooling": choices(Pooling), "init": choices(Init),
-                                       "attention": choices(AttentionKind)}
+CHOICES: dict[str, tuple[str, ...]] = {"arch": tuple(FAMILIES), "norm": choices(Norm),
+                                       "norm_type": choices(NormType), "activation": choices(Activation),
+                                       "positional": choices(Positional), "pooling": choices(Pooling),
+                                       "init": choices(Init), "attention": choices(AttentionKind)}
 
-# The defaults of each family for the fields that default to None.
-FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
-    # "Attention Is All You Need": post-LN, ReLU, sinusoidal, shared + scaled embeddings.
-    "seq2seq": dict(norm="post", activation="relu", positional="sinusoidal",
-                    scale_embeddings=True, tie_embeddings=True),
-    # GPT-2: pre-LN with a final LayerNorm, GELU, learned positions, tied unscaled embeddings.
-    "gpt": dict(norm="pre", activation="gelu", positional="learned",
-                scale_embeddings=False, tie_embeddings=True),
-    # The paper's encoder stack with a classification head.
-    "encoder": dict(norm="post", activation="relu", positional="sinusoidal",
-                    scale_embeddings=True, tie_embeddings=False),
-    # ViT (Dosovitskiy et al. 2021, §3.1): pre-LN with a final LayerNorm, GELU, learned positions; no token
-    # embedding table, so nothing to scale or tie.
-    "vit": dict(norm="pre", activation="gelu", positional="learned", scale_embeddings=False, tie_embeddings=False),
-}
-# What the vocabulary fields hold in a ViT's config, where they mean nothing (it reads pixels): fixed values, so that
-# a ViT's config.json never suggests a vocabulary.
+# The defaults of each family for the fields that default to None (the registry's entries hold them).
+FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {name: entry.defaults for name, entry in FAMILIES.items()}
+# How each way to pool reads a text (or an image), for the message that refuses one a family lacks.
+POOLING_WORDS = {"mean": "the mean of its real tokens", "max": "each feature's largest value over its real tokens",
+                 "cls": "its first token ([CLS], or a class token)", "pooler": "BERT's pooler on its first token",
+                 "last": "its last real token"}
+# What the vocabulary fields hold in the config of a family that reads pixels (a ViT), where they mean nothing:
+# fixed values, so that its config.json never suggests a vocabulary.
 VIT_NO_VOCAB = dict(vocab_size=1, pad_id=0)
 
 
@@ -76,7 +65,7 @@ VIT_NO_VOCAB = dict(vocab_size=1, pad_id=0)
 class ModelConfig:
     """Hyper-parameters of a Transformer. Defaults are the paper's base model (Table 3)."""
 
-    arch: Arch = "seq2seq"
+    arch: str = "seq2seq"  # a family of the registry (families.py)
     vocab_size: int = 37000
     d_model: int = 512
     n_heads: int = 8
@@ -121,9 +110,10 @@ class ModelConfig:
     # every attention of the model (encoder, decoder self- and cross-attention); no new parameters. Causal
     # linear attention decodes with a fixed-size recurrent state instead of a KV cache (nn/linear_attention.py)
     attention: AttentionKind = "softmax"
-    # classifiers (encoder, vit; a gpt with pooling="last", its last real token: models/gpt_classifier.py)
+    # classifiers: the classes, and how the stack's states make one vector (the family's own way where it has one:
+    # a ViT's class token "cls", a GPT classifier's last real token "last")
     n_classes: int = 2
-    pooling: Pooling = "mean"  # a ViT always classifies from its class token ("cls")
+    pooling: Pooling = "mean"
     # vit only: square images of image_size x image_size pixels with `channels` channels (3 RGB, 1 grey), cut into
     # (image_size / patch_size)^2 patches of patch_size x patch_size pixels
     image_size: int = 32
@@ -131,29 +121,41 @@ class ModelConfig:
     channels: int = 3
 
     def __post_init__(self) -> None:
+        self.arch = saved_family({"arch": self.arch, "pooling": self.pooling}) or self.arch  # an older form
         for name, allowed in CHOICES.items():
             value = getattr(self, name)
             if name != "arch" and value is None:
                 continue
             if value not in allowed:
                 raise ConfigError(f"{name}={value!r} is not one of {', '.join(allowed)}")
-        for name, value in FAMILY_DEFAULTS[self.arch].items():
+        entry = family(self.arch)
+        for name, value in entry.defaults.items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
-        if self.arch == "vit":
-            self._vit_fields()
-        if self.arch == "seq2seq":
+        if entry.reads == "pixels":
+            self._pixel_fields()
+        if entry.two_stacks:
             self.n_encoder_layers = self.n_layers if self.n_encoder_layers is None else self.n_encoder_layers
             self.n_decoder_layers = self.n_layers if self.n_decoder_layers is None else self.n_decoder_layers
-        else:
-            for name in ("n_encoder_layers", "n_decoder_layers", "tgt_vocab_size"):
-                if getattr(self, name) is not None:
-                    raise ConfigError(f"{name} applies to arch='seq2seq' only, not arch={self.arch!r}")
-        self._validate()
-        self._heads()
+        for name in ("n_encoder_layers", "n_decoder_layers", "tgt_vocab_size"):
+            if getattr(self, name) is not None and not entry.two_stacks:
+                raise ConfigError(f"{name} applies to an encoder-decoder only, not arch={self.arch!r}")
+        self._pooling(entry)
+        self._validate(entry)
+        self._heads(entry)
 
-    def _vit_fields(self) -> None:
-        """A ViT's image fields checked; its sequence length and vocabulary fields set from them."""
+    def _pooling(self, entry: Family) -> None:
+        """``pooling`` checked against the family's ways to pool; the field's default ("mean") becomes the family's
+        own (a ViT's class token, a GPT classifier's last real token). A family that does not pool leaves it."""
+        if self.pooling == "mean" and entry.poolings and "mean" not in entry.poolings:  # "mean": set or not, unknown
+            self.pooling = entry.poolings[0]
+        if self.pooling != "mean" and self.pooling not in entry.poolings:
+            ways = " or ".join(f"{POOLING_WORDS[p]} (pooling={p!r})" for p in entry.poolings)
+            raise ConfigError(f"pooling={self.pooling!r} does not fit arch={self.arch!r}: "
+                              + (f"it classifies from {ways}" if ways else "it does not classify"))
+
+    def _pixel_fields(self) -> None:
+        """An image model's (a ViT's) image fields checked; its sequence length and vocabulary fields set from them."""
         for name in ("image_size", "patch_size", "channels"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -172,16 +174,13 @@ class ModelConfig:
         self.max_len = self.n_patches + 1
         for name in ("embedding_norm", "scale_embeddings", "tie_embeddings"):
             if getattr(self, name) is True:
-                raise ConfigError(f"{name} applies to token embeddings; arch='vit' has none (it reads pixels)")
-        if self.pooling not in ("mean", "cls"):  # "mean" is the field's default, set or not: it cannot tell
-            raise ConfigError(f"pooling={self.pooling!r} does not apply: a ViT classifies from its class token")
-        self.pooling = "cls"
+                raise ConfigError(f"{name} applies to token embeddings; arch={self.arch!r} has none (it reads pixels)")
         for name, value in VIT_NO_VOCAB.items():
             if getattr(self, name) not in (value, ModelConfig.__dataclass_fields__[name].default):
-                raise ConfigError(f"{name} does not apply to arch='vit' (it reads pixels, not tokens)")
+                raise ConfigError(f"{name} does not apply to arch={self.arch!r} (it reads pixels, not tokens)")
             setattr(self, name, value)
 
-    def _validate(self) -> None:
+    def _validate(self, entry: Family) -> None:
         ints = ["vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len", "n_classes", "pad_id",
                 "attention_window"]
         ints += [n for n in ("n_encoder_layers", "n_decoder_layers", "tgt_vocab_size") if getattr(self, n) is not None]
@@ -201,8 +200,9 @@ class ModelConfig:
         for name in ("n_layers", "n_encoder_layers", "n_decoder_layers", "attention_window"):
             if (getattr(self, name) or 0) < 0:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 0")
-        if self.attention_window and self.arch == "gpt":
-            raise ConfigError("attention_window applies to an encoder's self-attention; arch='gpt' has no encoder")
+        if self.attention_window and not entry.self_attending_encoder:
+            raise ConfigError(f"attention_window applies to an encoder's self-attention; arch={self.arch!r} has no "
+                              "encoder")
         if self.attention == "linear" and self.attention_window:
             raise ConfigError(f"attention_window={self.attention_window} needs attention='softmax': linear attention "
                               "sums over every earlier key and has no window")
@@ -219,13 +219,10 @@ class ModelConfig:
             raise ConfigError(f"layer_norm_eps={self.layer_norm_eps} must be > 0")
         if not 0 <= self.pad_id < min(self.vocab_size, self.tgt_vocab_size or self.vocab_size):
             raise ConfigError(f"pad_id={self.pad_id} is outside the vocabulary (vocab_size={self.vocab_size})")
-        if (self.arch in ("encoder", "vit") or self.pooling == "last") and self.n_classes < 1:
+        if entry.classifies and self.n_classes < 1:
             raise ConfigError(f"n_classes={self.n_classes} must be >= 1")
-        if (self.pooling == "last") != (self.arch == "gpt" and self.pooling != "mean"):  # "mean": a GPT that predicts
-            raise ConfigError(f"pooling={self.pooling!r} does not fit arch={self.arch!r}: a GPT classifies from its "
-                              "last real token (pooling='last'), an encoder pools by mean, max, cls or pooler")
 
-    def _heads(self) -> None:
+    def _heads(self, entry: Family) -> None:
         """The head fields: sizes that divide, grouped-query attention that fits, rotary settings that apply."""
         for name in ("n_kv_heads", "head_size"):
             if getattr(self, name) is not None and (type(getattr(self, name)) is not int or getattr(self, name) < 1):
@@ -235,9 +232,10 @@ class ModelConfig:
         if self.n_heads % self.kv_heads:
             raise ConfigError(f"n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}: each group "
                               "of queries shares one head of keys and values")
-        if self.kv_heads != self.n_heads and (self.attention == "linear" or self.arch != "gpt"):
-            raise ConfigError(f"n_kv_heads={self.n_kv_heads} needs arch='gpt' and attention='softmax' (grouped keys "
-                              f"and values are written for those), not {self.arch!r} and {self.attention!r}")
+        if self.kv_heads != self.n_heads and (self.attention == "linear" or not entry.decoder_only):
+            raise ConfigError(f"n_kv_heads={self.n_kv_heads} needs a decoder-only family (arch='gpt') and "
+                              "attention='softmax' (grouped keys and values are written for those), not "
+                              f"{self.arch!r} and {self.attention!r}")
         if self.positional == "rotary" and self.head_dim % 2:
             raise ConfigError(f"positional='rotary' needs an even head size, but the head size is {self.head_dim} "
                               f"(d_model={self.d_model} / n_heads={self.n_heads}, or head_size)")

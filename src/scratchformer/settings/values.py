@@ -10,6 +10,7 @@ import typing
 from typing import Any, Literal
 
 from scratchformer.errors import ConfigError
+from scratchformer.families import family
 from scratchformer.nn.config import ModelConfig
 from scratchformer.registry import spec
 from scratchformer.settings.config import TrainConfig, parse_bool
@@ -90,12 +91,12 @@ def split_settings(settings: dict[str, Any]) -> tuple[ModelConfig, TrainConfig]:
             raise ConfigError(f"unknown config key {key!r}{hint}")
     train = TrainConfig(**train_fields)
     task = spec(train.task)
-    model_fields["arch"] = task.family_for(model_fields.get("arch"))
-    if model_fields.get("pooling") == "last" and not task.labels:
-        raise ConfigError(f"pooling='last' makes a GPT classifier; task={task.name} has no classes to learn")
-    if task.labels and model_fields["arch"] == "gpt" and model_fields.get("pooling", "mean") == "mean":
-        model_fields["pooling"] = "last"  # a GPT classifies from its last real token (models/gpt_classifier.py)
+    arch = model_fields["arch"] = task.family_for(model_fields.get("arch"))
     default = task.default_max_len(train.max_seq_len)
     if "max_len" not in model_fields and default is not None:
         model_fields["max_len"] = default
-    return ModelConfig(**model_fields), train
+    model = ModelConfig(**model_fields)
+    if model.arch != arch:  # a pooling that names another family (pooling="last" on a GPT: a GPT classifier)
+        raise ConfigError(f"pooling={model.pooling!r} makes {family(model.arch).title}; task={task.name} builds "
+                          f"{family(arch).title}" + ("" if task.labels else " and has no classes to learn"))
+    return model, train

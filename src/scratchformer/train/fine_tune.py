@@ -18,9 +18,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from scratchformer.checkpoint import find_checkpoint, load_checkpoint, read_meta
+from scratchformer.checkpoint import checkpoint_family, find_checkpoint, load_checkpoint, read_meta
 from scratchformer.errors import ConfigError, DataError
-from scratchformer.models import EncoderClassifier, GPTClassifier, build_model
+from scratchformer.families import family, parts
+from scratchformer.models import build_model
 from scratchformer.nn.config import ModelConfig
 from scratchformer.registry import spec
 from scratchformer.settings.config import TrainConfig
@@ -36,19 +37,16 @@ def fine_tuned(run: Resolved, task: Task, log: Callable[[str], None]) -> nn.Modu
     further. The model settings the run gives (``Resolved.model_settings``) must leave its architecture as it is."""
     cfg, given = run.train, run.model_settings()
     base_dir = find_checkpoint(cfg.init_from)  # type: ignore[arg-type]
-    family = read_meta(base_dir)["model"]["arch"] if base_dir is not None else None
-    if family is not None:
-        task.spec.check_base(family, cfg.init_from)  # type: ignore[arg-type]
+    base_family = checkpoint_family(base_dir) if base_dir is not None else None
+    if base_family is not None:
+        task.spec.check_base(base_family, cfg.init_from)  # type: ignore[arg-type]
     if not task.spec.labels:
         return _whole_model(cfg, base_dir, given, task.model_config.arch, log).train()
-    if family == "gpt":
+    if base_dir is not None:
         base = load_checkpoint(base_dir)
-        model = _gpt_classifier(base.model, f"{base_dir} (step {base.step} of a task={base.task} run)", given, task,
-                                log)
-    elif base_dir is not None:
-        model = _from_run(base_dir, given, task, log)
+        model = _classifier(base.model, f"{base_dir} (step {base.step} of a task={base.task} run)", given, task, log)
     elif _folder_type(cfg) in ("llama", "qwen3", "gpt2"):  # a Hugging Face GPT folder: a GPT classifier too
-        model = _gpt_classifier(*_folder_gpt(cfg), given, task, log)
+        model = _classifier(*_folder_gpt(cfg), given, task, log)
     else:
         model = _from_bert(cfg, given, task, log)
     return _inputs_up_to(model, task.max_len, cfg.init_from).train()  # type: ignore[arg-type]
@@ -121,15 +119,12 @@ def _whole_model(cfg: TrainConfig, base_dir: Any, given: dict[str, Any], arch: s
     if base_dir is not None:
         base = load_checkpoint(base_dir)
         model, where = base.model.float(), f"{base_dir} (step {base.step} of a task={base.task} run)"
-    elif arch != "gpt":
-        raise ConfigError(f"init_from={cfg.init_from} is not a scratchformer run; task={cfg.task} trains further an "
-                          "encoder-decoder run (a task=translate run's directory)")
+    elif not family(arch).hf_plans:
+        raise ConfigError(f"init_from={cfg.init_from} is not a scratchformer run; task={cfg.task} trains further "
+                          f"{family(arch).title} run (a task={cfg.task} run's directory)")
     else:
         model, where = _folder_gpt(cfg)
     have: ModelConfig = model.config  # type: ignore[assignment]
-    if have.pooling == "last":
-        raise ConfigError(f"init_from={cfg.init_from} holds a GPT classifier; task={cfg.task} trains a language model "
-                          "further (start from the GPT run it was fine-tuned from)")
     if have.arch != arch:
         raise ConfigError(f"init_from={cfg.init_from} holds a {have.arch} model; task={cfg.task} trains a {arch} model "
                           "further")
@@ -160,42 +155,29 @@ def _from_bert(cfg: TrainConfig, given: dict[str, Any], task: Task, log: Callabl
     return model
 
 
-def _gpt_classifier(gpt: nn.Module, where: str, given: dict[str, Any], task: Task,
-                    log: Callable[[str], None]) -> nn.Module:
-    """A GPT's embeddings and decoder (a run's, or a Hugging Face folder's) under a new head that reads the last
-    real token; its ``lm_head`` is left behind."""
-    have: ModelConfig = gpt.config  # type: ignore[assignment]
+def _classifier(base: nn.Module, where: str, given: dict[str, Any], task: Task,
+                log: Callable[[str], None]) -> nn.Module:
+    """A classifier with the body of ``base`` (a run's model, or a Hugging Face GPT folder's) under a new head: the
+    family that classifies with that body (a GPT's: a GPT classifier, which reads the last real token; a classifier's
+    or an encoder's: its own). What only the base has (a language model's ``lm_head``) is left behind; ``dropout``
+    and ``pooling`` may be chosen anew (a pooling the family lacks is refused)."""
+    have: ModelConfig = base.config  # type: ignore[assignment]
     clash = [f"{k}={v!r} (it has {getattr(have, k)!r})" for k, v in sorted(given.items())
              if k not in ("arch", "pooling", "dropout", "max_len") and getattr(have, k) != v]
     if clash:
         raise ConfigError(f"init_from={where.split(' (')[0]} fixes the architecture; remove or match "
                           f"{', '.join(clash)}")
-    fields = {**have.to_dict(), "pooling": "last", "n_classes": task.model_config.n_classes,
-              "dropout": given.get("dropout", have.dropout)}
-    model = GPTClassifier(ModelConfig(**fields))
-    body = {k: v for k, v in gpt.state_dict().items() if not k.startswith(("lm_head.", "head."))}
-    missing, unexpected = model.load_state_dict(body, strict=False)
-    assert missing == ["head.weight"] and not unexpected, (missing, unexpected)
-    log(f"initialised from {where}; a GPT that classifies from its last real token: the classification head is new")
-    return model
-
-
-def _from_run(base_dir: Any, given: dict[str, Any], task: Task, log: Callable[[str], None]) -> nn.Module:
-    run = str(base_dir)
-    base = load_checkpoint(base_dir)
-    have = base.model_config
-    clash = [f"{k}={v!r} (it has {getattr(have, k)!r})" for k, v in sorted(given.items())
-             if k not in ("arch", "pooling", "dropout", "max_len") and getattr(have, k) != v]
-    if clash:
-        raise ConfigError(f"init_from={run} fixes the architecture; remove or match {', '.join(clash)}")
-    fields = {**have.to_dict(), "n_classes": task.model_config.n_classes,
+    target = family(have.arch).classifier or have.arch
+    fields = {**have.to_dict(), "arch": target, "n_classes": task.model_config.n_classes,
               "pooling": given.get("pooling", have.pooling), "dropout": given.get("dropout", have.dropout)}
-    model = EncoderClassifier(ModelConfig(**fields))
-    encoder = {k: v for k, v in base.model.state_dict().items() if not k.startswith(("head.", "pooler."))}
-    missing, unexpected = model.load_state_dict(encoder, strict=False)
-    assert not unexpected and all(k.startswith(("head.", "pooler.")) for k in missing), (missing, unexpected)
-    log(f"initialised from {run} (step {base.step} of a task={base.task} run; the classification "
-        "head" + (" and the pooler are" if model.pooler is not None else " is") + " new)")
+    model = build_model(ModelConfig(**fields))
+    new = {name for name, p in model.named_parameters() if id(p) in {id(q) for q in parts(model).head_parameters()}}
+    own = model.state_dict()
+    body = {k: v for k, v in base.state_dict().items() if k in own and k not in new}
+    missing, _ = model.load_state_dict(body, strict=False)
+    assert set(missing) == new, (missing, new)
+    log(f"initialised from {where}; {family(target).title}: the classification head"
+        + (" and the pooler are" if parts(model).pooler is not None else " is") + " new")
     return model
 
 

@@ -15,7 +15,7 @@ from torch import nn
 from scratchformer.adapters import fingerprint
 from scratchformer.checkpoint import find_checkpoint
 from scratchformer.errors import ConfigError
-from scratchformer.models import EncoderClassifier, GPTClassifier
+from scratchformer.families import family, parts
 from scratchformer.nn.lora import add_lora, lora_targets
 from scratchformer.settings.config import TrainConfig
 
@@ -33,8 +33,8 @@ def base_folder(cfg: TrainConfig) -> Path:
 def apply_lora(model: nn.Module, cfg: TrainConfig, log: Callable[[str], None]) -> nn.Module:
     """Freeze ``model``, add the adapters, leave a classifier's head (and pooler) trainable; returns ``model``."""
     targets = lora_targets(cfg.lora_targets)
-    heads = ("head.", "pooler.") if isinstance(model, (EncoderClassifier, GPTClassifier)) else ()
-    trained = [n for n, _ in model.named_parameters() if heads and n.startswith(heads)]
+    head = {id(p) for p in parts(model).head_parameters()} if family(model.config.arch).classifies else set()
+    trained = [n for n, p in model.named_parameters() if id(p) in head]  # a new head (and pooler) for the classes
     model.requires_grad_(False)
     try:
         count = add_lora(model, cfg.lora_rank, cfg.lora_alpha, targets, cfg.lora_dropout)

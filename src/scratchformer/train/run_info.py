@@ -17,6 +17,7 @@ from torch import nn
 from scratchformer.data.corpus.cache import corpora_dir
 from scratchformer.data.prepared import describe
 from scratchformer.distributed import DistInfo
+from scratchformer.families import family
 from scratchformer.nn.config import ModelConfig
 from scratchformer.settings.config import TrainConfig
 from scratchformer.settings.resolve import Resolved
@@ -25,17 +26,12 @@ from scratchformer.train.optim import Schedule
 
 __all__ = ["run_json", "summary"]
 
-FAMILY = {"seq2seq": "an encoder-decoder", "gpt": "a decoder-only GPT", "encoder": "an encoder",
-          "vit": "a Vision Transformer"}
-
-
 def summary(run: Resolved, task: Task, model: nn.Module, schedule: Schedule, info: DistInfo,
             device: torch.device) -> list[str]:
     """The lines a run prints at its start (module docstring)."""
     cfg, model_cfg = run.train, model.config
     n = sum(p.numel() for p in model.parameters())
-    family = FAMILY[model_cfg.arch] + (" reading its last real token" if model_cfg.pooling == "last" else "")
-    lines = [f"task={cfg.task}: {family}, {n:,} parameters (d_model {model_cfg.d_model}, "
+    lines = [f"task={cfg.task}: {family(model_cfg.arch).structure}, {n:,} parameters (d_model {model_cfg.d_model}, "
              f"{plural(model_cfg.n_layers, 'layer')}, {plural(model_cfg.n_heads, 'head')}, d_ff {model_cfg.d_ff}, "
              f"{_inputs(task, model_cfg)}; {plural(info.world_size, 'process', 'processes')} on {device}"]
     changed = run.changed()
@@ -88,7 +84,7 @@ def run_json(run: Resolved, cfg: TrainConfig, task: Task, model: nn.Module, line
 
 def _inputs(task: Task, cfg: ModelConfig) -> str:
     """What the model reads, for the first line of the summary: its tokens, or its images and their patches."""
-    if cfg.arch == "vit":
+    if family(cfg.arch).reads == "pixels":
         S, P = cfg.image_size, cfg.patch_size
         return (f"{S} x {S} images with {plural(cfg.channels, 'channel')} in {cfg.n_patches} patches of {P} x {P} "
                 f"and a class token), {plural(cfg.n_classes, 'class', 'classes')}")

@@ -5,6 +5,9 @@
                         (with tied embeddings, that matrix is the token embedding, which then trains too)
     trainable=last:N    the last N blocks (of the decoder, for an encoder-decoder), the final norm and the head
 
+The parts are where the family registry says each family keeps them (``families.parts``), so every family it lists
+takes the setting, and a family added later with it.
+
 A frozen weight keeps ``requires_grad=False``: no gradient is computed for it, the optimizer does not hold it
 (``optim.param_groups`` takes only what trains), and its value stays the same bit for bit. Dropout still acts in
 the frozen blocks during training, as it does in full fine-tuning.
@@ -15,21 +18,10 @@ from __future__ import annotations
 from torch import nn
 
 from scratchformer.errors import ConfigError
-from scratchformer.models import GPT, EncoderClassifier, Seq2SeqTransformer, ViT
+from scratchformer.families import parts
 from scratchformer.settings.config import trainable_blocks
 
 __all__ = ["apply_trainable"]
-
-
-def _parts(model: nn.Module) -> tuple[nn.ModuleList, nn.Module | None, list[nn.Parameter]]:
-    """(the blocks in order, the final norm or None, the head's parameters) of a model of any family."""
-    if isinstance(model, (GPT, Seq2SeqTransformer)):
-        return model.decoder.layers, model.decoder.norm, [model.output_weight()]  # type: ignore[list-item]
-    if isinstance(model, (EncoderClassifier, ViT)):
-        head = list(model.head.parameters())
-        pooler = getattr(model, "pooler", None)
-        return model.encoder.layers, model.encoder.norm, head + (list(pooler.parameters()) if pooler else [])
-    raise ConfigError(f"trainable does not know the parts of a {type(model).__name__}")
 
 
 def apply_trainable(model: nn.Module, trainable: str) -> tuple[int, int]:
@@ -38,7 +30,8 @@ def apply_trainable(model: nn.Module, trainable: str) -> tuple[int, int]:
     total = sum(p.numel() for p in model.parameters())
     if blocks_to_train is None:
         return sum(p.numel() for p in model.parameters() if p.requires_grad), total
-    blocks, norm, head = _parts(model)
+    where = parts(model)  # the family registry says where each part is
+    blocks, norm, head = where.blocks, where.final_norm, where.head_parameters()
     if blocks_to_train > len(blocks):
         raise ConfigError(f"trainable={trainable} asks for more blocks than the model has ({len(blocks)})")
     model.requires_grad_(False)

@@ -107,8 +107,7 @@ def export_view(ckpt_path: str | os.PathLike, out: str | os.PathLike, texts: Seq
     ckpt = load_explorable(ckpt_path)
     chosen = parse_options(options)
     results = [explore(ckpt, text, limits, **chosen) for text in texts]
-    view, initial = choose_view(results[0]["attention"], kind, layer, head,
-                                need_kind=picture and ckpt.model_config.arch == "seq2seq")
+    view, initial = choose_view(results[0]["attention"], kind, layer, head, need_kind=picture)
     if picture:
         return draw_view(view, results[0]["input"], out, layer, head)
     page = standalone_page(model_info(ckpt, limits, checkpoint_name(ckpt_path)), results, initial)

@@ -11,9 +11,10 @@ their probabilities and the probability that layer gives the token the model fin
      "final_probs": [[p, ...], ...],           # rows x positions
      "top": [[[{"token", "prob"}, ...], ...], ...], "readout": "...", "title": "..."}
 
-A classifier's view has its class probabilities after each layer through its pooling and head (``"kind":
-"classes"``, ``"labels"``, ``"probs"``: rows x classes); a masked-token pretrained encoder has no view
-(``"kind": "none"``), and its ``note`` says why.
+A classifier's view (an encoder's, a GPT classifier's, a ViT's) has its class probabilities after each layer through
+its pooling and head (``"kind": "classes"``, ``"labels"``, ``"probs"``: rows x classes); a masked-token pretrained
+encoder has no view (``"kind": "none"``), and its ``note`` says why. Which view a model has is its family's
+``lens`` (the family registry).
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from typing import Any
 import torch
 
 from scratchformer.checkpoint import Checkpoint
+from scratchformer.families import family
 from scratchformer.models.lens import class_lens, logit_lens
-from scratchformer.nn.config import ModelConfig
+from scratchformer.nn.config import POOLING_WORDS, ModelConfig
 
 LENS_TOP_K = 5  # tokens listed for each layer and position
 _DECIMALS = 6
@@ -37,7 +39,8 @@ def _rows(n_layers: int) -> list[str]:
 def readout(cfg: ModelConfig) -> str:
     """How a layer's residual stream is read, in a sentence for the page and the terminal."""
     norm = "RMSNorm" if cfg.norm_type == "rmsnorm" else "LayerNorm"
-    head = "its pooling and classification head" if cfg.arch == "encoder" else "the output layer"
+    head = (f"its pooling ({POOLING_WORDS[cfg.pooling]}) and classification head" if family(cfg.arch).classifies
+            else "the output layer")
     if cfg.norm == "pre":
         return (f"each row reads the residual stream after that layer as the model reads its last one: the final "
                 f"{norm}, then {head}; so the last row is the model's own output")
@@ -51,7 +54,8 @@ def token_lens(ckpt: Checkpoint, positions: list[str], input_ids: torch.Tensor |
     """The view of a GPT on ``input_ids (1, T)``, or of an encoder-decoder's decoder on ``tgt (1, T)`` over
     ``src (1, S)``; ``positions``: the labels of the tokens read."""
     cfg = ckpt.model_config
-    lens = logit_lens(ckpt.model, input_ids, src=src, tgt=tgt, top_k=LENS_TOP_K)
+    inputs = {"src": src, "tgt": tgt} if input_ids is None else {"input_ids": input_ids}
+    lens = logit_lens(ckpt.model, top_k=LENS_TOP_K, **inputs)
     label = ckpt.tokenizer.token_label
     final = lens.final_ids[0].tolist()
     top = [[[{"token": label(int(i)), "prob": round(float(p), _DECIMALS)} for i, p in zip(ids, probs)]
@@ -63,20 +67,20 @@ def token_lens(ckpt: Checkpoint, positions: list[str], input_ids: torch.Tensor |
             "final_probs": [[round(float(p), _DECIMALS) for p in row] for row in lens.final_probs[:, 0]], "top": top}
 
 
-def classes_lens(ckpt: Checkpoint, input_ids: torch.Tensor, labels: list[str] | None) -> dict[str, Any]:
-    """The view of an encoder classifier on ``input_ids (1, T)``; ``labels``: its classes' names, None for a
-    masked-token pretrained encoder (then a note instead of numbers)."""
+def classes_lens(ckpt: Checkpoint, inputs: torch.Tensor, labels: list[str] | None) -> dict[str, Any]:
+    """The view of a classifier on ``inputs`` (``input_ids (1, T)``, a ViT's ``images (1, ch, S, S)``); ``labels``:
+    its classes' names, None for a masked-token pretrained encoder (then a note instead of numbers)."""
     if labels is None:
         return {"kind": "none", "title": "Layer by layer (logit lens)",
                 "note": "no layer-by-layer view: an encoder predicts no next token (it reads the whole text at "
                         "once), and this masked-token pretrained encoder's classification head is untrained, "
                         "so its class probabilities would mean nothing"}
-    probs = class_lens(ckpt.model, input_ids)[:, 0]  # (L + 1, K)
+    probs = class_lens(ckpt.model, inputs)[:, 0]  # (L + 1, K)
     return {"kind": "classes", "title": "Class probabilities, layer by layer (logit lens)",
             "readout": readout(ckpt.model_config), "rows": _rows(len(probs) - 1), "labels": labels,
             "probs": [[round(float(p), _DECIMALS) for p in row] for row in probs],
-            "note": "an encoder predicts no next token (it reads the whole text at once): its lens is the class "
-                    "probabilities each layer would give"}
+            "note": "a classifier predicts no next token: its lens is the class probabilities each layer would "
+                    "give"}
 
 
 def _q(token: str) -> str:

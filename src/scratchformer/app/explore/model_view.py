@@ -6,13 +6,13 @@ ready for ``json.dumps``. The web server (``server.py``) only moves these dicts;
 
 The attention weights are the reference path's softmax(QK^T / sqrt(d_k)), recorded by
 ``nn.recording.attention_maps`` (the same numbers ``scratchformer plot attention`` draws), rounded to
-``DECIMALS`` places. Per family, besides the maps:
+``DECIMALS`` places. By the family's output (the family registry), besides the maps:
 
-- GPT: the next token's ``top_k`` most likely candidates and a sampled continuation (``generate``);
-- encoder-decoder: the output of beam search (``inference.translate_ids``), whose tokens are the
+- next-token (a GPT): the next token's ``top_k`` most likely candidates and a sampled continuation (``generate``);
+- translation (an encoder-decoder): the output of beam search (``inference.translate_ids``), whose tokens are the
   decoder's queries; a ``target`` given instead is teacher-forced;
-- classifier: every class's probability (none for a masked-token pretrained encoder, whose head is
-  untrained).
+- classes (an encoder classifier, a GPT classifier): every class's probability (none for a masked-token pretrained
+  encoder, whose head is untrained).
 
 and ``lens``: each layer's prediction, layer by layer (the logit lens, ``lens_view.py``): the next token's
 for a GPT and for the decoder of an encoder-decoder, the classes' for a classifier.
@@ -33,8 +33,9 @@ import torch
 from scratchformer.app.explore.lens_view import classes_lens, token_lens
 from scratchformer.checkpoint import Checkpoint, load_checkpoint
 from scratchformer.errors import ConfigError
+from scratchformer.families import family
 from scratchformer.generation import generate
-from scratchformer.inference import KIND_NAMES, encode_checked, model_kind, translate_ids
+from scratchformer.inference import encode_checked, translate_ids
 from scratchformer.nn.recording import ATTENTION_KINDS, attention_maps
 from scratchformer.registry import output_name, pretrains
 from scratchformer.tokenizers import BOS_ID
@@ -45,13 +46,9 @@ MAX_CHARS = 1000
 MAX_TOKENS = 128
 DECIMALS = 6  # enough that the rounding is invisible, few enough to keep the JSON small
 
-VIEW_TITLES = {
-    ("seq2seq", "encoder.self_attn"): "encoder self-attention",
-    ("seq2seq", "decoder.self_attn"): "decoder masked self-attention",
-    ("seq2seq", "decoder.cross_attn"): "cross-attention (decoder -> encoder)",
-    ("gpt", "decoder.self_attn"): "masked self-attention",
-    ("encoder", "encoder.self_attn"): "self-attention",
-}
+# Each kind of attention's title; a model of two stacks names the stack of its self-attention ("encoder ...").
+VIEW_TITLES = {"encoder.self_attn": "self-attention", "decoder.self_attn": "masked self-attention",
+               "decoder.cross_attn": "cross-attention (decoder -> encoder)"}
 
 
 class RequestError(ValueError):
@@ -76,22 +73,23 @@ class Limits:
 DEFAULT_LIMITS = Limits()
 
 
-# One table for every option the page can send: (families, type, default, low, high). None as a default
-# means "not set" (no top-k filter, no teacher-forced target).
+# One table for every option the page can send: (the outputs it applies to, type, default, low, high); the family
+# registry says each family's output. None as a default means "not set" (no top-k filter, no teacher-forced target).
 OPTIONS: dict[str, tuple[tuple[str, ...], type, Any, float | None, float | None]] = {
-    "top_k": (("gpt",), int, 10, 1, 50),                # next-token candidates listed
-    "max_new_tokens": (("gpt",), int, 40, 0, 200),      # length of the sampled continuation
-    "temperature": (("gpt",), float, 0.8, 0.05, 5.0),
-    "sample_top_k": (("gpt",), int, None, 1, 1000),     # top-k filter of the sampling
-    "seed": (("gpt",), int, 0, 0, 2**31 - 1),
-    "beam": (("seq2seq",), int, 4, 1, 8),
-    "length_penalty": (("seq2seq",), float, 0.6, 0.0, 2.0),
-    "target": (("seq2seq",), str, None, None, None),
+    "top_k": (("next-token",), int, 10, 1, 50),                # next-token candidates listed
+    "max_new_tokens": (("next-token",), int, 40, 0, 200),      # length of the sampled continuation
+    "temperature": (("next-token",), float, 0.8, 0.05, 5.0),
+    "sample_top_k": (("next-token",), int, None, 1, 1000),     # top-k filter of the sampling
+    "seed": (("next-token",), int, 0, 0, 2**31 - 1),
+    "beam": (("translation",), int, 4, 1, 8),
+    "length_penalty": (("translation",), float, 0.6, 0.0, 2.0),
+    "target": (("translation",), str, None, None, None),
 }
 
 
 def default_options(arch: str) -> dict[str, Any]:
-    return {name: spec[2] for name, spec in OPTIONS.items() if arch in spec[0]}
+    """The options of a model of family ``arch`` and their defaults."""
+    return {name: spec[2] for name, spec in OPTIONS.items() if family(arch).output in spec[0]}
 
 
 def parse_request(payload: Any, ckpt: Checkpoint, limits: Limits = DEFAULT_LIMITS) -> tuple[str, dict[str, Any]]:
@@ -110,7 +108,7 @@ def parse_request(payload: Any, ckpt: Checkpoint, limits: Limits = DEFAULT_LIMIT
             continue
         if name not in options:
             allowed = ", ".join(["text", *options])
-            raise RequestError(f"unknown field {name!r} for {KIND_NAMES[arch]}; allowed: {allowed}")
+            raise RequestError(f"unknown field {name!r} for {family(arch).title}; allowed: {allowed}")
         options[name] = _check_option(name, value)
     if options.get("target") is not None:
         check_text(options["target"], limits.max_chars, "target")
@@ -176,31 +174,33 @@ def _views(arch: str, maps: dict[str, torch.Tensor], labels: dict[str, list[str]
             layers.append(maps[name][0])  # (H, T, S) of the one example
         if layers:
             keys = labels["encoder"] if attn == "cross_attn" else labels[stack]
-            views.append({"kind": kind, "title": VIEW_TITLES[(arch, kind)], "queries": labels[stack],
+            title = VIEW_TITLES[kind] if attn == "cross_attn" or not family(arch).two_stacks else \
+                f"{stack} {VIEW_TITLES[kind]}"
+            views.append({"kind": kind, "title": title, "queries": labels[stack],
                           "keys": keys, "weights": _rounded(torch.stack(layers))})  # (L, H, T, S)
     return views
 
 
 def model_info(ckpt: Checkpoint, limits: Limits = DEFAULT_LIMITS, name: str | None = None) -> dict[str, Any]:
     """What the page shows about the model before any input: family, sizes, options and caps."""
-    cfg = ckpt.model_config
+    cfg, entry = ckpt.model_config, family(ckpt.model_config.arch)
     info: dict[str, Any] = {
-        "name": name, "family": cfg.arch, "family_name": KIND_NAMES[cfg.arch], "task": ckpt.task,
+        "name": name, "family": cfg.arch, "family_name": entry.title, "output": entry.output, "task": ckpt.task,
         "output_name": output_name(ckpt.task),
         "step": ckpt.step, "parameters": sum(p.numel() for p in ckpt.model.parameters()),
         "d_model": cfg.d_model, "n_heads": cfg.n_heads, "max_len": cfg.max_len,
-        "layers": {"encoder": cfg.n_encoder_layers, "decoder": cfg.n_decoder_layers} if cfg.arch == "seq2seq"
-        else {("decoder" if cfg.arch == "gpt" else "encoder"): cfg.n_layers},
+        "layers": {"encoder": cfg.n_encoder_layers, "decoder": cfg.n_decoder_layers} if entry.two_stacks
+        else {entry.stacks[0]: cfg.n_layers},
         "tokenizer": type(ckpt.tokenizer).__name__, "vocab_size": ckpt.tokenizer.vocab_size,
         "options": default_options(cfg.arch),
         "limits": {"max_chars": limits.max_chars, "max_tokens": limits.tokens_for(ckpt)},
     }
-    if cfg.arch == "encoder":
-        info["labels"] = _class_labels(ckpt)
+    if entry.classifies:
+        info["labels"] = class_labels(ckpt)
     return info
 
 
-def _class_labels(ckpt: Checkpoint) -> list[str] | None:
+def class_labels(ckpt: Checkpoint) -> list[str] | None:
     if pretrains(ckpt.task):
         return None  # its classification head was never trained
     return list(ckpt.extra.get("labels") or [str(i) for i in range(ckpt.model_config.n_classes)])
@@ -212,11 +212,13 @@ def explore(ckpt: Checkpoint, text: str, limits: Limits = DEFAULT_LIMITS, **opti
     family's output (see the module docstring). ``options``: ``OPTIONS`` of the family, checked as a
     request's are; missing ones take their defaults."""
     arch = ckpt.model_config.arch
+    entry = family(arch)
     text, options = parse_request({"text": text, **options}, ckpt, limits)
     limit = limits.tokens_for(ckpt)
     model = ckpt.model
-    result: dict[str, Any] = {"family": arch, "input": text, "options": options}
-    if arch == "seq2seq":
+    result: dict[str, Any] = {"family": arch, "output": entry.output, "input": text, "options": options,
+                              "lens_stack": entry.parts.blocks.split(".")[0]}
+    if entry.output == "translation":
         src = _tokens(ckpt, text, "input", limit, add_eos=True)
         if options["target"] is not None:
             out = _tokens(ckpt, options["target"], "target", limit - 1)
@@ -240,10 +242,9 @@ def explore(ckpt: Checkpoint, text: str, limits: Limits = DEFAULT_LIMITS, **opti
     input_ids = torch.tensor([ids])
     maps = attention_maps(model, input_ids=input_ids)
     labels = _labels(ckpt, ids)
-    stack = "decoder" if arch == "gpt" else "encoder"
     result["tokens"], result["token_ids"] = labels, ids
-    result["attention"] = _views(arch, maps, {stack: labels})
-    if arch == "gpt":
+    result["attention"] = _views(arch, maps, {entry.stacks[0]: labels})
+    if entry.output == "next-token":
         probs = model(input_ids)[0, -1].float().softmax(-1)  # (V,): the distribution of the next token
         top = torch.topk(probs, min(options["top_k"], probs.numel()))
         result["next_tokens"] = [{"id": int(i), "token": ckpt.tokenizer.token_label(int(i)), "prob": round(float(p), 6)}
@@ -254,7 +255,7 @@ def explore(ckpt: Checkpoint, text: str, limits: Limits = DEFAULT_LIMITS, **opti
         result["continuation"] = {"text": ckpt.tokenizer.decode(new), "tokens": _labels(ckpt, new), "token_ids": new}
         result["lens"] = token_lens(ckpt, labels, input_ids)
     else:
-        labels_out = _class_labels(ckpt)
+        labels_out = class_labels(ckpt)
         result["lens"] = classes_lens(ckpt, input_ids, labels_out)
         if labels_out is None:
             result["classes"] = None
@@ -267,22 +268,14 @@ def explore(ckpt: Checkpoint, text: str, limits: Limits = DEFAULT_LIMITS, **opti
 
 
 def load_explorable(path: str | Path) -> Checkpoint:
-    """The checkpoint at ``path`` if the explorer reads its family (text: GPT, encoder-decoder, classifier);
+    """The checkpoint at ``path`` if the explorer reads its family (every family that reads text);
     ``CheckpointError`` for a bad checkpoint, ``ConfigError`` for an image classifier."""
     ckpt = load_checkpoint(path)
-    if ckpt.model_config.arch == "vit":
-        raise ConfigError("the attention explorer reads text; draw an image classifier's (ViT) attention with "
-                          "scratchformer plot attention --ckpt RUN --image FILE --out attention.png")
-    refuse_gpt_classifier(ckpt)
+    if family(ckpt.model_config.arch).reads != "tokens":
+        raise ConfigError(f"the attention explorer reads text; draw {family(ckpt.model_config.arch).title}'s "
+                          "attention with scratchformer plot attention --ckpt RUN --image FILE --out attention.png")
     ckpt.check_tokenizer("explore")
     return ckpt
-
-
-def refuse_gpt_classifier(ckpt: Checkpoint) -> None:
-    """One line for a GPT classifier, which the explorer and the lens do not read (yet)."""
-    if model_kind(ckpt.model_config) == "gpt-classifier":
-        raise ConfigError("the explorer and the lens do not read a GPT classifier yet (a GPT with a head on its last "
-                          "real token); draw its attention with scratchformer plot attention --ckpt RUN --text TEXT")
 
 
 def checkpoint_name(path: str | Path) -> str:
@@ -292,5 +285,5 @@ def checkpoint_name(path: str | Path) -> str:
 
 
 __all__ = ["DECIMALS", "DEFAULT_LIMITS", "MAX_CHARS", "MAX_TOKENS", "OPTIONS", "Limits", "RequestError",
-           "checkpoint_name", "default_options", "explore", "load_explorable", "model_info", "parse_request",
-           "refuse_gpt_classifier"]
+           "checkpoint_name", "class_labels", "default_options", "explore", "load_explorable", "model_info",
+           "parse_request"]

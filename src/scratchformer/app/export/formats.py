@@ -1,13 +1,14 @@
 """Export trained models for serving without this package: ONNX (any runtime) and TorchScript (libtorch).
 
-One entry point per format, the same for the three families::
+One entry point per format, the same for every family that reads tokens (the family registry's ``exports``)::
 
     GPT                 input_ids (B, T) [, attention_mask (B, T)]       -> logits (B, T, V)
     Seq2SeqTransformer  src (B, S), tgt (B, T) [, src_padding_mask (B, S)]        -> logits (B, T, V_tgt)
     EncoderClassifier   input_ids (B, T) [, mask (B, T)]                  -> logits (B, K)
+    GPTClassifier       input_ids (B, T) [, mask (B, T)]                  -> logits (B, K)
 
 The graph inputs are the ``forward`` arguments named in ``example``: by default ``input_ids`` for GPT,
-``src, tgt, src_padding_mask`` for seq2seq and ``input_ids, mask`` for the classifier. Masks are boolean,
+``src, tgt, src_padding_mask`` for seq2seq and ``input_ids, mask`` for the classifiers. Masks are boolean,
 ``True`` = real token (the convention of the whole package); a mask left out of ``example`` is computed
 inside the graph as ``ids != pad_id``. Batch and sequence lengths are dynamic (ONNX axis names
 ``batch``, ``seq_len``, ``src_len``, ``tgt_len``), up to the model's ``max_len``; tests run every
@@ -48,7 +49,7 @@ from torch import Tensor, nn
 
 from scratchformer.extras import require
 from scratchformer.generation.common import eval_mode  # no dropout in an exported graph
-from scratchformer.models import GPT, EncoderClassifier, Seq2SeqTransformer
+from scratchformer.models import GPT, EncoderClassifier, GPTClassifier, Seq2SeqTransformer
 
 # Models above this size keep their weights in a side file ``NAME.data``: protobuf caps a file at 2 GiB.
 _EXTERNAL_DATA_BYTES = 1536 * 2**20
@@ -59,6 +60,7 @@ _LENGTH_AXIS: dict[type[nn.Module], dict[str, str]] = {
     Seq2SeqTransformer: {"src": "src_len", "tgt": "tgt_len", "src_padding_mask": "src_len",
                          "tgt_padding_mask": "tgt_len"},
     EncoderClassifier: {"input_ids": "seq_len", "mask": "seq_len"},
+    GPTClassifier: {"input_ids": "seq_len", "mask": "seq_len"},
 }
 
 Example = Mapping[str, Tensor] | Sequence[Tensor]
@@ -172,8 +174,8 @@ def _family(model: nn.Module) -> type[nn.Module]:
     for family in _LENGTH_AXIS:
         if isinstance(model, family):
             return family
-    raise ExportError(f"cannot export {type(model).__name__}: expected a GPT, Seq2SeqTransformer or "
-                      "EncoderClassifier")
+    raise ExportError(f"cannot export {type(model).__name__}: expected a "
+                      f"{', '.join(c.__name__ for c in _LENGTH_AXIS)}")
 
 
 def _device(model: nn.Module) -> torch.device:
@@ -192,7 +194,7 @@ def _default_example(model: nn.Module, family: type[nn.Module]) -> dict[str, Ten
         return {"src": ids(src_len), "tgt": torch.randint(1, max(cfg.target_vocab_size, 2), (2, length),
                                                           generator=gen),
                 "src_padding_mask": torch.ones(2, src_len, dtype=torch.bool)}
-    if family is EncoderClassifier:
+    if "mask" in _LENGTH_AXIS[family]:  # a classifier's real-token mask
         return {"input_ids": ids(length), "mask": torch.ones(2, length, dtype=torch.bool)}
     return {"input_ids": ids(length)}
 

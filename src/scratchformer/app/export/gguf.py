@@ -44,12 +44,27 @@ from scratchformer.models import GPT
 from scratchformer.nn.feedforward import FeedForward
 
 GGUF_TYPES = ("f32", "f16", "q8_0")
-_NEEDS = {  # setting -> (value for gpt2, value for llama, value for qwen3)
-    "norm": ("pre", "pre", "pre"), "norm_type": ("layernorm", "rmsnorm", "rmsnorm"),
-    "positional": (("learned", "none"), "rotary", "rotary"), "activation": (("gelu_tanh", "gelu"), "swiglu", "swiglu"),
-    "scale_embeddings": (False, False, False), "embedding_norm": (False, False, False),
-    "qk_norm": (False, False, True), "attention": ("softmax", "softmax", "softmax"),
-}
+
+
+@dataclass(frozen=True)
+class CppArch:
+    """A llama.cpp architecture a GPT maps onto: the settings it computes (each the values it takes) and how its
+    tensors and keys are laid out (the module docstring)."""
+
+    name: str
+    needs: dict[str, tuple]
+    layernorm: bool = False  # gpt2: LayerNorms with biases, the fused attn_qkv as in_proj stands
+    rotate_pairs: bool = False  # llama: rotary pairs (2j, 2j + 1), so the rows of W^Q and W^K are permuted
+
+
+_COMMON = dict(norm=("pre",), scale_embeddings=(False,), embedding_norm=(False,), attention=("softmax",))
+_LLAMA = dict(_COMMON, norm_type=("rmsnorm",), positional=("rotary",), activation=("swiglu",))
+CPP_ARCHS = (
+    CppArch("gpt2", dict(_COMMON, norm_type=("layernorm",), positional=("learned", "none"),
+                         activation=("gelu_tanh", "gelu"), qk_norm=(False,)), layernorm=True),
+    CppArch("llama", dict(_LLAMA, qk_norm=(False,)), rotate_pairs=True),
+    CppArch("qwen3", dict(_LLAMA, qk_norm=(True,))),
+)
 
 
 @dataclass(frozen=True)
@@ -59,22 +74,19 @@ class GGUFExport:
     summary: str
 
 
-def gguf_arch(model: torch.nn.Module) -> str:
-    """``"gpt2"``, ``"llama"`` or ``"qwen3"``: the llama.cpp architecture that computes ``model``; else
-    ``ExportError`` naming the settings that neither gpt2 nor llama computes."""
+def gguf_arch(model: torch.nn.Module) -> CppArch:
+    """The llama.cpp architecture (gpt2, llama or qwen3) that computes ``model``; else ``ExportError`` naming the
+    settings that neither gpt2 nor llama computes."""
     if not isinstance(model, GPT):
         raise ExportError(f"GGUF export is for a GPT (llama.cpp runs decoder-only models), not {type(model).__name__}")
     cfg = model.config
     misses = {}
-    for arch_i, arch in enumerate(("gpt2", "llama", "qwen3")):
-        bad = []
-        for name, values in _NEEDS.items():
-            want = values[arch_i]
-            if getattr(cfg, name) not in (want if isinstance(want, tuple) else (want,)):
-                bad.append(f"{name}={getattr(cfg, name)}")
+    for target in CPP_ARCHS:
+        bad = [f"{name}={getattr(cfg, name)}" for name, values in target.needs.items()
+               if getattr(cfg, name) not in values]
         if not bad:
-            return arch
-        misses[arch] = bad
+            return target
+        misses[target.name] = bad
     raise ExportError(f"llama.cpp cannot compute this GPT: {', '.join(misses['gpt2'])} (its gpt2 architecture) or "
                       f"{', '.join(misses['llama'])} (its llama architecture)")
 
@@ -121,7 +133,7 @@ def _rope_factors(cfg) -> np.ndarray:
     return (plain / scaled).float().numpy()
 
 
-def _llama_tensors(model: GPT, arch: str) -> dict[str, np.ndarray]:
+def _llama_tensors(model: GPT, rotate_pairs: bool) -> dict[str, np.ndarray]:
     """llama's tensors (W^Q, W^K rows permuted to its rotary pairs), or qwen3's: the same names, the rows as they
     are (llama.cpp rotates qwen3's pairs (j, j + D/2), as we do) and each layer's query and key norms."""
     cfg = model.config
@@ -138,7 +150,7 @@ def _llama_tensors(model: GPT, arch: str) -> dict[str, np.ndarray]:
         for name, start, size, heads in (("attn_q", 0, q, cfg.n_heads), ("attn_k", q, kv, cfg.kv_heads),
                                          ("attn_v", q + kv, kv, 0)):
             rows = slice(start, start + size)
-            fix = (lambda x, h=heads: _rope_rows(x, h)) if heads and arch == "llama" else (lambda x: x)
+            fix = (lambda x, h=heads: _rope_rows(x, h)) if heads and rotate_pairs else (lambda x: x)
             out[f"blk.{i}.{name}.weight"] = fix(w[rows])
             if b is not None:
                 out[f"blk.{i}.{name}.bias"] = fix(b[rows])
@@ -176,14 +188,14 @@ def _gelu_check(model: GPT, prompts: int = 4, new_tokens: int = 64) -> str:
     return f"activation=gelu written as llama.cpp's tanh GELU: the same greedy tokens on {prompts} prompts x {n}"
 
 
-def _keys(writer, arch: str, model: GPT) -> None:
+def _keys(writer, target: CppArch, model: GPT) -> None:
     cfg = model.config
     writer.add_context_length(cfg.max_len)
     writer.add_embedding_length(cfg.d_model)
     writer.add_block_count(len(model.decoder.layers))
     writer.add_feed_forward_length(cfg.d_ff)
     writer.add_head_count(cfg.n_heads)
-    if arch == "gpt2":
+    if target.layernorm:
         writer.add_layer_norm_eps(cfg.layer_norm_eps)
     else:
         writer.add_head_count_kv(cfg.kv_heads)
@@ -239,7 +251,7 @@ def export_gguf(model: torch.nn.Module, path: str | os.PathLike, *, tokenizer: o
     """Write ``model`` (a GPT) and ``tokenizer`` to the GGUF file ``path`` (atomically); see the module docstring."""
     if gguf_type not in GGUF_TYPES:
         raise ExportError(f"gguf_type={gguf_type!r} is not one of {', '.join(GGUF_TYPES)}")
-    arch = gguf_arch(model)
+    target = gguf_arch(model)
     if tokenizer is None:
         raise ExportError("a GGUF file carries its tokenizer: pass the checkpoint's")
     gguf_vocab(tokenizer)  # refuse an unmappable tokenizer before any work
@@ -247,17 +259,17 @@ def export_gguf(model: torch.nn.Module, path: str | os.PathLike, *, tokenizer: o
     import gguf
 
     path = _destination(path)
-    notes = [arch, gguf_type]
+    notes = [target.name, gguf_type]
     if model.config.activation == "gelu":
         notes.append(_gelu_check(model))
-    tensors = _gpt2_tensors(model) if arch == "gpt2" else _llama_tensors(model, arch)
+    tensors = _gpt2_tensors(model) if target.layernorm else _llama_tensors(model, target.rotate_pairs)
     file_type = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
                  "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[gguf_type]
     with _atomic_dir(path) as tmp:
-        writer = gguf.GGUFWriter(str(tmp / path.name), arch)
+        writer = gguf.GGUFWriter(str(tmp / path.name), target.name)
         writer.add_name("scratchformer")
         writer.add_file_type(file_type)
-        _keys(writer, arch, model)
+        _keys(writer, target, model)
         _tokenizer_keys(writer, tokenizer, model.config.vocab_size)
         kinds = [_add_tensor(writer, name, data, gguf_type) for name, data in tensors.items()]
         writer.write_header_to_file()
@@ -267,4 +279,4 @@ def export_gguf(model: torch.nn.Module, path: str | os.PathLike, *, tokenizer: o
         os.replace(tmp / path.name, path)
     if gguf_type == "q8_0" and "f16" in kinds:
         notes.append(f"{kinds.count('f16')} matrices with rows not a multiple of 32 kept as f16")
-    return GGUFExport(path, arch, "; ".join(notes))
+    return GGUFExport(path, target.name, "; ".join(notes))

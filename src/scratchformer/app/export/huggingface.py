@@ -10,13 +10,12 @@ What maps to what is ``interop.hf_models`` (the weights) and ``interop.hf_tokeni
 writes the directory, with a model card, and checks it. Every export is checked before it is published: the
 directory is loaded back with ``from_pretrained`` and its logits compared with the checkpoint's on random inputs,
 padded ones included (within 1e-5 of the largest logit's size), and the tokenizer's ids with scratchformer's on
-sample texts. It is written to a temporary directory beside ``DIR`` and renamed into place, so a failed or
-interrupted export leaves nothing half-written, and an existing ``DIR`` is replaced only with ``force=True``
-(``--force``). Where the two still differ in use: GPT-2 has no positions past ``max_len``, so transformers'
-``generate`` stops there while scratchformer's slides a window; called directly on a left-padded batch, GPT-2 needs
-``position_ids`` counted over real tokens (its ``generate`` passes them); an input longer than ``max_len`` is cut by
-scratchformer at ``max_len`` ids, by transformers' ``truncation=True`` with a pretrained tokenizer's final ``[SEP]``
-kept. A GPT's model card says the first two."""
+sample texts. It is written beside ``DIR`` and renamed into place (nothing half-written is ever left), and an
+existing ``DIR`` is replaced only with ``force=True`` (``--force``). Where the two still differ in use: GPT-2 has
+no positions past ``max_len``, so transformers' ``generate`` stops there while scratchformer's slides a window;
+called directly on a left-padded batch, GPT-2 needs ``position_ids`` counted over real tokens (its ``generate``
+passes them); an input longer than ``max_len`` is cut by scratchformer at ``max_len`` ids, by transformers'
+``truncation=True`` with a pretrained tokenizer's final ``[SEP]`` kept. A GPT's model card says the first two."""
 
 from __future__ import annotations
 
@@ -33,6 +32,7 @@ import torch
 from torch import Tensor, nn
 
 from scratchformer.checkpoint import load_checkpoint, read_meta, resolve
+from scratchformer.families import family
 from scratchformer.interop.hf_models import (
     BERT_CLASSIFIER,
     BERT_ENCODER,
@@ -69,7 +69,7 @@ def _check_inputs(cfg: ModelConfig, seed: int = 0) -> tuple[Tensor, Tensor]:
     ids = torch.randint(len(SPECIAL_TOKENS), max(cfg.vocab_size, len(SPECIAL_TOKENS) + 1), (3, T), generator=gen)
     ids = ids.clamp(max=cfg.vocab_size - 1)
     lengths, positions = torch.tensor([T, max(1, T // 2), 1]), torch.arange(T)[None, :]
-    mask = positions >= T - lengths[:, None] if cfg.arch == "gpt" else positions < lengths[:, None]  # (3, T)
+    mask = positions >= T - lengths[:, None] if family(cfg.arch).decoder_only else positions < lengths[:, None]
     return ids.masked_fill(~mask, cfg.pad_id), mask
 
 

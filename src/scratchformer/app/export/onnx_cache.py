@@ -136,7 +136,7 @@ def manifest_of(model: GPT | Seq2SeqTransformer, tokenizer: object | None = None
     """What ``onnx_decode.py`` reads: the graph files, the cache shapes, the special ids, the vocabulary."""
     cfg = model.config
     gpt = isinstance(model, GPT)
-    info = {"format": FORMAT, "version": 1, "arch": cfg.arch, "dtype": "float32",
+    info = {"format": FORMAT, "version": 1, "arch": cfg.arch, "decoder_only": gpt, "dtype": "float32",
             "graphs": {"decoder": "decoder.onnx"} if gpt else {"encoder": "encoder.onnx", "decoder": "decoder.onnx"},
             # "n_heads": the heads of the cache (n_kv_heads, with grouped-query attention)
             "n_layers": len(model.decoder.layers), "n_heads": cfg.kv_heads, "head_dim": cfg.head_dim,

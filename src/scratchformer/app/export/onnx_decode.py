@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     model = CachedModel(a.folder)
     ids = a.ids if a.ids else model.encode_text(a.prompt or "")
-    if model.manifest["arch"] == "gpt":
+    if model.manifest["decoder_only"]:  # a decoder alone continues a prompt; an encoder-decoder translates
         out = generate(model, [ids], a.max_new_tokens, do_sample=a.temperature > 0, temperature=a.temperature,
                        top_k=a.top_k, top_p=a.top_p, seed=a.seed)[0].tolist()
     else:

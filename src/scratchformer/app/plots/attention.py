@@ -21,6 +21,7 @@ from torch import Tensor
 
 from scratchformer.app.plots.common import DPI, Figure, save
 from scratchformer.checkpoint import Checkpoint
+from scratchformer.families import family
 from scratchformer.inference import encode_checked, translate_texts
 from scratchformer.nn.recording import ATTENTION_KINDS, attention_maps
 from scratchformer.tokenizers import BOS_ID, WORD_START
@@ -236,8 +237,8 @@ def plot_checkpoint_attention(ckpt: Checkpoint, text: str, path: str | os.PathLi
     """A trained checkpoint's attention for ``text`` (``scratchformer plot attention``). For an encoder-decoder
     the target is ``target`` or the model's own greedy translation, and ``kind`` defaults to the decoder's
     cross-attention; for a GPT, its self-attention; for a classifier, its encoder's."""
-    tok, model = ckpt.tokenizer, ckpt.model
-    if ckpt.model_config.arch == "seq2seq":
+    tok, model, entry = ckpt.tokenizer, ckpt.model, family(ckpt.model_config.arch)
+    if entry.two_stacks:
         src = encode_checked(tok, text, add_eos=True)
         target = target if target is not None else translate_texts(ckpt, [text], beam=1)[0]
         tgt = [BOS_ID] + encode_checked(tok, target)
@@ -249,7 +250,7 @@ def plot_checkpoint_attention(ckpt: Checkpoint, text: str, path: str | os.PathLi
     else:
         ids = encode_checked(tok, text) or [BOS_ID]
         maps = attention_maps(model, input_ids=torch.tensor([ids]))
-        kind = kind or ("decoder.self_attn" if ckpt.model_config.arch == "gpt" else "encoder.self_attn")
+        kind = kind or f"{entry.stacks[0]}.self_attn"
         queries = keys = [tok.token_label(i) for i in ids]
         target = None
     title = f"{kind}: {_shorten(text)}" + (f"\n-> {_shorten(target)}" if target is not None else "")

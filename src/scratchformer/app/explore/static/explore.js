@@ -19,10 +19,11 @@ const OPTION_UI = {
   target: ["target", "text", null, "optional: teacher-force this output instead of the translation"],
 };
 
+// By the family's output (the family registry's words).
 const PLACEHOLDERS = {
-  gpt: "type a prompt; the page shows how each token attends to the ones before it",
-  seq2seq: "type a sentence to translate",
-  encoder: "type a text to classify",
+  "next-token": "type a prompt; the page shows how each token attends to the ones before it",
+  translation: "type a sentence to translate",
+  classes: "type a text to classify",
 };
 
 const state = { info: null, result: null, view: 0, layer: 0, head: 0, kindChosen: false, request: null };
@@ -63,9 +64,9 @@ function showModel(info) {
     info.name, info.family_name, layers, `${info.n_heads} heads`, `d_model ${info.d_model}`,
     `${info.parameters.toLocaleString("en")} parameters`, `step ${info.step}`,
   ].filter(Boolean).join(" · ");
-  $("text-label").textContent = info.family === "gpt" ? "Prompt" : "Input";
+  $("text-label").textContent = info.output === "next-token" ? "Prompt" : "Input";
   const text = $("text");
-  text.placeholder = PLACEHOLDERS[info.family];
+  text.placeholder = PLACEHOLDERS[info.output];
   text.maxLength = info.limits.max_chars;
   buildOptions(info.options);
 }
@@ -173,7 +174,7 @@ function bars(rows, cls) {
 function renderOutput(data) {
   const out = $("output");
   out.replaceChildren();
-  if (data.family === "gpt") {
+  if (data.output === "next-token") {
     $("output-title").textContent = "Next token and a sampled continuation";
     const o = data.options;
     const settings = [`temperature ${o.temperature}`, o.sample_top_k ? `top-k ${o.sample_top_k}` : null,
@@ -188,7 +189,7 @@ function renderOutput(data) {
           el("p", { class: "continuation" },
             el("span", { class: "prompt", text: data.input }),
             el("span", { id: "continuation", class: "generated", text: data.continuation.text })))));
-  } else if (data.family === "seq2seq") {
+  } else if (data.output === "translation") {
     const given = data.target !== undefined;
     const t = given ? data.target : data.translation;
     $("output-title").textContent = given ? "Teacher-forced target"
@@ -279,9 +280,9 @@ function drawHeatmap() {
 
 // ------------------------------------------------------------------------------- layer by layer
 
-// The stack the lens reads: a classifier's encoder, else the decoder.
+// The stack the lens reads (an encoder-decoder's decoder; a one-stack model's own), as the page's data says.
 function lensStack() {
-  return state.result.family === "encoder" ? "encoder" : "decoder";
+  return state.result.lens_stack;
 }
 
 // The lens's row of the layer drawn above, when the drawn attention is of the stack the lens reads.
