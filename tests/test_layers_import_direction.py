@@ -11,6 +11,7 @@
     rank 1  models/ (the families' models, from nn/)   data/ (files by role -> tokenizer -> prepared corpora -> views)
     rank 1.5 interop/ (weights between scratchformer and other implementations: torch.nn, Hugging Face)
     rank 1.75 adapters.py (a LoRA run's checkpoint: its adapters alone, its base named and fingerprinted)
+    rank 1.9 model_source.py (what a path or a name holds: a run or a Hugging Face folder, found once)
     rank 2  settings/ (configs, presets, the precedence rule)   checkpoint.py (which reads a Hugging Face folder
             through interop/)   generation/
     rank 3  tasks/ (each task's batches, loss and evaluation)
@@ -35,7 +36,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "scratchformer"
 RANKS = {"lazy": -2, "extras": -2, "errors": -3, "atomic": -2, "paper": -2, "families": -1.5, "registry": -1,
          "distributed": -1, "nn": 0,
          "tokenizers": 0, "metrics": 0, "models": 1, "data": 1, "settings": 2, "checkpoint": 2, "generation": 2,
-         "interop": 1.5, "adapters": 1.75, "tasks": 3, "train": 4, "inference": 4, "app": 5}
+         "interop": 1.5, "adapters": 1.75, "model_source": 1.9, "tasks": 3, "train": 4, "inference": 4, "app": 5}
 RANKS["paper_train"] = -2  # beside paper.py, importing it as ``paper``: nothing of the package
 EXEMPT = {"__init__.py", "__main__.py"}
 MODULE_NAME = re.compile(r"scratchformer(\.\w+)+(:\w+)?")

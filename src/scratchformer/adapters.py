@@ -2,23 +2,31 @@
 
 A run with ``lora_rank > 0`` (``nn/lora.py``) trains only its adapters, and a classifier's head; the rest is the
 base model (``init_from``), frozen. So its ``model.safetensors`` holds only what it trained (``own_state``), and
-its ``config.json`` says on what:
+its ``config.json`` says on what (``LoRARecord``, the value the model carries as ``model.lora`` while it trains):
 
-    "lora": {"rank": 8, "alpha": 16.0, "dropout": 0.0, "targets": ["query", "key", ...],
+    "lora": {"rank": 8, "alpha": 16.0, "dropout": 0.0, "targets": ["query", "value"],
              "trained": ["head.weight", "head.bias"],                 # trained beside the adapters
              "base": {"init_from": "all-MiniLM-L6-v2",                # as the run named it
                       "path": "/.../all-MiniLM-L6-v2",                # where it was found (absolute)
-                      "sha256": "9a3f..."}}                           # of its weight files
+                      "sha256": "9a3f...",                            # of its weight files, in full
+                      "headers": "c41e..."}}                          # of their names, sizes, times and headers
 
-Loading one (``checkpoint.load_checkpoint``) finds the base at that path, checks its fingerprint (a base that
-moved or changed is refused, naming both), fills a model of the saved architecture from it (``fill_from_base``),
-adds the adapters and loads the run's own weights; then folds the adapters in, so that every command (generate,
-classify, translate, evaluate, explore, export) gets a plain model.
+Loading one (``model_source.ModelSource.load``) finds the base at that path and checks it is the one the adapters
+were trained on (``check_base``): cheaply first, by the digest of its files' names, sizes, modification times and
+safetensors headers (a few kilobytes read, whatever the size of the base: an 8B base is not hashed for every
+``generate``), and in full (sha256 of every byte) only when that differs (the base was copied, touched or
+changed): a base whose bytes changed is refused, naming both. ``scratchformer info RUN --verify`` hashes it in full
+on request; a run hashes its base in full when it is made. Then a model of the saved architecture is filled from
+the base (``fill_from_base``), the adapters are added, the run's own weights loaded, and the adapters folded in, so
+that every command gets a plain model.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import struct
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +34,44 @@ from torch import Tensor, nn
 
 from scratchformer.errors import ConfigError
 
-__all__ = ["check_base", "fill_from_base", "fingerprint", "lora_record", "own_state"]
+__all__ = ["BaseRecord", "LoRARecord", "check_base", "fill_from_base", "fingerprint", "header_digest", "lora_record",
+           "own_state"]
 
-POSITIONS = "embed.position_embedding.weight"  # a learned table a fine-tuned classifier may cut to its max_len
+
+@dataclass(frozen=True)
+class BaseRecord:
+    """The base a LoRA run adapts: as the run named it, where it was found, and its fingerprints."""
+
+    init_from: str
+    path: str
+    sha256: str  # every byte of its weight files
+    headers: str = ""  # its files' names, sizes, modification times and safetensors headers ("": an older run)
 
 
-def lora_record(model: nn.Module) -> dict[str, Any] | None:
-    """The ``lora`` entry of a model with adapters (set by ``train/lora.py`` or when loading), else None."""
+@dataclass(frozen=True)
+class LoRARecord:
+    """What a LoRA run adapted and how (``config.json``'s ``lora``)."""
+
+    rank: int
+    alpha: float
+    dropout: float
+    targets: tuple[str, ...]
+    trained: tuple[str, ...]  # the weights trained beside the adapters (a classifier's new head)
+    base: BaseRecord
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        return {**out, "targets": list(self.targets), "trained": list(self.trained)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LoRARecord:
+        base = BaseRecord(**{"headers": "", **data["base"]})
+        return cls(int(data["rank"]), float(data["alpha"]), float(data["dropout"]), tuple(data["targets"]),
+                   tuple(data["trained"]), base)
+
+
+def lora_record(model: nn.Module) -> LoRARecord | None:
+    """The record of a model with adapters (set by ``train/lora.py`` or when loading), else None."""
     return getattr(model, "lora", None)
 
 
@@ -43,17 +82,17 @@ def own_state(model: nn.Module) -> dict[str, Tensor]:
     state = model.state_dict()
     if record is None:
         return state
-    trained = set(record["trained"])
+    trained = set(record.trained)
     return {n: t for n, t in state.items() if ".lora_A." in n or ".lora_B." in n or n in trained}
 
 
 def weight_files(folder: Path) -> list[Path]:
-    """The weight files of a checkpoint or model folder: its ``*.safetensors``, else its ``*.bin``."""
-    return sorted(folder.glob("*.safetensors")) or sorted(folder.glob("*.bin"))
+    """The weight files of a checkpoint or model folder: its ``*.safetensors`` (a pickle is never read)."""
+    return sorted(folder.glob("*.safetensors"))
 
 
 def fingerprint(folder: Path) -> str:
-    """sha256 over the names and bytes of ``folder``'s weight files."""
+    """sha256 over the names and bytes of ``folder``'s weight files: every byte is read."""
     digest = hashlib.sha256()
     for file in weight_files(folder):
         digest.update(file.name.encode() + b"\0")
@@ -63,14 +102,31 @@ def fingerprint(folder: Path) -> str:
     return digest.hexdigest()
 
 
-def check_base(record: dict[str, Any], where: str) -> Path:
-    """The base folder of an adapter run's ``record`` (its ``lora`` entry), if it is still there, unchanged;
-    else ``ConfigError`` naming both the base recorded and what is found."""
-    base = record["base"]
-    path, want = Path(base["path"]), base["sha256"]
+def header_digest(folder: Path) -> str:
+    """sha256 over each weight file's name, size, modification time and safetensors header (the JSON at its start
+    that lists every tensor's name, dtype, shape and place): a few kilobytes read however large the files."""
+    digest = hashlib.sha256()
+    for file in weight_files(folder):
+        stat = file.stat()
+        digest.update(json.dumps([file.name, stat.st_size, stat.st_mtime_ns]).encode())
+        with file.open("rb") as f:
+            head = f.read(8)
+            size = struct.unpack("<Q", head)[0] if len(head) == 8 else 0
+            digest.update(head + f.read(min(size, stat.st_size)))
+    return digest.hexdigest()
+
+
+def check_base(record: LoRARecord, where: str, *, full: bool = False) -> Path:
+    """The base folder of an adapter run's ``record``, if it is still there, unchanged: cheaply checked by
+    ``header_digest``, in full (``fingerprint``) when that differs or ``full`` is asked. Else ``ConfigError`` naming
+    both the base recorded and what is found."""
+    base = record.base
+    path, want = Path(base.path), base.sha256
     if not path.is_dir() or not weight_files(path):
-        raise ConfigError(f"{where} holds LoRA adapters for the base {path} (init_from={base['init_from']}, sha256 "
+        raise ConfigError(f"{where} holds LoRA adapters for the base {path} (init_from={base.init_from}, sha256 "
                           f"{want[:12]}), which is no longer there: put it back at that path")
+    if not full and base.headers and header_digest(path) == base.headers:
+        return path
     have = fingerprint(path)
     if have != want:
         raise ConfigError(f"{where} holds LoRA adapters for the base {path} with sha256 {want[:12]}, but the weights "
@@ -80,13 +136,15 @@ def check_base(record: dict[str, Any], where: str) -> Path:
 
 def fill_from_base(model: nn.Module, base: dict[str, Tensor], own: set[str], where: Path) -> None:
     """Copy the base's weights into ``model`` (all but ``own``, which the run saved itself). A learned position
-    table longer than the model's gives its first rows (a classifier fine-tuned on shorter inputs)."""
+    table longer than the model's gives its first rows (a classifier fine-tuned on shorter inputs:
+    ``models.cut_positions``)."""
+    from scratchformer.models import cut_positions
+
+    base = cut_positions(base, model.config.max_len)
     for name, tensor in model.state_dict().items():
         if name in own:
             continue
         source = base.get(name)
-        if source is not None and name.endswith(POSITIONS) and source.shape[1:] == tensor.shape[1:]:
-            source = source[:tensor.shape[0]]
         if source is None or source.shape != tensor.shape:
             raise ConfigError(f"the base {where} has no weight {name} of shape {tuple(tensor.shape)}: it is not the "
                               "model these adapters were trained on")

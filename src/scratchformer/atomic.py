@@ -20,13 +20,14 @@ from pathlib import Path
 
 from scratchformer.errors import WriteError
 
-__all__ = ["atomic_dir", "atomic_write_text", "failed_write", "writing"]
+__all__ = ["atomic_dir", "atomic_write_text", "failed_write", "size_text", "writing"]
 
 
-def _size(n: int) -> str:
+def size_text(n: int) -> str:
+    """Bytes for a person: ``812 B``, ``7.1 kB``, ``55.0 MB``, ``1.24 GB``."""
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if n >= scale:
-            return f"{n / scale:,.1f} {unit}"
+            return f"{n / scale:,.{2 if unit == 'GB' else 1}f} {unit}"
     return f"{n} B"
 
 
@@ -37,10 +38,11 @@ def failed_write(err: BaseException, what: str, where: Path, needed: int | None 
     # torch.save reports a full disk as "unexpected pos", safetensors as "No space left on device (os error 28)"
     if code in (errno.ENOSPC, errno.EDQUOT) or any(w in str(err) for w in ("unexpected pos", "No space left")):
         try:
-            free = f"{_size(shutil.disk_usage(next(p for p in (where, *where.parents) if p.exists())).free)} are free"
+            free = shutil.disk_usage(next(p for p in (where, *where.parents) if p.exists())).free
+            free = f"{size_text(free)} are free"
         except (OSError, StopIteration):
             free = "the free space is unknown"
-        need = f"it needs about {_size(needed)}, " if needed else ""
+        need = f"it needs about {size_text(needed)}, " if needed else ""
         return WriteError(f"could not write {what} in {where}: no space left on device ({need}{free})",
                           code=errno.ENOSPC)
     reason = getattr(err, "reason", None) or getattr(err, "strerror", None) \

@@ -13,7 +13,8 @@ to a temporary sibling directory that is renamed into place, so a crash (even SI
 the previous checkpoint intact.
 
 Training and inference both use this module; it knows models and tokenizers, and keeps the training
-settings as the plain dictionary they were saved as (``settings.config.TrainConfig.from_dict`` types them).
+settings as the plain dictionary they were saved as (``settings.config.TrainConfig.from_dict`` types them). What a
+path holds (a run, a checkpoint, a Hugging Face folder) is worked out by ``model_source.find_source``.
 """
 
 from __future__ import annotations
@@ -26,18 +27,24 @@ from typing import Any
 import torch
 from torch import nn
 
-from scratchformer.adapters import check_base, fill_from_base, lora_record, own_state
+from scratchformer.adapters import lora_record, own_state
 from scratchformer.atomic import atomic_dir
-from scratchformer.errors import ConfigError
-from scratchformer.families import FAMILIES, family, saved_family
-from scratchformer.models import build_model
+from scratchformer.families import family
+from scratchformer.model_source import (  # re-exported: where a checkpoint is and what it holds
+    CheckpointError,
+    ModelSource,
+    find_checkpoint,
+    find_source,
+    load_weights,
+    read_meta,
+    resolve,
+)
 from scratchformer.nn.config import ModelConfig
-from scratchformer.nn.lora import add_lora, merge_lora
-from scratchformer.tokenizers import Tokenizer, load_tokenizer
+from scratchformer.tokenizers import Tokenizer
 
-
-class CheckpointError(ValueError):
-    """A checkpoint that is missing, incomplete, corrupt or of the wrong kind."""
+__all__ = ["Checkpoint", "CheckpointError", "ModelSource", "checkpoint_tokenizer", "find_checkpoint", "find_source",
+           "load_checkpoint", "load_model", "load_trainer_state", "load_weights", "read_meta", "resolve",
+           "save_checkpoint"]
 
 
 @dataclass
@@ -79,7 +86,7 @@ def save_checkpoint(directory: Path, model: nn.Module, tokenizer: Tokenizer | No
         else:  # the adapters and what trained beside them; the base is named, not copied (adapters.py)
             save_file({n: t.contiguous() for n, t in own_state(model).items()}, str(tmp / "model.safetensors"))
         meta = {"model": model_config.to_dict(), "train": dict(train), "step": step, **(extra or {}),
-                **({"lora": lora} if lora else {})}
+                **({"lora": lora.to_dict()} if lora else {})}
         (tmp / "config.json").write_text(json.dumps(meta, indent=2))
         if tokenizer is not None:
             tokenizer.save(tmp)
@@ -100,149 +107,24 @@ def _nbytes(*values: Any) -> int:
     return total
 
 
-def resolve(path: str | Path) -> Path:
-    """A checkpoint directory from a checkpoint or run directory (a run directory means its ``averaged/``
-    (``average_last``), else ``best/``, else ``last/``); falls back to the previous copy if a crash
-    interrupted the final rename."""
-    path = Path(path)
-    if not path.exists():
-        old = path.with_name(f".{path.name}.old")
-        if old.is_dir():
-            return old
-        raise CheckpointError(f"no checkpoint at {path}")
-    if (path / "model.safetensors").is_file() or not (path / "best").exists() and not (path / "last").exists():
-        if not (path / "config.json").is_file():
-            raise CheckpointError(f"{path} is not a checkpoint (no config.json)")
-        return path
-    for sub in ("averaged", "best", "last"):
-        for candidate in (path / sub, path / f".{sub}.old"):
-            if (candidate / "config.json").is_file():
-                return candidate
-    raise CheckpointError(f"{path} is a run directory without a complete best/ or last/ checkpoint")
-
-
-def find_checkpoint(path: str | Path) -> Path | None:
-    """The checkpoint directory if ``path`` is a scratchformer checkpoint or run directory, else ``None``
-    (a Hugging Face model folder, a model's name, nothing at all)."""
-    try:
-        ckpt = resolve(path)
-        return ckpt if {"model", "train"} <= read_meta(ckpt).keys() else None
-    except CheckpointError:
-        return None
-
-
-def checkpoint_family(ckpt: Path) -> str:
-    """The family (``ModelConfig.arch``) of the checkpoint in ``ckpt``, read from its config alone (an older form,
-    such as a GPT classifier saved as ``arch="gpt"`` with ``pooling="last"``, as today's)."""
-    fields = read_meta(ckpt)["model"]
-    return saved_family(fields) or str(fields.get("arch"))
-
-
-def read_meta(ckpt: Path) -> dict[str, Any]:
-    try:
-        meta = json.loads((ckpt / "config.json").read_text())
-        meta["model"]
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        name = err.__class__.__name__
-        raise CheckpointError(f"{ckpt / 'config.json'} is unreadable or incomplete ({name})") from None
-    return meta
-
-
-def load_weights(model: nn.Module, path: Path, device: str | torch.device = "cpu") -> None:
-    """Load ``model.safetensors`` into ``model``: every parameter exactly once (tied weights are stored once
-    and fill all their names). Raises ``CheckpointError``."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
-    try:
-        state = load_file(str(path), device=str(device))
-    except (SafetensorError, OSError, RuntimeError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else err.__class__.__name__
-        raise CheckpointError(f"{path} is corrupt or unreadable: {first}") from None
-    own = own_state(model)  # a LoRA run's model: its adapters (and head), not the frozen base
-    aliases: dict[int, list[str]] = {}
-    for name, tensor in own.items():
-        aliases.setdefault(tensor.data_ptr(), []).append(name)
-    missing = [n for n in own if n not in state and not any(a in state for a in aliases[own[n].data_ptr()])]
-    unexpected = sorted(set(state) - set(own))
-    if missing or unexpected:
-        raise CheckpointError(f"{path} does not match config.json: missing {missing[:3]}, unexpected {unexpected[:3]}")
-    try:
-        model.load_state_dict(state, strict=False)
-    except RuntimeError as err:
-        raise CheckpointError(f"{path} does not match config.json: {str(err).splitlines()[0]}") from None
-
-
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", *,
                     dtype: torch.dtype | None = None) -> Checkpoint:
     """Load model (eval mode), tokenizer and configs from a checkpoint (or run) directory, or from a Hugging Face
     folder of a Llama, Qwen3 or GPT-2 model (``interop.hf_folder``: its weights as stored, unless ``dtype``)."""
-    from scratchformer.interop.hf_folder import FolderError, is_hf_folder, load_folder
-
-    if is_hf_folder(path):
-        try:
-            model, tokenizer, architecture = load_folder(path, dtype)
-        except FolderError as err:
-            raise CheckpointError(str(err)) from None
-        return Checkpoint(model.to(map_location), tokenizer, model.config, {"task": "lm"}, 0,
-                          {"hf_architecture": architecture, "folder": str(path)})
-    ckpt = resolve(path)
-    meta = read_meta(ckpt)
-    try:
-        model_config = ModelConfig.from_dict(meta["model"])
-    except (ConfigError, TypeError) as err:
-        raise CheckpointError(f"{ckpt / 'config.json'} holds an invalid config: {err}") from None
-    model = build_model(model_config)
-    weights = ckpt / "model.safetensors"
-    if not weights.is_file():
-        raise CheckpointError(f"{weights} is missing")
-    if "lora" in meta:
-        model = _base_with_adapters(model, meta["lora"], ckpt)
-    load_weights(model, weights, map_location)
-    if "lora" in meta:
-        model = merge_lora(model)
-        del model.lora
-    if dtype is not None:
-        model.to(dtype)
-    tokenizer = checkpoint_tokenizer(ckpt, model_config)
-    extra = {k: v for k, v in meta.items() if k not in ("model", "train", "step")}
-    return Checkpoint(model.eval(), tokenizer, model_config, dict(meta.get("train", {})), int(meta.get("step", 0)),
-                      extra)
+    source = find_source(path)
+    model = source.load(dtype).to(map_location)
+    if source.kind == "folder":
+        return Checkpoint(model, source.tokenizer(), source.config, {"task": "lm"}, 0,
+                          {"hf_architecture": (source.meta.get("architectures") or [source.hf_type])[0],
+                           "folder": str(path)})
+    extra = {k: v for k, v in source.meta.items() if k not in ("model", "train", "step")}
+    return Checkpoint(model, source.tokenizer(), source.config, dict(source.meta.get("train", {})),
+                      int(source.meta.get("step", 0)), extra)
 
 
-def _base_with_adapters(model: nn.Module, lora: dict[str, Any], ckpt: Path) -> nn.Module:
-    """``model`` filled from the base a LoRA run adapted (found and checked, ``adapters.check_base``), with the
-    run's adapters added (their values still to load)."""
-    from scratchformer.interop.hf_folder import is_hf_folder, load_folder
-    from scratchformer.interop.huggingface import bert_from_pretrained
-
-    path = check_base(lora, str(ckpt))
-    config: ModelConfig = model.config  # type: ignore[assignment]
-    if find_checkpoint(path) is not None:
-        base = load_checkpoint(path).model
-    elif is_hf_folder(path) and json.loads((path / "config.json").read_text()).get("model_type") != "bert":
-        base = load_folder(path, torch.float32)[0]
-    else:
-        base = bert_from_pretrained(path, n_classes=config.n_classes, pooling=config.pooling)
-    with torch.no_grad():
-        fill_from_base(model, base.state_dict(), set(lora["trained"]), path)
-    add_lora(model, lora["rank"], lora["alpha"], tuple(lora["targets"]), lora["dropout"])
-    model.lora = lora
-    return model
-
-
-def checkpoint_tokenizer(ckpt: Path, model_config: ModelConfig | None = None) -> Tokenizer | None:
+def checkpoint_tokenizer(ckpt: Path) -> Tokenizer | None:
     """The tokenizer saved in checkpoint directory ``ckpt``; None for a model that reads pixels (a ViT)."""
-    from scratchformer.errors import DataError
-
-    fields = model_config.to_dict() if model_config is not None else read_meta(ckpt)["model"]
-    arch = saved_family(fields) or fields.get("arch")
-    if arch in FAMILIES and family(arch).reads != "tokens":
-        return None
-    try:
-        return load_tokenizer(ckpt)
-    except DataError as err:
-        raise CheckpointError(str(err)) from None
+    return find_source(ckpt).tokenizer()
 
 
 def load_trainer_state(path: str | Path) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from scratchformer.checkpoint import Checkpoint, CheckpointError
 from scratchformer.errors import DataError
 from scratchformer.families import FAMILIES, family
 from scratchformer.generation import generate, translate_ids
+from scratchformer.generation.common import cut_at_eos
 from scratchformer.models import GPT, EncoderClassifier, GPTClassifier, Seq2SeqTransformer
 from scratchformer.registry import pretrains
 from scratchformer.settings.config import TrainConfig
@@ -113,7 +114,7 @@ def answer_instruction(ckpt: Checkpoint, instruction: str, input_text: str = "",
     new = min(max_new_tokens, model.config.max_len - len(ids))
     out = generate(model, torch.tensor([ids]), new, do_sample=not greedy, temperature=temperature, top_k=top_k,
                    top_p=top_p, seed=seed, eos_id=tok.eos_id)[0, len(ids):].tolist()
-    return tok.decode(out[:out.index(tok.eos_id)] if tok.eos_id in out else out)
+    return tok.decode(cut_at_eos(out, tok.eos_id))
 
 
 def translate_texts(ckpt: Checkpoint, texts: list[str], *, beam: int = 4, length_penalty: float = 0.6) -> list[str]:

@@ -29,7 +29,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from scratchformer.app.arguments import Command, Parser, build, opt, settings_help, take_settings
+from scratchformer.app.arguments import Command, build, opt, settings_help, take_settings
 from scratchformer.app.options import INFERENCE, model_tools
 from scratchformer.errors import Interrupted, TrainingError
 from scratchformer.nn.config import CHOICES, PRESETS, ModelConfig
@@ -94,10 +94,6 @@ def commands() -> list[Command]:
     return [*TRAINING, *INFERENCE, *model_tools(sorted(PRESETS))]
 
 
-def build_parser() -> Parser:
-    return build("scratchformer", "Train and inspect Transformers written from scratch.", commands())
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     table = commands()
     parser = build("scratchformer", "Train and inspect Transformers written from scratch.", table)
@@ -127,4 +123,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-__all__ = ["build_parser", "main"]
+__all__ = ["main"]

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from scratchformer.checkpoint import checkpoint_family, find_checkpoint, load_checkpoint, load_trainer_state
+from scratchformer.checkpoint import find_source, load_checkpoint, load_trainer_state
 from scratchformer.checkpoint import resolve as resolve_ckpt
 from scratchformer.errors import ConfigError
 from scratchformer.families import family
@@ -143,9 +143,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise ConfigError("--hf-class applies to --format hf")
     if args.gguf_type != "f32" and args.format != "gguf":
         raise ConfigError("--gguf-type applies to --format gguf")
-    found = find_checkpoint(args.ckpt)  # a run's family says which formats it has; a folder's exporter says
-    if found is not None and args.format not in family(checkpoint_family(found)).exports:
-        entry = family(checkpoint_family(found))
+    entry = family(find_source(args.ckpt).family)  # which formats its family has: refused before any work
+    if args.format not in entry.exports:
         raise ConfigError(f"this checkpoint holds {entry.title}, which has no --format {args.format} export (its "
                           f"formats: {', '.join(entry.exports) or 'none yet'})")
     if args.format in ("onnx", "gguf"):

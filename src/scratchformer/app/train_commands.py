@@ -57,16 +57,18 @@ def _report(result: Any, out: Path, quiet: bool) -> None:
 
 def cmd_prepare(args: argparse.Namespace) -> int:
     """Prepare the corpora a ``train`` with the same settings and files would read (and say where, how big)."""
+    from scratchformer.atomic import size_text
     from scratchformer.data.corpus.cache import ENV_VAR, corpora_dir
     from scratchformer.data.pipeline import load_data
-    from scratchformer.data.prepared import describe, size_text
-    from scratchformer.tasks.build import starting_tokenizer
+    from scratchformer.data.prepared import describe
+    from scratchformer.train.fine_tune import starting_point
 
     run = settings_of(args)
     if not run.task.data.prepared:
         raise DataError(f"task={run.task.name} {run.task.data.held}; nothing is prepared")
-    data = load_data(run.task, run.train, run.data, tokenizer=starting_tokenizer(run.train), training=False,
-                     quiet=args.quiet)
+    base = starting_point(run) if run.train.init_from else None
+    data = load_data(run.task, run.train, run.data, tokenizer=base.tokenizer() if base is not None else None,
+                     training=False, quiet=args.quiet)
     prepared, tokenizer = data.prepared, data.tokenizer
     assert tokenizer is not None
     print(f"prepared corpora in {corpora_dir()} (set by ${ENV_VAR}); tokenizer: {tokenizer.kind}, "

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from scratchformer.data.image_splits import image_data
 from scratchformer.data.prepared import prepared_data
@@ -44,15 +45,16 @@ def _stderr(line: str) -> None:
 def load_data(task: TaskSpec, cfg: DataSettings, files: DataFiles, *, tokenizer: Tokenizer | None = None,
               labels: list[str] | None = None, training: bool = True, dist: DistInfo | None = None,
               say: Callable[[str], None] = _stderr, quiet: bool = False,
-              template: dict[str, str] | None = None) -> TaskData:
+              template: dict[str, str] | None = None, base: Path | None = None) -> TaskData:
     """The data ``task`` reads from ``files`` (or its named ``cfg.dataset``), ready to batch.
 
     ``tokenizer``: a checkpoint's, used as it is (else one is trained on the training data, or found trained
     before). ``labels``: a trained classifier's classes. ``training``: refuse data without a training split.
     ``dist``: the distributed run this process is part of (rank 0 prepares, the others wait for it).
-    ``template``: a checkpoint's prompt template (instruction records), used as it is."""
+    ``template``: a checkpoint's prompt template (instruction records), used as it is. ``base``: the folder of the
+    model a run starts from (``init_from``, found once), where a chat template is looked for."""
     data = READERS[task.data.kind](DataRequest(task, cfg, files, tokenizer, labels, dist or DistInfo(), say, quiet,
-                                               template))
+                                               template, base))
     if training and not data.has("train"):
         raise DataError(NO_TRAINING_DATA)
     return data

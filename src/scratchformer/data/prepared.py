@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
+from scratchformer.atomic import size_text
 from scratchformer.data.corpus import cache
 from scratchformer.data.corpus.prepare import source_bytes, training_texts, write_corpus
 from scratchformer.data.corpus.store import FORMAT_VERSION, CorruptCorpus, PreparedCorpus
@@ -34,7 +35,7 @@ from scratchformer.distributed import DistInfo, broadcast_object
 from scratchformer.errors import DataError
 from scratchformer.tokenizers import TOKENIZER_FILE, Tokenizer, load_tokenizer
 
-__all__ = ["TokenizerSettings", "describe", "prepared_data", "size_text", "tokenizer_settings", "tokenizer_trainer"]
+__all__ = ["TokenizerSettings", "describe", "prepared_data", "tokenizer_settings", "tokenizer_trainer"]
 
 Say = Callable[[str], None]
 
@@ -186,11 +187,3 @@ def describe(corpus: PreparedCorpus) -> str:
     tokens = " + ".join(counts)
     unit = ("document" if rows == 1 else "documents") if corpus.kind == "text" else ("row" if rows == 1 else "rows")
     return f"{tokens} tokens in {rows:,} {unit}, ids {corpus.id_type} (vocabulary {corpus.vocab_size:,})"
-
-
-def size_text(n: int) -> str:
-    """Bytes for a person: ``812 B``, ``7.1 kB``, ``55.0 MB``, ``1.24 GB``."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:,.{2 if unit == 'GB' else 1}f} {unit}"
-    return f"{n} B"

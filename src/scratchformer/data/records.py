@@ -40,7 +40,7 @@ def records_data(req: DataRequest) -> TaskData:
     cfg = req.cfg
     train, val, test = roles(req.task, req.files, cfg.dataset)
     template = (Template.from_dict(req.template) if req.template  # a checkpoint's: as it was trained
-                else find_template(getattr(cfg, "template", None) or "auto", _base(getattr(cfg, "init_from", None))))
+                else find_template(getattr(cfg, "template", None) or "auto", req.base))
     chosen: dict[str, tuple[list[dict[str, Any]], str]] = {}
     if cfg.dataset is not None:
         chosen.update(_book_split(cfg.dataset, cfg.data_dir))
@@ -79,12 +79,6 @@ def _rows(tok: Tokenizer, pairs: list[tuple[str, str]]) -> MemoryRows:
     answers = [tok.encode(r) + [tok.eos_id] for _, r in pairs]
     return MemoryRows({"ids": [p + a for p, a in zip(prompts, answers)], "n_prompt": [len(p) for p in prompts],
                        "ids.text": [p for p, _ in pairs], "response.text": [r for _, r in pairs]})
-
-
-def _base(init_from: str | None) -> Path | None:
-    """The folder of the model a run starts from, where ``init_from`` names one (its chat template is looked for
-    there)."""
-    return Path(init_from).expanduser() if init_from and Path(init_from).expanduser().is_dir() else None
 
 
 def _book_split(dataset: str, data_dir: str | None) -> dict[str, tuple[list[dict[str, Any]], str]]:

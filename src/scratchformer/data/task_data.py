@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -66,6 +67,7 @@ class DataRequest:
     say: Callable[[str], None]
     quiet: bool
     template: dict[str, str] | None = None  # instruction records: a checkpoint's prompt template, used as it is
+    base: Path | None = None  # the folder of the model a run starts from (init_from): its chat template is there
 
 
 @dataclass

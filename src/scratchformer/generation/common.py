@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
+from scratchformer.models import eval_mode
 
-@contextmanager
-def eval_mode(model: nn.Module) -> Iterator[None]:
-    """Decode without dropout, then give the model back in the mode it came in (mid-training samples)."""
-    was_training = model.training
-    model.eval()
-    try:
-        yield
-    finally:
-        model.train(was_training)
-
+__all__ = ["cut_at_eos", "default_limits", "eval_mode"]  # eval_mode: the models' own, where decoding finds it
 
 
 def default_limits(src_mask: Tensor, max_new_tokens: int | None, max_len: int) -> Tensor:

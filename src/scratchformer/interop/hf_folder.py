@@ -65,12 +65,40 @@ def is_hf_folder(path: str | Path) -> bool:
 
 
 def _architecture(hf: dict[str, Any], folder: Path) -> str:
-    names = hf.get("architectures") or []
-    by_type = {"llama": "LlamaForCausalLM", "qwen3": "Qwen3ForCausalLM", "gpt2": "GPT2LMHeadModel"}
-    name = names[0] if names else by_type.get(hf.get("model_type", ""), hf.get("model_type"))
-    if name not in ARCHITECTURES:
+    """The model type of a folder that ``load_folder`` reads (a Llama, Qwen3 or GPT-2): ``FolderError`` else."""
+    hf_type = folder_type(hf)
+    if hf_type not in ARCHITECTURES.values():
+        name = (hf.get("architectures") or [hf.get("model_type")])[0]
         raise FolderError(f"{folder} holds a {name} model; supported: {', '.join(ARCHITECTURES)}")
-    return ARCHITECTURES[name]
+    return hf_type
+
+
+def folder_type(hf: dict[str, Any]) -> str:
+    """A folder's ``model_type`` ("llama", "qwen3", "gpt2", "bert", ...), from its ``architectures`` where its
+    ``config.json`` names one."""
+    names = hf.get("architectures") or []
+    return ARCHITECTURES.get(names[0], str(hf.get("model_type", ""))) if names else str(hf.get("model_type", ""))
+
+
+def folder_config(folder: Path) -> tuple[dict[str, Any], str, ModelConfig]:
+    """A folder's ``config.json``, its model type and the ``ModelConfig`` it describes (a BERT encoder's with two
+    classes and mean pooling: its head is new), without reading a weight; ``FolderError`` for another kind."""
+    from scratchformer.errors import ConfigError
+    from scratchformer.interop.huggingface import bert_config
+
+    try:
+        hf = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        hf_type = folder_type(hf)
+        if hf_type == "bert":
+            return hf, hf_type, bert_config(hf)
+        return hf, hf_type, model_config(hf, _architecture(hf, folder))
+    except KeyError as err:
+        raise FolderError(f"{folder / 'config.json'} lacks {err.args[0]!r}") from None
+    except json.JSONDecodeError as err:
+        raise FolderError(f"{folder / 'config.json'} is not valid JSON (line {err.lineno}, column {err.colno}: "
+                          f"{err.msg})") from None
+    except (ConfigError, ValueError, OSError) as err:
+        raise FolderError(str(err) if isinstance(err, FolderError) else f"{folder / 'config.json'}: {err}") from None
 
 
 def _rope(hf: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
@@ -220,21 +248,6 @@ def load_folder(path: str | Path, dtype: torch.dtype | None = None) -> tuple[GPT
     return model.eval(), tokenizer, next(k for k, v in ARCHITECTURES.items() if v == family)
 
 
-def open_model_tokenizer(folder: Path) -> PretrainedTokenizer | None:
-    """The tokenizer of a Llama, Qwen3 or GPT-2 folder (with its config's special ids), None for another folder;
-    ``FolderError`` when such a folder has no ``tokenizer.json``."""
-    if not is_hf_folder(folder):
-        return None
-    hf = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    names = hf.get("architectures") or []
-    if not (names and names[0] in ARCHITECTURES or hf.get("model_type") in ARCHITECTURES.values()):
-        return None
-    tokenizer = folder_tokenizer(folder, hf, None)
-    if tokenizer is None:
-        raise FolderError(f"{folder} has no tokenizer.json: training on text needs the model's own tokenizer")
-    return tokenizer
-
-
 def folder_tokenizer(folder: Path, hf: dict[str, Any], cfg: ModelConfig | None) -> PretrainedTokenizer | None:
     """The folder's ``tokenizer.json`` with its special tokens, or None when there is none."""
     path = folder / "tokenizer.json"
@@ -250,3 +263,9 @@ def folder_tokenizer(folder: Path, hf: dict[str, Any], cfg: ModelConfig | None) 
         raise FolderError(f"{path} has {tokenizer.vocab_size:,} tokens, more than the model's vocab_size "
                           f"{cfg.vocab_size:,}")
     return tokenizer
+
+
+def gpt2_from_pretrained(model_dir: str | Path, dtype: torch.dtype = torch.float32) -> GPT:
+    """Load a Hugging Face GPT-2 directory (``GPT2LMHeadModel.save_pretrained``) into ``GPT``: ``load_folder``, by
+    ``huggingface.gpt2_plan``."""
+    return load_folder(model_dir, dtype)[0]

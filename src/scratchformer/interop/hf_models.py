@@ -6,8 +6,9 @@
     AutoModel.from_pretrained(DIR)                            # an encoder alone (--hf-class BertModel)
     AutoTokenizer.from_pretrained(DIR)
 
-The reverse of ``interop.gpt2_from_pretrained`` and ``interop.bert_from_pretrained``. The targets: ``GPT`` ->
-``GPT2LMHeadModel`` (or Llama, Qwen3); ``EncoderClassifier`` with ``pooling="pooler"`` ->
+The reverse of ``interop.gpt2_from_pretrained`` and ``interop.bert_from_pretrained``: their name plans
+(``gpt2_plan``, ``bert_plan``, ``hf_folder.llama_plan``) read the other way, each written once. The targets:
+``GPT`` -> ``GPT2LMHeadModel`` (or Llama, Qwen3); ``EncoderClassifier`` with ``pooling="pooler"`` ->
 ``BertForSequenceClassification``; the encoder of any ``EncoderClassifier`` (a ``task=mlm`` run's, or a mean-pooled
 classifier's) -> ``BertModel``. ``Seq2SeqTransformer`` is refused: no target architecture was chosen for it (ONNX and
 TorchScript export it).
@@ -18,7 +19,7 @@ GPT-2's projections are ``Conv1D`` layers that store ``(in, out)``, hence transp
 today's settings (RMSNorm, SwiGLU, rotary positions) becomes ``LlamaForCausalLM``, or ``Qwen3ForCausalLM`` with
 QK-norm (``hf_llama.py``).
 
-EncoderClassifier -> BertForSequenceClassification, name by name: the table of ``huggingface.py`` read the other
+EncoderClassifier -> BertForSequenceClassification, name by name: ``huggingface.bert_plan`` read the other
 way (theirs under ``bert.``, except ``classifier``; ``BertModel``: the same names without ``bert.``). A GPT that fits
 neither GPT-2 nor Llama/Qwen3 is refused naming what each target lacks.
 
@@ -56,6 +57,7 @@ from torch import Tensor, nn
 from scratchformer.extras import require
 from scratchformer.interop import hf_llama
 from scratchformer.interop.hf_llama import LLAMA_LM, QWEN3_LM
+from scratchformer.interop.huggingface import bert_plan, gpt2_plan
 from scratchformer.models import GPT, EncoderClassifier, Seq2SeqTransformer
 from scratchformer.nn.config import ModelConfig
 from scratchformer.registry import pretrains
@@ -195,56 +197,49 @@ def _token_table(model: GPT | EncoderClassifier) -> Tensor:
     return weight * scale if scale != 1.0 else weight
 
 
-def _put(state: dict[str, Tensor], name: str, module: nn.Linear | nn.LayerNorm, transpose: bool = False) -> None:
-    """``name.weight`` and ``name.bias`` of ``module``; zeros for the bias where it has none (``bias=false``)."""
-    state[name + ".weight"] = module.weight.t() if transpose else module.weight
-    size = module.out_features if isinstance(module, nn.Linear) else module.normalized_shape[0]
-    state[name + ".bias"] = module.bias if module.bias is not None else torch.zeros(size)
+def _with_zeros(model: GPT | EncoderClassifier, plan: list[tuple[str, list[str], bool]]) -> dict[str, Tensor]:
+    """``model``'s weights by our names, with what the target holds differently filled in: the token table as it
+    adds it, the position table (a sinusoid, or zeros), zeros for each bias the model has not (``bias=false``)."""
+    own = dict(model.state_dict())
+    own["embed.token.weight"], own["embed.position_embedding.weight"] = _token_table(model), _position_table(model)
+    for ours, _, _ in plan:
+        if ours not in own and ours.endswith(".bias"):  # a bias the model has not: the weight's rows of zeros
+            own[ours] = torch.zeros(own[ours.removesuffix(".bias") + ".weight"].shape[0])
+    return own
+
+
+def _by_plan(own: dict[str, Tensor], plan: list[tuple[str, list[str], bool]], prefix: str = "",
+             rows: list[int] | None = None) -> dict[str, Tensor]:
+    """Their names -> our tensors, by the loader's ``plan`` read the other way (``prefix``: where theirs live; a
+    stacked ``in_proj`` split back into ``rows``)."""
+    state: dict[str, Tensor] = {}
+    for ours, theirs, transpose in plan:
+        parts = own[ours].split(rows) if len(theirs) == 3 and rows else [own[ours]]
+        for name, tensor in zip(theirs, parts):
+            state[("" if name.startswith("lm_head.") else prefix) + name] = tensor.t() if transpose else tensor
+    return state
 
 
 def _gpt2_state(model: GPT) -> dict[str, Tensor]:
-    t = "transformer."
-    state = {t + "wte.weight": _token_table(model), t + "wpe.weight": _position_table(model),
-             "lm_head.weight": model.output_weight()}  # the token table itself when tied
-    _put(state, t + "ln_f", model.decoder.norm)
-    for i, layer in enumerate(model.decoder.layers):
-        h = f"{t}h.{i}."
-        _put(state, h + "ln_1", layer.self_attn_block.norm)
-        _put(state, h + "attn.c_attn", layer.self_attn.in_proj, transpose=True)  # Conv1D stores (in, out)
-        _put(state, h + "attn.c_proj", layer.self_attn.out_proj, transpose=True)
-        _put(state, h + "ln_2", layer.ffn_block.norm)
-        _put(state, h + "mlp.c_fc", layer.ffn.linear1, transpose=True)
-        _put(state, h + "mlp.c_proj", layer.ffn.linear2, transpose=True)
+    plan = gpt2_plan(model.config)
+    state = _by_plan(_with_zeros(model, plan), plan, "transformer.")
+    state["lm_head.weight"] = model.output_weight()  # the token table itself when tied: transformers holds both
     return state
 
 
 def _bert_state(model: EncoderClassifier, hf_class: str) -> dict[str, Tensor]:
     C = model.config.d_model
     b = "bert." if hf_class == BERT_CLASSIFIER else ""
-    e = b + "embeddings."
-    assert model.embed.norm is not None  # checked: embedding_norm=true
-    state = {e + "word_embeddings.weight": _token_table(model),
-             e + "position_embeddings.weight": _position_table(model),
-             e + "token_type_embeddings.weight": torch.zeros(1, C)}
-    _put(state, e + "LayerNorm", model.embed.norm)
-    for i, layer in enumerate(model.encoder.layers):
-        o = f"{b}encoder.layer.{i}."
-        qkv: dict[str, Tensor] = {}
-        _put(qkv, "in_proj", layer.self_attn.in_proj)
-        for j, name in enumerate(("query", "key", "value")):  # in_proj stacks W^Q, W^K, W^V: (3C, C)
-            for part in ("weight", "bias"):
-                state[o + f"attention.self.{name}.{part}"] = qkv[f"in_proj.{part}"][j * C:(j + 1) * C]
-        _put(state, o + "attention.output.dense", layer.self_attn.out_proj)
-        _put(state, o + "attention.output.LayerNorm", layer.attn_block.norm)
-        _put(state, o + "intermediate.dense", layer.ffn.linear1)
-        _put(state, o + "output.dense", layer.ffn.linear2)
-        _put(state, o + "output.LayerNorm", layer.ffn_block.norm)
+    plan = bert_plan(model.config, b)
+    state = _by_plan(_with_zeros(model, plan), plan, rows=[C, C, C])  # in_proj stacks W^Q, W^K, W^V: (3C, C)
+    state[b + "embeddings.token_type_embeddings.weight"] = torch.zeros(1, C)  # one segment, adding nothing
     if model.pooler is not None:
-        _put(state, b + "pooler.dense", model.pooler)
+        bias = model.pooler.bias if model.pooler.bias is not None else torch.zeros(C)
+        state[b + "pooler.dense.weight"], state[b + "pooler.dense.bias"] = model.pooler.weight, bias
     else:  # BertModel always has a pooler: zeros make its pooler_output plainly empty (tanh(0) = 0)
         state[b + "pooler.dense.weight"], state[b + "pooler.dense.bias"] = torch.zeros(C, C), torch.zeros(C)
     if hf_class == BERT_CLASSIFIER:
-        _put(state, "classifier", model.head)
+        state["classifier.weight"], state["classifier.bias"] = model.head.weight, model.head.bias
     return state
 
 

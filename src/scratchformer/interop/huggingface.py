@@ -1,8 +1,10 @@
-"""Hugging Face GPT-2 and BERT weights loaded into scratchformer's models, without ``transformers``.
+"""Hugging Face GPT-2 and BERT weights loaded into scratchformer's models, without ``transformers``; each name plan
+written once, here, and read both ways (``hf_models.py`` writes the same names back).
 
-``gpt2_from_pretrained`` and ``bert_from_pretrained`` read a directory as ``save_pretrained`` writes it
-(``config.json`` + ``model.safetensors``), without executing code from the files. Differences handled here,
-at load time, so the model code has no special cases:
+``hf_folder.gpt2_from_pretrained`` and ``bert_from_pretrained`` read a directory as ``save_pretrained`` writes it
+(``config.json`` + ``model.safetensors``, or its shards), without executing code from the files: a pickled
+``pytorch_model.bin`` is refused, as in every reader (``safetensors_files.py``). Differences handled here, at load
+time, so the model code has no special cases:
 
 - GPT-2 stores its projections as ``Conv1D`` weights ``(in, out)``: transposed to ``nn.Linear``'s
   ``(out, in)``. Its "gelu_new" activation is ``activation="gelu_tanh"``.
@@ -10,7 +12,8 @@ at load time, so the model code has no special cases:
   (``embedding_norm=True``), and adds a token-type embedding: for single-segment input (type 0) that row
   is a constant, so it is folded into the position table.
 
-GPT-2, name by name (``gpt2_plan``; theirs under ``transformer.``; ``i`` is the layer)::
+GPT-2, name by name (``gpt2_plan``; theirs under ``transformer.``; ``i`` is the layer; read by ``hf_folder.py``'s
+loader)::
 
     embed.token.weight                                  wte.weight (and lm_head.weight, when tied)
     embed.position_embedding.weight                     wpe.weight
@@ -23,7 +26,7 @@ GPT-2, name by name (``gpt2_plan``; theirs under ``transformer.``; ``i`` is the 
     decoder.norm.{weight,bias}                          ln_f.{weight,bias}
     lm_head.weight (untied)                             lm_head.weight (outside transformer.)
 
-BERT, name by name (theirs under ``bert.``, except ``classifier``; ``BertModel``: the same names without
+BERT, name by name (``bert_plan``; theirs under ``bert.``, except ``classifier``; ``BertModel``: the same names without
 ``bert.``)::
 
     embed.token.weight                               embeddings.word_embeddings.weight
@@ -55,31 +58,8 @@ import torch
 from torch import Tensor
 
 from scratchformer.interop.torch_nn import load_exact
-from scratchformer.models import GPT, EncoderClassifier
+from scratchformer.models import EncoderClassifier
 from scratchformer.nn.config import ModelConfig
-
-
-def _read_hf_dir(model_dir: str | Path) -> tuple[dict[str, Any], dict[str, Tensor]]:
-    """``config.json`` and the weights (``model.safetensors``, else ``pytorch_model.bin``) of a directory."""
-    model_dir = Path(model_dir)
-    config_path = model_dir / "config.json"
-    if not config_path.is_file():
-        raise FileNotFoundError(f"{model_dir} has no config.json (expected a Hugging Face save_pretrained directory)")
-    hf_config = json.loads(config_path.read_text())
-    if (model_dir / "model.safetensors").is_file():
-        from safetensors.torch import load_file
-
-        state = load_file(str(model_dir / "model.safetensors"))
-    elif (model_dir / "pytorch_model.bin").is_file():
-        state = torch.load(model_dir / "pytorch_model.bin", map_location="cpu", weights_only=True)
-    else:
-        raise FileNotFoundError(f"{model_dir} has neither model.safetensors nor pytorch_model.bin")
-    return hf_config, state
-
-
-def _strip_prefix(state: dict[str, Tensor], prefix: str) -> dict[str, Tensor]:
-    return {k[len(prefix):] if k.startswith(prefix) else k: v for k, v in state.items()}
-
 
 _HF_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 
@@ -123,15 +103,47 @@ def gpt2_plan(cfg: ModelConfig) -> list[tuple[str, list[str], bool]]:
     return plan
 
 
-def gpt2_from_pretrained(model_dir: str | Path, dtype: torch.dtype = torch.float32) -> GPT:
-    """Load a Hugging Face GPT-2 directory (``GPT2LMHeadModel.save_pretrained``) into ``GPT``."""
-    hf, state = _read_hf_dir(model_dir)
-    cfg = gpt2_config(hf, model_dir)
-    state = _strip_prefix(state, "transformer.")
-    ours = {mine: state[theirs[0]].t() if conv else state[theirs[0]] for mine, theirs, conv in gpt2_plan(cfg)}
-    model = GPT(cfg)
-    load_exact(model, {k: v.contiguous() for k, v in ours.items()})
-    return model.to(dtype).eval()
+Plan = list[tuple[str, list[str], bool]]  # (our name, their names stacked in this order, transposed)
+
+
+def bert_plan(cfg: ModelConfig, prefix: str = "bert.") -> Plan:
+    """Where each of our encoder's tensors is in a BERT folder (``prefix``: ``bert.`` for a classifier's,
+    nothing for ``BertModel``'s): W^Q, W^K and W^V stacked into ``in_proj``; the pooler and head are not in it."""
+    e = prefix + "embeddings."
+    plan: Plan = [("embed.token.weight", [e + "word_embeddings.weight"], False),
+                  ("embed.position_embedding.weight", [e + "position_embeddings.weight"], False),
+                  ("embed.norm.weight", [e + "LayerNorm.weight"], False),
+                  ("embed.norm.bias", [e + "LayerNorm.bias"], False)]
+    for i in range(cfg.n_layers):
+        b, o = f"{prefix}encoder.layer.{i}.", f"encoder.layers.{i}."
+        for kind in ("weight", "bias"):
+            plan.append((o + f"self_attn.in_proj.{kind}", [b + f"attention.self.{n}.{kind}"
+                                                           for n in ("query", "key", "value")], False))
+            plan += [(o + f"{ours}.{kind}", [b + f"{theirs}.{kind}"], False) for ours, theirs in (
+                ("self_attn.out_proj", "attention.output.dense"), ("attn_block.norm", "attention.output.LayerNorm"),
+                ("ffn.linear1", "intermediate.dense"), ("ffn.linear2", "output.dense"),
+                ("ffn_block.norm", "output.LayerNorm"))]
+    return plan
+
+
+def bert_config(hf: dict[str, Any], n_classes: int = 2, pooling: str = "mean") -> ModelConfig:
+    """The ``ModelConfig`` of a BERT ``config.json``, with a new head of ``n_classes`` pooled by ``pooling``;
+    ``ValueError`` for an option it does not hold."""
+    if hf.get("model_type", "bert") != "bert":
+        raise ValueError(f"the folder holds a {hf.get('model_type')!r} model, not bert")
+    if hf.get("position_embedding_type", "absolute") != "absolute":
+        raise ValueError(f"unsupported position_embedding_type={hf['position_embedding_type']!r}")
+    if hf.get("hidden_act", "gelu") not in _HF_ACTIVATIONS:
+        raise ValueError(f"unsupported hidden_act={hf.get('hidden_act')!r}")
+    return ModelConfig(
+        arch="encoder", vocab_size=hf["vocab_size"], d_model=hf["hidden_size"], n_heads=hf["num_attention_heads"],
+        n_layers=hf["num_hidden_layers"], d_ff=hf["intermediate_size"], max_len=hf["max_position_embeddings"],
+        dropout=hf.get("hidden_dropout_prob", 0.1), attention_dropout=hf.get("attention_probs_dropout_prob", 0.1),
+        norm="post", activation=_HF_ACTIVATIONS[hf.get("hidden_act", "gelu")], positional="learned",
+        scale_embeddings=False, tie_embeddings=False, embedding_norm=True,
+        layer_norm_eps=hf.get("layer_norm_eps", 1e-12), pad_id=hf.get("pad_token_id") or 0,
+        n_classes=n_classes, pooling=pooling,  # type: ignore[arg-type]
+    )
 
 
 def bert_from_pretrained(model_dir: str | Path, n_classes: int = 2, pooling: str = "mean",
@@ -141,54 +153,29 @@ def bert_from_pretrained(model_dir: str | Path, n_classes: int = 2, pooling: str
     ``last_hidden_state``; the classification head (``n_classes``) is freshly initialised. With
     ``pooling="pooler"`` the file's pooler (``pooler.dense``) is loaded too, if it has one.
     """
-    hf, state = _read_hf_dir(model_dir)
-    if hf.get("model_type", "bert") != "bert":
-        raise ValueError(f"{model_dir} holds a {hf.get('model_type')!r} model, not bert")
-    if hf.get("position_embedding_type", "absolute") != "absolute":
-        raise ValueError(f"unsupported position_embedding_type={hf['position_embedding_type']!r}")
-    if hf.get("hidden_act", "gelu") not in _HF_ACTIVATIONS:
-        raise ValueError(f"unsupported hidden_act={hf.get('hidden_act')!r}")
-    C = hf["hidden_size"]
-    cfg = ModelConfig(
-        arch="encoder", vocab_size=hf["vocab_size"], d_model=C, n_heads=hf["num_attention_heads"],
-        n_layers=hf["num_hidden_layers"], d_ff=hf["intermediate_size"], max_len=hf["max_position_embeddings"],
-        dropout=hf.get("hidden_dropout_prob", 0.1), attention_dropout=hf.get("attention_probs_dropout_prob", 0.1),
-        norm="post", activation=_HF_ACTIVATIONS[hf.get("hidden_act", "gelu")], positional="learned",
-        scale_embeddings=False, tie_embeddings=False, embedding_norm=True,
-        layer_norm_eps=hf.get("layer_norm_eps", 1e-12), pad_id=hf.get("pad_token_id") or 0,
-        n_classes=n_classes, pooling=pooling,  # type: ignore[arg-type]
-    )
-    state = _strip_prefix(state, "bert.")
-    e = "embeddings."
-    positions = state[e + "position_embeddings.weight"]
-    if e + "token_type_embeddings.weight" in state:  # segment 0 adds the same vector at every position
-        positions = positions + state[e + "token_type_embeddings.weight"][0]
-    ours: dict[str, Tensor] = {
-        "embed.token.weight": state[e + "word_embeddings.weight"],
-        "embed.position_embedding.weight": positions,
-        "embed.norm.weight": state[e + "LayerNorm.weight"],
-        "embed.norm.bias": state[e + "LayerNorm.bias"],
-    }
-    for i in range(cfg.n_layers):
-        b, o = f"encoder.layer.{i}.", f"encoder.layers.{i}."
-        qkv = [b + f"attention.self.{n}" for n in ("query", "key", "value")]
-        ours.update({
-            o + "self_attn.in_proj.weight": torch.cat([state[n + ".weight"] for n in qkv]),
-            o + "self_attn.in_proj.bias": torch.cat([state[n + ".bias"] for n in qkv]),
-            o + "self_attn.out_proj.weight": state[b + "attention.output.dense.weight"],
-            o + "self_attn.out_proj.bias": state[b + "attention.output.dense.bias"],
-            o + "attn_block.norm.weight": state[b + "attention.output.LayerNorm.weight"],
-            o + "attn_block.norm.bias": state[b + "attention.output.LayerNorm.bias"],
-            o + "ffn.linear1.weight": state[b + "intermediate.dense.weight"],
-            o + "ffn.linear1.bias": state[b + "intermediate.dense.bias"],
-            o + "ffn.linear2.weight": state[b + "output.dense.weight"],
-            o + "ffn.linear2.bias": state[b + "output.dense.bias"],
-            o + "ffn_block.norm.weight": state[b + "output.LayerNorm.weight"],
-            o + "ffn_block.norm.bias": state[b + "output.LayerNorm.bias"],
-        })
-    if pooling == "pooler" and "pooler.dense.weight" in state:  # BERT's pretrained pooler, when the file has it
-        ours.update({"pooler.weight": state["pooler.dense.weight"], "pooler.bias": state["pooler.dense.bias"]})
+    from scratchformer.interop.safetensors_files import WeightsError, reader, weight_map
+
+    folder = Path(model_dir)
+    if not (folder / "config.json").is_file():
+        raise FileNotFoundError(f"{folder} has no config.json (expected a Hugging Face save_pretrained directory)")
+    cfg = bert_config(json.loads((folder / "config.json").read_text(encoding="utf-8")), n_classes, pooling)
+    try:
+        files = weight_map(folder)
+    except WeightsError as err:
+        raise ValueError(str(err)) from None
+    prefix = "bert." if any(n.startswith("bert.") for n in files) else ""
+    e = prefix + "embeddings."
+    ours: dict[str, Tensor] = {}
+    with reader(files) as read:
+        for mine, theirs, _ in bert_plan(cfg, prefix):
+            ours[mine] = torch.cat([read(n) for n in theirs]) if len(theirs) > 1 else read(theirs[0])
+        if e + "token_type_embeddings.weight" in files:  # segment 0 adds the same vector at every position
+            ours["embed.position_embedding.weight"] = (ours["embed.position_embedding.weight"]
+                                                       + read(e + "token_type_embeddings.weight")[0])
+        if pooling == "pooler" and prefix + "pooler.dense.weight" in files:  # BERT's pretrained pooler
+            ours.update({"pooler.weight": read(prefix + "pooler.dense.weight"),
+                         "pooler.bias": read(prefix + "pooler.dense.bias")})
     model = EncoderClassifier(cfg)
     fresh = {k: v for k, v in model.state_dict().items() if k.startswith(("head.", "pooler.")) and k not in ours}
-    load_exact(model, {**{k: v.contiguous() for k, v in ours.items()}, **fresh})
+    load_exact(model, {**{k: v.float().contiguous() for k, v in ours.items()}, **fresh})
     return model.to(dtype).eval()

@@ -4,7 +4,10 @@ each family's class; ``build_model`` builds the one a config names."""
 
 from __future__ import annotations
 
-from torch import nn
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from torch import Tensor, nn
 
 from scratchformer.families import FAMILIES, family
 from scratchformer.models.classifier import EncoderClassifier
@@ -25,4 +28,23 @@ def build_model(config: ModelConfig) -> nn.Module:
     return MODEL_CLASSES[family(config.arch).name](config)
 
 
-__all__ = ["EncoderClassifier", "GPT", "GPTClassifier", "MODEL_CLASSES", "Seq2SeqTransformer", "ViT", "build_model"]
+@contextmanager
+def eval_mode(model: nn.Module) -> Iterator[None]:
+    """Run without dropout, then give the model back in the mode it came in (the lens, decoding, mid-training
+    samples, exports)."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+def cut_positions(state: dict[str, Tensor], max_len: int) -> dict[str, Tensor]:
+    """``state`` with each learned position table (``...embed.position_embedding.weight``) cut to its first
+    ``max_len`` rows: a model for shorter inputs (a classifier fine-tuned from a longer base) reads those rows."""
+    return {name: t[:max_len] if name.endswith("embed.position_embedding.weight") else t for name, t in state.items()}
+
+
+__all__ = ["EncoderClassifier", "GPT", "GPTClassifier", "MODEL_CLASSES", "Seq2SeqTransformer", "ViT", "build_model",
+           "cut_positions", "eval_mode"]

@@ -26,8 +26,6 @@ states are removed when the pass ends and no module keeps anything; the attentio
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +33,7 @@ import torch
 from torch import Tensor, nn
 
 from scratchformer.families import family, parts
+from scratchformer.models import eval_mode
 from scratchformer.nn.masks import padding_mask
 
 __all__ = ["TokenLens", "class_lens", "logit_lens", "read_out", "residual_stream"]
@@ -64,17 +63,6 @@ def read_out(model: nn.Module, state: Tensor, mask: Tensor | None = None) -> Ten
     return model.output_logits(state if norm is None else norm(state), mask)
 
 
-@contextmanager
-def _evaluating(model: nn.Module) -> Iterator[None]:
-    was_training = model.training
-    model.eval()  # dropout off: the lens reads the model as it predicts
-    try:
-        with torch.no_grad():
-            yield
-    finally:
-        model.train(was_training)
-
-
 @dataclass(frozen=True)
 class TokenLens:
     """The lens of a token-predicting model, every layer ``l`` (0: the embeddings; ``i + 1``: after block
@@ -97,7 +85,7 @@ def logit_lens(model: nn.Module, *inputs: Any, top_k: int = 5, **named: Any) -> 
     over ``src``), in eval mode without gradients. A layer's ``(B, T, V)`` probabilities are reduced at once,
     so a large vocabulary costs one layer's distribution at a time."""
     _needs(model, "tokens", "class_lens")
-    with _evaluating(model):
+    with eval_mode(model), torch.no_grad():
         states = residual_stream(model, *inputs, **named)
         last = read_out(model, states[-1]).float().softmax(-1)  # (B, T, V)
         final = last.argmax(-1)  # (B, T)
@@ -118,6 +106,6 @@ def class_lens(model: nn.Module, inputs: Tensor) -> Tensor:
     _needs(model, "classes", "logit_lens")
     tokens = family(model.config.arch).reads == "tokens"
     mask = padding_mask(inputs, model.config.pad_id) if tokens else None  # given to forward too: one mask
-    with _evaluating(model):
+    with eval_mode(model), torch.no_grad():
         states = residual_stream(model, inputs, *([mask] if tokens else []))
         return torch.stack([read_out(model, s, mask).float().softmax(-1) for s in states])

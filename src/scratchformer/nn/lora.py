@@ -32,7 +32,7 @@ from torch import Tensor, nn
 from scratchformer.nn.attention import MultiHeadAttention
 from scratchformer.nn.feedforward import FeedForward
 
-__all__ = ["LORA_TARGETS", "LoRALinear", "add_lora", "has_adapters", "lora_targets", "merge_lora"]
+__all__ = ["LORA_TARGETS", "LoRALinear", "add_lora", "lora_targets", "merge_lora"]
 
 LORA_TARGETS = ("query", "key", "value", "output", "ff")
 
@@ -154,10 +154,6 @@ def add_lora(model: nn.Module, rank: int, alpha: float, targets: tuple[str, ...]
             setattr(parent, attr, LoRALinear(getattr(parent, attr), chosen, rank, alpha, dropout))
             count += len(chosen)
     return count
-
-
-def has_adapters(model: nn.Module) -> bool:
-    return any(isinstance(m, LoRALinear) for m in model.modules())
 
 
 def merge_lora(model: nn.Module) -> nn.Module:

@@ -27,9 +27,6 @@ TRAIN_CHOICES: dict[str, tuple[str, ...]] = {"task": tuple(TASKS), "tokenizer": 
                                              "optimizer": get_args(OptimizerKind)}
 
 
-LORA_DEFAULTS: dict[str, Any] = {"lora_alpha": 16.0, "lora_dropout": 0.0, "lora_targets": "query,value"}
-
-
 def trainable_blocks(value: str) -> int | None:
     """``trainable``: ``"all"`` -> None (every weight), ``"head"`` -> 0 blocks, ``"last:N"`` -> N; else
     ``ConfigError``."""
@@ -218,7 +215,8 @@ class TrainConfig:
     def _check_lora(self) -> None:
         from scratchformer.nn.lora import lora_targets
 
-        given = [f"{n}={getattr(self, n)}" for n, default in LORA_DEFAULTS.items() if getattr(self, n) != default]
+        given = [f"{f.name}={getattr(self, f.name)}" for f in fields(self)  # a LoRA setting, not its default
+                 if f.name in ("lora_alpha", "lora_dropout", "lora_targets") and getattr(self, f.name) != f.default]
         if self.lora_rank < 0 or (self.lora_rank == 0 and given):
             raise ConfigError(f"lora_rank={self.lora_rank} turns LoRA off" + (f", so {', '.join(given)} has nothing "
                               "to set" if given else "") + ": give lora_rank=8, say (0 = no LoRA)")

@@ -54,16 +54,9 @@ def build_task(cfg: TrainConfig, model: ModelConfig, files: DataFiles | list[str
 
 def starting_tokenizer(cfg: TrainConfig) -> Tokenizer | None:
     """The tokenizer a run starts from when it is not trained on the data: fine-tuning (``init_from``) uses the
-    pretrained model's or the scratchformer run's own. None: train one."""
+    pretrained model's or the scratchformer run's own (``model_source``). None: train one."""
     if not cfg.init_from:
         return None
-    from scratchformer.checkpoint import find_checkpoint, load_checkpoint
-    from scratchformer.interop.hf_folder import open_model_tokenizer
-    from scratchformer.interop.pretrained import find_pretrained
-    from scratchformer.tokenizers import PretrainedTokenizer
+    from scratchformer.model_source import find_source
 
-    base = find_checkpoint(cfg.init_from)
-    if base is not None:
-        return load_checkpoint(base).tokenizer
-    folder = find_pretrained(cfg.init_from, cfg.data_dir)
-    return open_model_tokenizer(folder) or PretrainedTokenizer.from_file(folder / "tokenizer.json")
+    return find_source(cfg.init_from, cfg.data_dir).tokenizer()

@@ -130,7 +130,7 @@ class InstructTask(Task):
     @torch.no_grad()
     def answers(self, model: nn.Module, split: str, positions: Sequence[int]) -> list[str]:
         """The model's greedy answers to the prompts at ``positions`` (until its end token or ``max_len``)."""
-        from scratchformer.generation.common import eval_mode
+        from scratchformer.generation.common import cut_at_eos, eval_mode
         from scratchformer.generation.sampling import generate
 
         rows, tok = self.rows[split], self.tokenizer
@@ -143,7 +143,7 @@ class InstructTask(Task):
                 new = generate(model, ids.to(device), self.max_len - ids.size(1), eos_id=tok.eos_id,
                                attention_mask=mask.to(device))[:, ids.size(1):].tolist()
                 for i, row in zip(idx, new):
-                    out[i] = tok.decode(row[:row.index(tok.eos_id)] if tok.eos_id in row else row)
+                    out[i] = tok.decode(cut_at_eos(row, tok.eos_id))
         return out
 
     def samples(self, model: nn.Module) -> list[str]:

@@ -20,7 +20,7 @@ pipeline (``data.load_data``), the task object that batches it named by the task
 from scratchformer.lazy import lazy_exports
 
 _EXPORTS = {  # name -> the module that defines it
-    **dict.fromkeys(["train", "train_on", "trainer_for"], "scratchformer.train.start"),
+    **dict.fromkeys(["train", "trainer_for"], "scratchformer.train.start"),
     **dict.fromkeys(["Session", "open_run"], "scratchformer.train.session"),
     **dict.fromkeys(["Trainer"], "scratchformer.train.trainer"),
     **dict.fromkeys(["TrainResult", "TrainingError"], "scratchformer.train.result"),

@@ -8,29 +8,20 @@ The optimizer then holds only the adapters (and the head): ``optim.param_groups`
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 from torch import nn
 
-from scratchformer.adapters import fingerprint
-from scratchformer.checkpoint import find_checkpoint
+from scratchformer.adapters import BaseRecord, LoRARecord, fingerprint, header_digest
 from scratchformer.errors import ConfigError
 from scratchformer.families import family, parts
+from scratchformer.model_source import ModelSource
 from scratchformer.nn.lora import add_lora, lora_targets
 from scratchformer.settings.config import TrainConfig
 
 __all__ = ["apply_lora"]
 
 
-def base_folder(cfg: TrainConfig) -> Path:
-    """Where the base of ``init_from`` is: a checkpoint directory, else a model folder (absolute)."""
-    from scratchformer.interop.pretrained import find_pretrained
-
-    found = find_checkpoint(cfg.init_from)  # type: ignore[arg-type]
-    return (found if found is not None else find_pretrained(cfg.init_from, cfg.data_dir)).resolve()  # type: ignore[arg-type]
-
-
-def apply_lora(model: nn.Module, cfg: TrainConfig, log: Callable[[str], None]) -> nn.Module:
+def apply_lora(model: nn.Module, cfg: TrainConfig, base: ModelSource, log: Callable[[str], None]) -> nn.Module:
     """Freeze ``model``, add the adapters, leave a classifier's head (and pooler) trainable; returns ``model``."""
     targets = lora_targets(cfg.lora_targets)
     head = {id(p) for p in parts(model).head_parameters()} if family(model.config.arch).classifies else set()
@@ -43,12 +34,11 @@ def apply_lora(model: nn.Module, cfg: TrainConfig, log: Callable[[str], None]) -
     for name, p in model.named_parameters():
         if name in trained:
             p.requires_grad_(True)
-    base = base_folder(cfg)
-    model.lora = {"rank": cfg.lora_rank, "alpha": cfg.lora_alpha, "dropout": cfg.lora_dropout, "targets": list(targets),
-                  "trained": trained, "base": {"init_from": cfg.init_from, "path": str(base),
-                                               "sha256": fingerprint(base)}}
+    folder = base.path.resolve()  # hashed in full here, once: later loads check its headers (adapters.check_base)
+    model.lora = LoRARecord(cfg.lora_rank, cfg.lora_alpha, cfg.lora_dropout, tuple(targets), tuple(trained),
+                            BaseRecord(str(cfg.init_from), str(folder), fingerprint(folder), header_digest(folder)))
     train = sum(p.numel() for p in model.parameters() if p.requires_grad)
     total = sum(p.numel() for p in model.parameters())
     log(f"LoRA rank {cfg.lora_rank} on {', '.join(targets)}: {count} adapters; {train:,} of {total:,} weights train "
-        f"({100 * train / total:.2f} %)" + (" with the head" if trained else "") + f", the base {base} stays frozen")
+        f"({100 * train / total:.2f} %)" + (" with the head" if trained else "") + f", the base {folder} stays frozen")
     return model

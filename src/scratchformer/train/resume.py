@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from scratchformer.adapters import check_base
+from scratchformer.adapters import LoRARecord, check_base
 from scratchformer.checkpoint import CheckpointError, checkpoint_tokenizer, load_trainer_state, load_weights, read_meta
 from scratchformer.errors import RunDirError
 from scratchformer.train.lock import LOCK
@@ -104,6 +104,6 @@ def restore_weights(ckpt: Path, model: nn.Module, device: torch.device) -> dict[
     their base only if it is still where it was, unchanged."""
     lora = read_meta(ckpt).get("lora")
     if lora is not None:
-        check_base(lora, str(ckpt))
+        check_base(LoRARecord.from_dict(lora), str(ckpt))
     load_weights(model, ckpt / "model.safetensors", device)
     return load_trainer_state(ckpt)

@@ -11,6 +11,8 @@ from types import TracebackType
 import torch
 
 from scratchformer.distributed import DistInfo, cleanup, init_distributed
+from scratchformer.errors import ConfigError
+from scratchformer.model_source import ModelSource
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tokenizers import Tokenizer
 from scratchformer.train.device import pick_device
@@ -34,6 +36,7 @@ class Session:
     checkpoint: Path | None
     tokenizer: Tokenizer | None  # the resumed checkpoint's, or the one of the model fine-tuned from
     lock: RunLock | None = None  # held by the process that writes the run (rank 0)
+    base: ModelSource | None = None  # what init_from names (train/fine_tune.starting_point), found once
 
     @property
     def log(self) -> Callable[[str], None]:
@@ -58,7 +61,7 @@ class Session:
 
 
 def open_run(out: Path, cfg: TrainConfig, *, resume: bool = False, quiet: bool = False,
-             echo: Callable[[str], None] | None = None) -> Session:
+             echo: Callable[[str], None] | None = None, base: ModelSource | None = None) -> Session:
     """Pick the device; join the process group when started by ``torchrun``; on rank 0, take the run directory's
     lock (``lock.py``: one writer), refuse a directory that holds another run (or, resuming, nothing) and remove
     what a killed write left; find the checkpoint a resumed run continues from."""
@@ -76,7 +79,7 @@ def open_run(out: Path, cfg: TrainConfig, *, resume: bool = False, quiet: bool =
             check_out_dir(out, resume)
             remove_leftovers(out)
         ckpt = pick_checkpoint(out, progress.say) if resume else None
-        return Session(out, resume, device, dist, progress, ckpt, _tokenizer(ckpt, cfg), lock)
+        return Session(out, resume, device, dist, progress, ckpt, _tokenizer(ckpt, base), lock, base)
     except BaseException:
         if lock is not None:
             lock.release()
@@ -84,12 +87,16 @@ def open_run(out: Path, cfg: TrainConfig, *, resume: bool = False, quiet: bool =
         raise
 
 
-def _tokenizer(ckpt: Path | None, cfg: TrainConfig) -> Tokenizer | None:
-    """A resumed checkpoint's tokenizer, or the one of the encoder a classifier is fine-tuned from (``init_from``);
-    None: the data pipeline trains one."""
-    if ckpt is None and not cfg.init_from:
-        return None
-    from scratchformer.checkpoint import checkpoint_tokenizer
-    from scratchformer.tasks.build import starting_tokenizer
+def _tokenizer(ckpt: Path | None, base: ModelSource | None) -> Tokenizer | None:
+    """A resumed checkpoint's tokenizer, or the one of the model a run is fine-tuned from (``init_from``); None: the
+    data pipeline trains one."""
+    from scratchformer.model_source import find_source
 
-    return checkpoint_tokenizer(ckpt) if ckpt is not None else starting_tokenizer(cfg)
+    if ckpt is not None:
+        return find_source(ckpt).tokenizer()
+    if base is None:
+        return None
+    tokenizer = base.tokenizer()
+    if tokenizer is None:
+        raise ConfigError(f"{base.path} has no tokenizer.json: training on text needs the model's own tokenizer")
+    return tokenizer

@@ -29,7 +29,7 @@ from scratchformer.train.session import Session, open_run
 from scratchformer.train.trainable import apply_trainable
 from scratchformer.train.trainer import Trainer
 
-__all__ = ["Session", "open_run", "train", "train_on", "trainer_for"]
+__all__ = ["Session", "open_run", "train", "trainer_for"]
 
 
 def train(run: Resolved, out_dir: str | Path, *, resume: bool = False, echo: Callable[[str], None] | None = None,
@@ -38,16 +38,14 @@ def train(run: Resolved, out_dir: str | Path, *, resume: bool = False, echo: Cal
 
     ``run``: the settings, resolved (``settings.resolve``, or for ``resume`` the run's own,
     ``settings.resume_settings``), with the data files. ``echo``: where the run's lines go (standard error)."""
-    with open_run(Path(out_dir), run.train, resume=resume, quiet=quiet, echo=echo) as session:
+    from scratchformer.train.fine_tune import starting_point
+
+    base = starting_point(run) if run.train.init_from else None  # refused here, before any file is written or read
+    with open_run(Path(out_dir), run.train, resume=resume, quiet=quiet, echo=echo, base=base) as session:
         data = load_data(run.task, run.train, run.data, tokenizer=session.tokenizer, dist=session.dist,
-                         say=session.log, quiet=quiet, template=session.template)
+                         say=session.log, quiet=quiet, template=session.template,
+                         base=base.path if base is not None else None)
         return trainer_for(session, run, data).run()
-
-
-def train_on(session: Session, run: Resolved, data: TaskData) -> TrainResult:
-    """Train on ready data (``data.load_data``): the task, a new model (or one fine-tuned from ``init_from``),
-    the loop (``trainer.Trainer``)."""
-    return trainer_for(session, run, data).run()
 
 
 def trainer_for(session: Session, run: Resolved, data: TaskData) -> Trainer:
@@ -59,13 +57,14 @@ def trainer_for(session: Session, run: Resolved, data: TaskData) -> Trainer:
     torch.manual_seed(cfg.seed)
     from scratchformer.train.fine_tune import fine_tuned, fitted_to_base
 
-    run = fitted_to_base(run) if cfg.init_from else run  # inputs no longer than the base reads
+    base = session.base
+    run = fitted_to_base(run, base) if base is not None else run  # inputs no longer than the base reads
     task = make_task(cfg, run.model, data, session.log)
-    model = fine_tuned(run, task, session.log) if cfg.init_from else build_model(task.model_config)
+    model = fine_tuned(run, task, base, session.log) if base is not None else build_model(task.model_config)
     if cfg.lora_rank:
         from scratchformer.train.lora import apply_lora
 
-        apply_lora(model, cfg, session.log)
+        apply_lora(model, cfg, base, session.log)
     elif cfg.trainable != "all":
         trained, total = apply_trainable(model, cfg.trainable)
         session.log(f"trainable={cfg.trainable}: {trained:,} of {total:,} weights train, the others are frozen")
