@@ -406,3 +406,20 @@ def test_every_solution_runs_and_answers_each_exercise_of_its_page(solution, tmp
     assert done.returncode == 0, done.stderr[-3000:]
     answered = re.findall(r"^Exercise (\d+\.\d+): ", done.stdout, re.M)
     assert answered == numbers, (answered, numbers)
+
+
+def test_the_layout_page_names_every_module_and_folder_in_its_layer_s_order():
+    """docs/reference/layout.md is the map: every top-level module and folder of the package, in the order of the
+    layers (``RANKS``), and every file of ``nn/``, so a module added without a line there fails here."""
+    from test_layers_import_direction import PACKAGE, RANKS
+
+    page = (ROOT / "docs" / "reference" / "layout.md").read_text(encoding="utf-8")
+    start = page.index("```\nsrc/scratchformer/") + 4
+    block = page[start:page.index("```", start)].splitlines()[1:]
+    top = [line.split()[0].rstrip("/").removesuffix(".py") for line in block if re.match(r"  \S", line)]
+    package = {p.stem for p in PACKAGE.iterdir() if p.suffix == ".py" and p.name not in ("__init__.py", "__main__.py")}
+    package |= {p.name for p in PACKAGE.iterdir() if p.is_dir() and any(p.rglob("*.py"))}
+    assert sorted(top) == sorted(package), set(top) ^ package
+    assert [RANKS[t] for t in top] == sorted(RANKS[t] for t in top), top
+    nn = [line.split()[0] for line in block if re.match(r"    \S+\.py", line)]
+    assert sorted(nn) == sorted(p.name for p in (PACKAGE / "nn").glob("*.py") if p.name != "__init__.py")

@@ -170,6 +170,56 @@ def test_an_adapter_run_whose_base_moved_or_changed_is_refused_naming_both(base_
     assert "no longer there" in line and str(copy / "best") in line, line
 
 
+def test_loading_a_lora_run_checks_its_base_by_its_headers_and_hashes_it_in_full_only_when_they_differ(
+        base_run, tmp_path, capsys, monkeypatch):
+    """A large base is not hashed for every command: loading reads its files' sizes, times and headers (a few kB);
+    every byte only when those differ (the base copied, or changed: then refused), and with ``info --verify``."""
+    import scratchformer.adapters as adapters
+
+    base, text = base_run
+    copy = tmp_path / "base"
+    shutil.copytree(base, copy)
+    out = tmp_path / "lora"
+    lora_run(copy, text, out)
+    hashed, read = [], []
+    full, opened = adapters.fingerprint, Path.open
+
+    class Counted:  # a weight file opened by the check, counting the bytes it reads
+        def __init__(self, handle):
+            self.handle = handle
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.handle.close()
+
+        def read(self, n=-1):
+            data = self.handle.read(n)
+            read.append(len(data))
+            return data
+
+    def counting_open(path, *args, **kw):
+        handle = opened(path, *args, **kw)
+        mode = args[0] if args else kw.get("mode", "r")
+        binary = mode.startswith("r") and "b" in mode
+        return Counted(handle) if path.suffix == ".safetensors" and binary else handle
+
+    monkeypatch.setattr(adapters, "fingerprint", lambda folder: hashed.append(folder) or full(folder))
+    monkeypatch.setattr(Path, "open", counting_open)
+    assert main(["generate", "--ckpt", str(out), "--prompt", "to", "--max-new-tokens", "2"]) == 0
+    size = (copy / "best" / "model.safetensors").stat().st_size
+    assert not hashed and 0 < sum(read) < min(size, 16_384)  # the header alone
+    assert main(["info", str(out), "--verify"]) == 0
+    assert hashed and "base verified" in capsys.readouterr().out
+    weights = copy / "best" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes())  # the same bytes, a new time: hashed once in full, and accepted
+    hashed.clear()
+    assert main(["generate", "--ckpt", str(out), "--prompt", "to", "--max-new-tokens", "2"]) == 0 and hashed
+    assert main(["info", str(base_run[0]), "--verify"]) == 2
+    assert "holds no adapters" in error_line(capsys)
+
+
 @pytest.mark.parametrize("arch", FAMILIES)
 def test_every_target_adapts_every_family_of_the_registry_and_merges_exactly(arch):
     """Every family the registry lists (so one added later too): each target adapts its projections, the model
@@ -192,3 +242,26 @@ def test_every_target_adapts_every_family_of_the_registry_and_merges_exactly(arc
         assert (adapted - before).abs().max() > 1e-3
         torch.testing.assert_close(merge_lora(model)(**inputs), adapted, atol=1e-5, rtol=0)
     assert not any(".lora_" in n for n, _ in model.named_parameters())
+
+
+def test_lora_matrices_take_no_weight_decay_and_a_reset_leaves_the_frozen_base_alone():
+    """The two stated choices of nn/lora.py and train/optim.py: A and B are in the undecayed group (the adapted
+    matrices, frozen, in none), and ``reset_parameters`` starts the adapters anew without touching the base."""
+    from scratchformer.nn.lora import LoRALinear
+    from scratchformer.train.optim import param_groups
+
+    model = tiny_model("gpt")
+    add_lora(model, 2, 4.0, ("query", "value", "ff"))
+    model.requires_grad_(False)
+    for name, p in model.named_parameters():
+        p.requires_grad_(".lora_" in name)
+    decayed, undecayed = ({id(p) for p in group["params"]} for group in param_groups(model, 0.1))
+    adapters = {id(p) for n, p in model.named_parameters() if ".lora_" in n}
+    assert adapters and adapters <= undecayed and not decayed
+    layer = next(m for m in model.modules() if isinstance(m, LoRALinear))
+    base = layer.weight.detach().clone()
+    with torch.no_grad():
+        for b in layer.lora_B.values():
+            b.fill_(1.0)
+    layer.reset_parameters()
+    assert torch.equal(layer.weight, base) and all(not b.any() for b in layer.lora_B.values())

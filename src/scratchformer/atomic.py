@@ -20,7 +20,7 @@ from pathlib import Path
 
 from scratchformer.errors import WriteError
 
-__all__ = ["atomic_dir", "atomic_write_text", "failed_write", "size_text", "writing"]
+__all__ = ["atomic_dir", "atomic_write_text", "failed_write", "publish_dir", "size_text", "staging_dir", "writing"]
 
 
 def size_text(n: int) -> str:
@@ -80,22 +80,40 @@ def atomic_write_text(path: str | Path, text: str, what: str | None = None) -> P
 
 
 @contextlib.contextmanager
+def staging_dir(beside: Path) -> Iterator[Path]:
+    """A fresh temporary directory in ``beside``'s folder (the same file system, so what is written there moves into
+    place by an atomic rename), removed when the block ends, whatever happens; what it held and was not moved goes
+    with it. A directory a killed process left there before is removed first."""
+    for stale in beside.parent.glob(f".{beside.name}.tmp-*"):  # left by a process killed mid-write
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = beside.with_name(f".{beside.name}.tmp-{os.getpid()}")
+    tmp.mkdir(parents=True)
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def publish_dir(tmp: Path, final: Path) -> None:
+    """Move the directory ``tmp`` to ``final``, replacing what is there: the previous copy is moved to ``.NAME.old``
+    first and deleted after, so a crash at any point leaves a complete directory under one of the two names."""
+    old = final.with_name(f".{final.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists() or final.is_symlink():
+        os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True) if old.is_dir() and not old.is_symlink() else old.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
 def atomic_dir(final: Path, what: str, needed: int | None = None) -> Iterator[Path]:
     """``with atomic_dir(final, "the checkpoint last/") as tmp:`` write the files into ``tmp``; at the end of the
-    block it replaces ``final`` (the previous copy, if any, moved to ``.NAME.old`` first and deleted after, so a
-    crash at any point leaves a complete directory under one of the two names). A failure removes ``tmp``."""
-    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
-    old = final.with_name(f".{final.name}.old")
-    for stale in final.parent.glob(f".{final.name}.tmp-*"):  # left by a process killed mid-write
-        shutil.rmtree(stale, ignore_errors=True)
-    with writing(what, final.parent, needed=needed, leftovers=(tmp,)):
-        tmp.mkdir(parents=True)
+    block they are flushed to disk and ``tmp`` replaces ``final`` (``publish_dir``). A failed write removes ``tmp``
+    and becomes one ``WriteError``. The one directory writer: checkpoints, exports (``app/export``) alike."""
+    with writing(what, final.parent, needed=needed), staging_dir(final) as tmp:
         yield tmp
-        for f in tmp.iterdir():
-            with open(f, "rb") as fh:
-                os.fsync(fh.fileno())
-        shutil.rmtree(old, ignore_errors=True)
-        if final.exists():
-            os.replace(final, old)
-        os.replace(tmp, final)
-    shutil.rmtree(old, ignore_errors=True)
+        for f in tmp.rglob("*"):
+            if f.is_file():
+                with open(f, "rb") as fh:
+                    os.fsync(fh.fileno())
+        publish_dir(tmp, final)

@@ -43,8 +43,10 @@ ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 @dataclass(frozen=True)
 class DataForm:
     """The form of a task's data. ``kind``: how a source is read (``text``: one running text; ``pairs``;
-    ``labelled``: text and label; ``lines``: one text a line; ``images``). ``paths``: how many paths make one
-    source (two line-aligned files of pairs); otherwise a second ``--data`` path is the validation source.
+    ``labelled``: text and label; ``lines``: one text a line; ``images``; ``records``: instruction records;
+    ``synthetic``: none, the task makes its own strings; ``data.pipeline.READERS`` has a reader for each).
+    ``paths``: how many paths make one source (two line-aligned files of pairs); otherwise a second ``--data`` path
+    is the validation source.
     ``folders``: ``allowed`` (a folder of documents), ``required`` (a folder of classes) or ``refused``.
     ``stratified``: a carved validation set keeps the label balance. ``unit``: what a split's size counts."""
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from scratchformer.checkpoint import find_source, load_checkpoint, load_trainer_state
 from scratchformer.checkpoint import resolve as resolve_ckpt
 from scratchformer.errors import ConfigError
-from scratchformer.families import family
+from scratchformer.families import Family, family
 from scratchformer.inference import (
     answer_instruction,
     classify_images,
@@ -46,7 +47,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"checkpoint: {resolve_ckpt(args.ckpt)} (step {ckpt.step}, task {ckpt.task})")
     print(f"model: {type(ckpt.model).__name__}, {n:,} parameters (formula {count_parameters_formula(cfg):,})")
     for key, value in cfg.to_dict().items():
-        if key in _FAMILY_ONLY and cfg.arch not in _FAMILY_ONLY[key]:
+        if key in _APPLIES and not _APPLIES[key](family(cfg.arch)):
             continue
         print(f"  {key} = {value}")
     if ckpt.tokenizer is not None:
@@ -60,6 +61,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         lora, base = ckpt.extra["lora"], ckpt.extra["lora"]["base"]
         print(f"LoRA: rank {lora['rank']} (alpha {lora['alpha']:g}) on {', '.join(lora['targets'])}, merged into the "
               f"base {base['path']} (init_from={base['init_from']}, sha256 {base['sha256'][:12]})")
+    if args.verify:
+        _verify_base(args.ckpt)
     if pretrains(ckpt.task):
         print("output: masked-token logits through the tied embedding table; the classification head is "
               f"untrained (fine-tune it: train task=classify init_from={resolve_ckpt(args.ckpt).parent})")
@@ -75,14 +78,28 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-# Model fields that mean something for some families only (info leaves them out elsewhere).
-_TEXT = ("seq2seq", "gpt", "encoder")
-_FAMILY_ONLY = {"n_classes": ("encoder", "vit"), "pooling": ("encoder",), "n_encoder_layers": ("seq2seq",),
-                "n_decoder_layers": ("seq2seq",), "tgt_vocab_size": ("seq2seq",),
-                "attention_window": ("seq2seq", "encoder", "vit"),
-                **dict.fromkeys(["vocab_size", "pad_id", "scale_embeddings", "tie_embeddings", "embedding_norm"],
-                                _TEXT),
-                **dict.fromkeys(["image_size", "patch_size", "channels"], ("vit",))}
+def _verify_base(path: str) -> None:
+    """``info --verify``: a LoRA run's base hashed in full against the sha256 recorded when the run was made."""
+    from scratchformer.adapters import check_base
+
+    source = find_source(path)
+    record = source.lora
+    if record is None:
+        raise ConfigError("--verify checks the base of a LoRA run, and this checkpoint holds no adapters")
+    check_base(record, str(source.path), full=True)
+    print(f"base verified: every byte of {record.base.path} hashes to sha256 {record.base.sha256[:12]}, as when the "
+          "run was made")
+
+
+# Model fields that mean something for some families only (info leaves them out elsewhere), by what the family
+# registry says of each family
+_APPLIES: dict[str, Callable[[Family], bool]] = {
+    "n_classes": lambda f: f.classifies, "pooling": lambda f: len(f.poolings) > 1,
+    **dict.fromkeys(["n_encoder_layers", "n_decoder_layers", "tgt_vocab_size"], lambda f: f.two_stacks),
+    "attention_window": lambda f: f.self_attending_encoder,
+    **dict.fromkeys(["vocab_size", "pad_id", "scale_embeddings", "tie_embeddings", "embedding_norm"],
+                    lambda f: f.reads == "tokens"),
+    **dict.fromkeys(["image_size", "patch_size", "channels"], lambda f: f.reads == "pixels")}
 
 
 def cmd_generate(args: argparse.Namespace) -> int:

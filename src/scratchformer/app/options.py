@@ -25,7 +25,10 @@ def _inputs(what: str) -> list[Option]:
 
 INFERENCE = [
     Command("info", "describe a checkpoint", [
-        opt("ckpt", help="a checkpoint directory, or a run directory (its best/ checkpoint)")], _RUN + "cmd_info"),
+        opt("ckpt", help="a checkpoint directory, or a run directory (its best/ checkpoint)"),
+        opt("--verify", action="store_true", help="a LoRA run: hash its base in full (every byte) against the sha256 "
+            "recorded when the run was made; loading checks the base by its files' sizes, times and headers")],
+        _RUN + "cmd_info"),
     Command("generate", "continue a prompt with a language model, or answer an instruction", [
         _CKPT,
         opt("--prompt", help="the text to continue"),

@@ -48,6 +48,11 @@ from scratchformer.nn.embedding import RotaryEmbedding
 from scratchformer.tokenizers.pretrained import PretrainedTokenizer
 
 ARCHITECTURES = {"LlamaForCausalLM": "llama", "Qwen3ForCausalLM": "qwen3", "GPT2LMHeadModel": "gpt2"}
+# What a GPT's settings are when it is a Llama (a Qwen3: a Llama with qk_norm): the one place this is decided. The
+# reader builds these; the Hugging Face export (hf_llama.llama_problems) and the GGUF export check them.
+LLAMA_SETTINGS: dict[str, Any] = {"norm": "pre", "norm_type": "rmsnorm", "activation": "swiglu",
+                                  "positional": "rotary", "scale_embeddings": False, "embedding_norm": False,
+                                  "attention": "softmax"}
 
 
 class FolderError(ValueError):
@@ -144,8 +149,8 @@ def model_config(hf: dict[str, Any], family: str) -> ModelConfig:
         arch="gpt", vocab_size=hf["vocab_size"], d_model=C, n_heads=H, n_layers=hf["num_hidden_layers"],
         d_ff=hf["intermediate_size"], max_len=hf.get("max_position_embeddings", 2048), dropout=0.0,
         n_kv_heads=None if kv == H else kv, head_size=None if head_dim * H == C else head_dim,
-        norm="pre", norm_type="rmsnorm", activation="swiglu", positional="rotary", scale_embeddings=False,
-        tie_embeddings=bool(hf.get("tie_word_embeddings", False)), bias=bool(hf.get("attention_bias")),
+        **LLAMA_SETTINGS, tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
+        bias=bool(hf.get("attention_bias")),
         layer_norm_eps=float(hf.get("rms_norm_eps", 1e-6)), rope_base=base, rope_scaling=scaling,
         qk_norm=family == "qwen3", pad_id=pad if isinstance(pad, int) and 0 <= pad < hf["vocab_size"] else 0)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from torch import Tensor
 
-from scratchformer.interop.hf_folder import llama_plan
+from scratchformer.interop.hf_folder import LLAMA_SETTINGS, llama_plan
 from scratchformer.models import GPT
 from scratchformer.nn.config import ModelConfig
 
@@ -23,8 +23,9 @@ LLAMA_LM, QWEN3_LM = "LlamaForCausalLM", "Qwen3ForCausalLM"
 
 
 def is_llama_like(cfg: ModelConfig) -> bool:
-    """Whether a GPT's settings are Llama's (the blocks since 2017) rather than GPT-2's: it exports as one of these."""
-    return cfg.norm_type == "rmsnorm" or cfg.activation == "swiglu" or cfg.positional == "rotary"
+    """Whether a GPT's settings lean to Llama's (the blocks since 2017) rather than GPT-2's: it exports as one of
+    these, or is told what it lacks for them."""
+    return any(getattr(cfg, k) == LLAMA_SETTINGS[k] for k in ("norm_type", "activation", "positional"))
 
 
 def default_llama_class(cfg: ModelConfig) -> str:
@@ -34,9 +35,7 @@ def default_llama_class(cfg: ModelConfig) -> str:
 def llama_problems(cfg: ModelConfig, hf_class: str) -> list[str]:
     """The settings ``hf_class`` (Llama or Qwen3) cannot express, each with why."""
     name = "Qwen3" if hf_class == QWEN3_LM else "Llama"
-    wants = {"norm": "pre", "norm_type": "rmsnorm", "activation": "swiglu", "positional": "rotary",
-             "scale_embeddings": False, "embedding_norm": False, "attention": "softmax",
-             "qk_norm": hf_class == QWEN3_LM}
+    wants = {**LLAMA_SETTINGS, "qk_norm": hf_class == QWEN3_LM}
     problems = [f"{key}={getattr(cfg, key)!r} ({name} has {key}={want!r})" for key, want in wants.items()
                 if getattr(cfg, key) != want]
     if hf_class == QWEN3_LM and cfg.bias:

@@ -111,6 +111,17 @@ def repeat_kv(x: Tensor, groups: int) -> Tensor:
     return x if groups == 1 else x.repeat_interleave(groups, dim=1)
 
 
+class RowsLinear(nn.Linear):
+    """An ``nn.Linear`` whose output rows can be computed in part: ``rows(x, start, stop)`` is ``x W[start:stop]^T +
+    b[start:stop]``, ``(..., stop - start)``. Attention's stacked [W^Q; W^K; W^V] is one: cross-attention takes its
+    queries' rows, or its keys' and values'. A layer that stands in for it (an adapter, ``nn/lora.py``) computes
+    its own rows the same way, so attention never asks what it is."""
+
+    def rows(self, x: Tensor, start: int, stop: int) -> Tensor:
+        bias = None if self.bias is None else self.bias[start:stop]
+        return F.linear(x, self.weight[start:stop], bias)
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention (§3.2.2): ``forward`` is self-attention, ``cross`` is cross-attention.
 
@@ -152,7 +163,7 @@ class MultiHeadAttention(nn.Module):
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
         self.head_dim = d_model // n_heads if head_dim is None else head_dim
         self.q_size, self.kv_size = n_heads * self.head_dim, n_kv_heads * self.head_dim  # H D and H_kv D
-        self.in_proj = nn.Linear(d_model, self.q_size + 2 * self.kv_size, bias=bias)  # [W^Q; W^K; W^V]
+        self.in_proj = RowsLinear(d_model, self.q_size + 2 * self.kv_size, bias=bias)  # [W^Q; W^K; W^V]
         self.out_proj = nn.Linear(self.q_size, d_model, bias=bias)  # W^O
         self.dropout = dropout
         self.rope = rope
@@ -173,13 +184,8 @@ class MultiHeadAttention(nn.Module):
     b_v = property(lambda self: self._block(2, bias=True))
 
     def _in_rows(self, x: Tensor, start: int, stop: int | None) -> Tensor:
-        """x times the rows ``start:stop`` of in_proj (plus their bias): a part of [W^Q; W^K; W^V], with its LoRA
-        adapters where in_proj has them (``nn/lora.py``)."""
-        stop = self.in_proj.out_features if stop is None else stop
-        if hasattr(self.in_proj, "rows"):
-            return self.in_proj.rows(x, start, stop)
-        bias = None if self.in_proj.bias is None else self.in_proj.bias[start:stop]
-        return F.linear(x, self.in_proj.weight[start:stop], bias)
+        """x times the rows ``start:stop`` of in_proj (plus their bias): a part of [W^Q; W^K; W^V]."""
+        return self.in_proj.rows(x, start, self.in_proj.out_features if stop is None else stop)
 
     def _split_heads(self, x: Tensor) -> Tensor:
         B, L, _ = x.shape

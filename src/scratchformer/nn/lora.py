@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from scratchformer.nn.attention import MultiHeadAttention
+from scratchformer.nn.attention import MultiHeadAttention, RowsLinear
 from scratchformer.nn.feedforward import FeedForward
 
 __all__ = ["LORA_TARGETS", "LoRALinear", "add_lora", "lora_targets", "merge_lora"]
@@ -37,9 +37,10 @@ __all__ = ["LORA_TARGETS", "LoRALinear", "add_lora", "lora_targets", "merge_lora
 LORA_TARGETS = ("query", "key", "value", "output", "ff")
 
 
-class LoRALinear(nn.Linear):
+class LoRALinear(RowsLinear):
     """A frozen ``nn.Linear`` (the same ``weight`` and ``bias`` parameters, not copies) with a low-rank
-    adapter on each of its row blocks named in ``blocks`` (``{"query": (0, 384)}``: rows 0 to 383)."""
+    adapter on each of its row blocks named in ``blocks`` (``{"query": (0, 384)}``: rows 0 to 383). It computes
+    its rows in part as attention's stacked projection does (``RowsLinear.rows``), adapters included."""
 
     def __init__(self, linear: nn.Linear, blocks: dict[str, tuple[int, int]], rank: int, alpha: float,
                  dropout: float = 0.0) -> None:
@@ -52,8 +53,15 @@ class LoRALinear(nn.Linear):
         self.lora_A = nn.ParameterDict({n: nn.Parameter(torch.empty(rank, self.in_features, **like)) for n in blocks})
         self.lora_B = nn.ParameterDict({n: nn.Parameter(torch.zeros(stop - start, rank, **like))  # B = 0: W unchanged
                                         for n, (start, stop) in blocks.items()})
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """The adapters started anew (A as ``nn.Linear`` initialises its weight, as peft does; B at zero, so the
+        layer is its base again); the frozen base's weight and bias are never touched."""
         for a in self.lora_A.values():
-            nn.init.kaiming_uniform_(a, a=math.sqrt(5))  # as nn.Linear initialises its weight (and peft, A)
+            nn.init.kaiming_uniform_(a, a=math.sqrt(5))
+        for b in self.lora_B.values():
+            nn.init.zeros_(b)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.rows(x, 0, self.out_features)
@@ -93,9 +101,10 @@ class LoRALinear(nn.Linear):
         return a, b
 
     def merged(self) -> nn.Linear:
-        """A plain ``nn.Linear`` with W' = W + (alpha / r) B A (its own tensors; this layer is unchanged)."""
-        out = nn.Linear(self.in_features, self.out_features, bias=self.bias is not None,
-                        device=self.weight.device, dtype=self.weight.dtype)
+        """A plain linear layer (a ``RowsLinear``, as the projection it adapted) with W' = W + (alpha / r) B A (its own
+        tensors; this layer is unchanged)."""
+        out = RowsLinear(self.in_features, self.out_features, bias=self.bias is not None,
+                         device=self.weight.device, dtype=self.weight.dtype)
         with torch.no_grad():
             out.weight.copy_(self.weight)
             for name, (first, last) in self.blocks.items():

@@ -48,7 +48,7 @@ class TrainConfig:
     """
 
     task: str = DEFAULT_TASK  # a task of the registry (registry.py)
-    dataset: str | None = None  # a named dataset: tinyshakespeare | multi30k | sst2 | digits
+    dataset: str | None = None  # named (data/named.py): tinyshakespeare | multi30k | sst2 | instructions; digits
     data_dir: str | None = None
     # tokenization
     tokenizer: TokenizerKind = "char"

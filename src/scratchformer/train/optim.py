@@ -43,7 +43,11 @@ from scratchformer.train.device import has_fused_adamw
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """Two AdamW groups: matrices of Linear layers (decayed) and everything else (not decayed)."""
+    """Two AdamW groups: matrices of Linear layers (decayed) and everything else (not decayed): biases, norms,
+    embeddings, and LoRA's adapter matrices A and B (``nn/lora.py``: they live in ``ParameterDict``s, not as a
+    Linear's weight). The adapters are left undecayed by choice: they are the update itself, which starts at zero
+    and is bounded by its rank, and the decay a run sets is meant for weights trained whole (the LoRA results in
+    RESULTS.md are with undecayed adapters; a test holds the choice)."""
     decay, no_decay = [], []
     seen: set[int] = set()
     for module in model.modules():

@@ -38,8 +38,6 @@ import contextlib
 import inspect
 import io
 import os
-import shutil
-import tempfile
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -47,6 +45,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from scratchformer.atomic import staging_dir
 from scratchformer.extras import require
 from scratchformer.generation.common import eval_mode  # no dropout in an exported graph
 from scratchformer.models import GPT, EncoderClassifier, GPTClassifier, Seq2SeqTransformer
@@ -259,17 +258,13 @@ def _destination(path: str | os.PathLike) -> Path:
 
 @contextlib.contextmanager
 def _atomic_dir(path: Path) -> Iterator[Path]:
-    """A temporary directory beside ``path`` (same file system, so ``os.replace`` is an atomic rename)."""
+    """A temporary directory beside ``path`` (``atomic.staging_dir``: the same file system, so ``os.replace`` into
+    ``path`` is an atomic rename); a failed write is one ``ExportError`` line."""
     try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
-    except OSError as e:
-        raise ExportError(f"cannot write {path}: {e.strerror}") from e
-    try:
-        yield tmp
+        with staging_dir(path) as tmp:
+            yield tmp
     except OSError as e:
         raise ExportError(f"cannot write {path}: {e.strerror or e}") from e
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -40,6 +40,7 @@ import torch
 from scratchformer.app.export.formats import ExportError, _atomic_dir, _destination
 from scratchformer.app.export.gguf_vocab import gguf_vocab, pre_tokenizer
 from scratchformer.extras import require
+from scratchformer.interop.hf_folder import LLAMA_SETTINGS
 from scratchformer.models import GPT
 from scratchformer.nn.feedforward import FeedForward
 
@@ -57,11 +58,11 @@ class CppArch:
     rotate_pairs: bool = False  # llama: rotary pairs (2j, 2j + 1), so the rows of W^Q and W^K are permuted
 
 
-_COMMON = dict(norm=("pre",), scale_embeddings=(False,), embedding_norm=(False,), attention=("softmax",))
-_LLAMA = dict(_COMMON, norm_type=("rmsnorm",), positional=("rotary",), activation=("swiglu",))
+_LLAMA = {k: (v,) for k, v in LLAMA_SETTINGS.items()}  # the reader's own, written once (interop/hf_folder.py)
 CPP_ARCHS = (
-    CppArch("gpt2", dict(_COMMON, norm_type=("layernorm",), positional=("learned", "none"),
-                         activation=("gelu_tanh", "gelu"), qk_norm=(False,)), layernorm=True),
+    CppArch("gpt2", dict(norm=("pre",), scale_embeddings=(False,), embedding_norm=(False,), attention=("softmax",),
+                         norm_type=("layernorm",), positional=("learned", "none"), activation=("gelu_tanh", "gelu"),
+                         qk_norm=(False,)), layernorm=True),
     CppArch("llama", dict(_LLAMA, qk_norm=(False,)), rotate_pairs=True),
     CppArch("qwen3", dict(_LLAMA, qk_norm=(True,))),
 )

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from scratchformer.atomic import publish_dir, staging_dir
 from scratchformer.checkpoint import load_checkpoint, read_meta, resolve
 from scratchformer.families import family
 from scratchformer.interop.hf_models import (
@@ -233,7 +233,7 @@ def export_hf(ckpt: str | os.PathLike, out: str | os.PathLike, *, hf_class: str 
     labels = loaded.extra.get("labels")
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    with _staging(out) as tmp, _quiet(transformers):
+    with staging_dir(out) as tmp, _quiet(transformers):
         ids = {k: getattr(loaded.tokenizer, f"{k}_id") for k in ("bos", "eos", "pad")}  # a Llama's config names them
         to_hugging_face(model, hf_class, labels=labels, special_ids=ids).save_pretrained(str(tmp))
         for name, text in hf_tokenizer_files(loaded.tokenizer, loaded.model_config).items():
@@ -251,38 +251,10 @@ def export_hf(ckpt: str | os.PathLike, out: str | os.PathLike, *, hf_class: str 
         card = model_card(ckpt_dir, meta or read_meta(ckpt_dir), hf_class, result, _exact_notes(loaded.model_config,
                                                                                                 hf_class))
         (tmp / "README.md").write_text(card, encoding="utf-8")
-        _publish(tmp, out, force)
-    return result
-
-
-@contextlib.contextmanager
-def _staging(out: Path) -> Iterator[Path]:
-    """A fresh directory beside ``out`` (same file system, so the final rename is atomic), removed
-    afterwards whatever happens."""
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
-        yield tmp
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _publish(tmp: Path, out: Path, force: bool) -> None:
-    """Rename ``tmp`` to ``out``; an existing ``out`` (only with ``force``) is moved aside first and removed
-    once the new one is in place."""
-    if out.exists() or out.is_symlink():
-        if not force:  # it appeared while we were exporting
+        if out.exists() and not force:  # it appeared while we were exporting
             raise HFExportError(f"{out} exists; choose another --out or add --force")
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        os.replace(out, old)
-        os.replace(tmp, out)
-        if old.is_dir() and not old.is_symlink():
-            shutil.rmtree(old)
-        else:
-            old.unlink()
-    else:
-        os.replace(tmp, out)
+        publish_dir(tmp, out)
+    return result
 
 
 @contextlib.contextmanager

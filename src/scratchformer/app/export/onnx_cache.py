@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from scratchformer.app.export.formats import ExportError, _atomic_dir, _quiet
+from scratchformer.atomic import publish_dir
 from scratchformer.extras import require
 from scratchformer.generation.common import eval_mode
 from scratchformer.models import GPT, Seq2SeqTransformer
@@ -192,6 +193,5 @@ def export_onnx_cached(model: nn.Module, folder: str | os.PathLike, *, tokenizer
         (tmp / "onnx_decode.py").write_bytes(loop.read_bytes())
         if tokenizer is not None and hasattr(tokenizer, "save"):
             tokenizer.save(tmp)
-        tmp.rename(folder)  # the whole folder appears at once
-        tmp.mkdir()  # for _atomic_dir's clean-up
+        publish_dir(tmp, folder)  # the whole folder appears at once
     return folder
