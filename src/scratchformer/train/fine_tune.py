@@ -56,7 +56,7 @@ def fine_tuned(run: Resolved, task: Task, base: ModelSource, log: Callable[[str]
     model settings the run gives (``Resolved.model_settings``) must leave its architecture as it is."""
     given = run.model_settings()
     if not task.spec.labels:
-        return _whole_model(run, base, given, log).train()
+        return _whole_model(run, task, base, given, log).train()
     if base.kind == "folder" and family(base.family).classifies:  # a pretrained encoder: its head is new
         model = _from_encoder_folder(base, given, task, log)
     else:
@@ -74,11 +74,11 @@ def fitted_to_base(run: Resolved, base: ModelSource) -> Resolved:
     max_len = have if want is None else min(want, have)
     if max_len == want:
         return run
-    return dataclasses.replace(run, settings={**run.settings, "max_len": max_len},
-                               source={**run.source, "max_len": "init_from"})
+    return Resolved({**run.settings, "max_len": max_len}, {**run.source, "max_len": "init_from"}, run.data)
 
 
-def _whole_model(run: Resolved, base: ModelSource, given: dict[str, Any], log: Callable[[str], None]) -> nn.Module:
+def _whole_model(run: Resolved, task: Task, base: ModelSource, given: dict[str, Any],
+                 log: Callable[[str], None]) -> nn.Module:
     """A model to train further as it is: a scratchformer run's GPT or encoder-decoder, or a Hugging Face folder's
     GPT (in float32, for training). Its architecture is its own; ``max_len`` here is the length of the training
     windows or sentences (the model keeps its own)."""
@@ -92,7 +92,7 @@ def _whole_model(run: Resolved, base: ModelSource, given: dict[str, Any], log: C
                           f"init_from={cfg.init_from}")
     n = given.get("max_len", have.max_len)
     unit = {"text": f"windows of {n} tokens", "records": f"records (a prompt and its answer) of up to {n} tokens",
-            "pairs": f"sentences of up to {n} tokens"}[spec(cfg.task).data.kind]
+            "pairs": f"sentences of up to {n} tokens"}[task.spec.data.kind]
     model = base.load(torch.float32)
     log(f"initialised from {base.described}; trained further on {unit}")
     return model
