@@ -70,9 +70,10 @@ def random_string(rng: random.Random) -> str:
 
 
 def make_batch(strings: list[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Strings -> source ``(B, S)`` = x <eos>, decoder input ``(B, T)`` = <bos> x, decoder target ``(B, T)`` =
-    x <eos>, each row padded with ``<pad>`` to the longest. The decoder reads the target shifted right by one,
-    so position t, having seen target tokens 0 .. t - 1, predicts token t ("teacher forcing")."""
+    """Strings y (the source and the target alike) -> source ``(B, S)`` = y <eos>, decoder input ``(B, T)`` =
+    <bos> y, decoder target ``(B, T)`` = y <eos>, each row padded with ``<pad>`` to the longest. The decoder
+    reads the target shifted right by one: position t (counted from 0) has read ``<bos> y_1 .. y_t`` and is
+    scored on ``y_(t+1)``, the decoder target's token at that position ("teacher forcing")."""
     width = max(len(s) for s in strings) + 1
     src, tgt_in, tgt_out = (torch.full((len(strings), width), PAD) for _ in range(3))
     for i, s in enumerate(strings):
