@@ -77,9 +77,9 @@ def exercise_9_2() -> None:
 
 def exercise_9_3() -> None:
     """Mean pooling over every position, padding included: the same sentence gets other logits in a batch that
-    needs more padding. paper.EncoderClassifier averages the real tokens only."""
+    needs more padding. paper.Classifier averages the real tokens only."""
     torch.manual_seed(0)
-    classifier = paper.EncoderClassifier(20, 3, **SIZES).eval()
+    classifier = paper.Classifier(20, 3, **SIZES).eval()
     sentence, padded = torch.tensor([[5, 6, 7]]), torch.tensor([[5, 6, 7, 0, 0, 0]])
 
     def pooled_over_all(ids: Tensor) -> Tensor:

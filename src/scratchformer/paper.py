@@ -331,8 +331,8 @@ class GPT(nn.Module):
 # ---------------------------------------------------------------------------- variation 2: encoder-only classifier
 
 
-class EncoderClassifier(nn.Module):
-    """A sentence classifier: the encoder, the mean of its outputs over the real tokens, one linear
+class Classifier(nn.Module):
+    """An encoder-only sentence classifier: the encoder, the mean of its outputs over the real tokens, one linear
     layer. ``(B, S) -> class logits (B, K)`` for K classes. Pad at the end only: padding in front moves the
     real tokens to later positions, which changes the logits."""
 

@@ -65,7 +65,7 @@ def paper_model(config: ModelConfig) -> nn.Module:
         return paper.make_model(config.vocab_size, **sizes)
     if config.arch == "gpt":
         return paper.GPT(config.vocab_size, **sizes)
-    return paper.EncoderClassifier(config.vocab_size, config.n_classes, **sizes)
+    return paper.Classifier(config.vocab_size, config.n_classes, **sizes)
 
 
 def _library_name(arch: str, name: str, d_model: int) -> tuple[str, slice | None]:
