@@ -92,6 +92,9 @@ def test_the_readme_and_the_index_count_the_exercises_above_the_marks():
     assert re.findall(r"(\d+)\s+exercises", readme) == [str(total)], (re.findall(r"(\d+)\s+exercises", readme), total)
     assert re.findall(r"the\s+(\d+)\s+exercises", index) == [str(total)]
     assert all(len(numbers) >= (2 if "02" <= page.name[:2] <= "11" else 1) for page, numbers in exercises.items())
+    # read as broadly as "a heading or a bold line that starts with Exercise", the count is the same
+    broad = sum(len(re.findall(r"^(?:#+ *|\*\*)Exercise", _parts(page)[0], re.M)) for page in PAGES)
+    assert broad == total, (broad, total)
 
 
 def test_every_exercise_has_its_solution_and_no_parameter_count_is_asked_twice():
@@ -104,6 +107,16 @@ def test_every_exercise_has_its_solution_and_no_parameter_count_is_asked_twice()
         assert defined == [f"exercise_{x.replace('.', '_')}" for x in numbers], (solution.name, defined)
     answers = re.findall(r"63_082_496", "".join(p.read_text(encoding="utf-8") for p in SOLUTIONS.glob("*.py")))
     assert len(answers) == 1  # the base model is counted once (exercise 8.1), not on page 2 as well
+
+
+def test_the_pages_show_each_definition_of_paper_py_once_above_their_marks():
+    """Every top-level function and class of paper.py is on exactly one page, above its mark, and no other excerpt
+    of paper.py repeats part of it: a learner reads each line once on the pages (then the file whole)."""
+    shown = [name for page in PAGES for name in
+             re.findall(r"^<!-- include: src/scratchformer/paper\.py::([\w.]+) -->", _parts(page)[0], re.M)]
+    tree = ast.parse(PAPER_FILES[0].read_text(encoding="utf-8"))
+    defined = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    assert sorted(shown) == sorted(defined), (sorted(shown), sorted(defined))
 
 
 def test_one_exercise_writes_attention_from_a_blank_page_checked_against_paper_py():
