@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src" / "scratch
 import paper_train  # noqa: E402
 
 ATTN, NORM, FFN, EMB, OUT, DATA = "#fbe3b6", "#f4f1a6", "#c8e6f5", "#f9d0d0", "#d9d2ef", "#e4f2e1"
-CODE, SHAPE, MASK = "#1f4e79", "#555555", "#9c2a2a"
+CODE, SHAPE, MASK, RESIDUAL = "#1f4e79", "#555555", "#9c2a2a", "#2e7d32"
 
 
 class _Canvas:
@@ -46,12 +46,18 @@ class _Canvas:
         self.ax.text(x, y, text, ha=ha, va="center", fontsize=size, family="monospace", color=color)
 
 
-def _stack(c: _Canvas, x: float, boxes: list[tuple[float, str, str]], shape: str, w: float = 3.0) -> None:
-    """Sub-layer boxes at heights ``y`` joined by arrows that carry ``shape``."""
+def _stack(c: _Canvas, x: float, boxes: list[tuple[float, str, str]], shape: str, side: int, w: float = 3.0) -> None:
+    """Sub-layer boxes at heights ``y`` joined by arrows that carry ``shape``; around each (sub-layer, AddAndNorm)
+    pair, the residual connection on ``side`` (-1 left, +1 right): the sub-layer's input goes to its AddAndNorm."""
     for y, text, color in boxes:
         c.box(x, y, w, 0.5, text, color)
     for (y0, _, _), (y1, _, _) in zip(boxes, boxes[1:]):
         c.arrow((x, y0 + 0.25), (x, y1 - 0.25), shape)
+    edge = x + side * (w / 2 + 0.25)
+    for (y_sub, _, _), (y_norm, _, _) in zip(boxes[0::2], boxes[1::2]):
+        below = y_sub - 0.33  # just under the sub-layer, above the shape label
+        c.ax.plot([x, edge, edge], [below, below, y_norm], color=RESIDUAL, lw=1.3)
+        c.arrow((edge, y_norm), (x + side * w / 2, y_norm), color=RESIDUAL)
 
 
 def model_map(path: Path) -> None:
@@ -79,7 +85,7 @@ def model_map(path: Path) -> None:
     c.note(ex - 1.9, 6.65, "EncoderLayer")
     c.arrow((ex, 2.35), (ex, 3.15), "(B, S, C)")
     _stack(c, ex, [(3.4, "self-attention  self_attn(x, x, x)", ATTN), (4.35, "AddAndNorm", NORM),
-                   (5.3, "FeedForward  C -> d_ff -> C", FFN), (6.25, "AddAndNorm", NORM)], "(B, S, C)")
+                   (5.3, "FeedForward  C -> d_ff -> C", FFN), (6.25, "AddAndNorm", NORM)], "(B, S, C)", side=-1)
     c.note(ex + 2.1, 3.4, "mask: padding_mask(src)\n(B, 1, 1, S)\nscores (B, H, S, S)", color=MASK)
 
     # the memory goes to every decoder layer's cross-attention
@@ -96,16 +102,16 @@ def model_map(path: Path) -> None:
     c.arrow((dx, 2.35), (dx, 3.15), "(B, T, C)")
     _stack(c, dx, [(3.4, "masked self-attention\nself_attn(x, x, x)", ATTN), (4.35, "AddAndNorm", NORM),
                    (5.3, "cross-attention\ncross_attn(x, memory, memory)", ATTN), (6.25, "AddAndNorm", NORM),
-                   (7.2, "FeedForward  C -> d_ff -> C", FFN), (8.15, "AddAndNorm", NORM)], "(B, T, C)")
+                   (7.2, "FeedForward  C -> d_ff -> C", FFN), (8.15, "AddAndNorm", NORM)], "(B, T, C)", side=1)
     c.note(dx + 2.1, 3.4, "mask: padding_mask(tgt)\n& causal_mask(T)\n(B, 1, T, T)\nscores (B, H, T, T)", color=MASK)
     c.note(dx + 2.1, 5.3, "queries (B, T, C): from below\nkeys, values (B, S, C): memory\n"
            "mask: padding_mask(src)\n(B, 1, 1, S)\nscores (B, H, T, S)", color=MASK)
-    c.note(dx + 2.1, 6.6, "every AddAndNorm:\nLayerNorm(x + sublayer(x))", color=SHAPE)
+    c.note(dx + 2.1, 6.6, "every AddAndNorm:\nLayerNorm(x + sublayer(x));\nin green the residual x", color=RESIDUAL)
 
     c.arrow((dx, 8.4), (dx, 9.45), "(B, T, C)")
     c.box(dx, 9.7, 3.0, 0.5, "x @ table.T  (the embedding table)", OUT)
     c.arrow((dx, 9.95), (dx, 10.7), "logits (B, T, V)")
-    ax.text(dx, 10.95, "position t: scores for target token t + 1", ha="center", va="center", fontsize=9)
+    ax.text(dx, 10.95, "position t (from 0) has read <bos> y1 .. yt: scores for y(t+1)", ha="center", va="center", fontsize=9)
     c.note(dx, 11.55, "Transformer.decode: tgt, memory -> logits", ha="center", size=9.5)
     ax.text(ex, 11.1, "paper.py's Transformer, make_model(V)\nB batch, S source length, T target length,\n"
             "C = d_model, H heads, V vocabulary;\nN = 6, C = 512, d_ff = 2048, H = 8 in the base model",
@@ -136,17 +142,17 @@ def training_step(path: Path) -> None:
     ax.set_ylim(1.3, 10)
     ax.axis("off")
     c = _Canvas(ax)
-    strings = ["cab", "hijde"]
+    strings = ["bead", "hijde"]  # MIN_LEN = 4 to MAX_LEN = 12 letters, as the run draws them
     src, tgt_in, tgt_out = (t.tolist() for t in paper_train.make_batch(strings))
 
     ax.text(0.3, 9.5, "One training step of paper_train.py (the same loop for any batch)", fontsize=11, va="center")
-    c.box(1.6, 7.6, 2.4, 1.0, 'strings\n"cab", "hijde"', DATA)
+    c.box(1.6, 7.6, 2.4, 1.0, 'strings\n"bead", "hijde"', DATA)
     c.arrow((2.8, 7.6), (3.9, 7.6))
     c.box(4.9, 7.6, 2.0, 0.7, "make_batch", DATA)
     c.arrow((5.9, 7.6), (6.7, 7.6))
-    _table(c, 6.9, 8.9, src, "src (B, S) = x <eos>")
-    _table(c, 6.9, 7.2, tgt_in, "tgt_in (B, T) = <bos> x")
-    _table(c, 6.9, 5.5, tgt_out, "tgt_out (B, T) = x <eos>", "pad: masked in attention, left out of the loss")
+    _table(c, 6.9, 8.9, src, "src (B, S) = y <eos>")
+    _table(c, 6.9, 7.2, tgt_in, "tgt_in (B, T) = <bos> y")
+    _table(c, 6.9, 5.5, tgt_out, "tgt_out (B, T) = y <eos>", "pad: masked in attention, left out of the loss")
     c.arrow((10.4, 8.35), (11.6, 7.8), "")
     c.arrow((10.4, 6.65), (11.6, 7.4), "")
     c.box(13.0, 7.6, 2.8, 1.0, "model(src, tgt_in)\nteacher forcing:\nevery position at once", ATTN, fontsize=8.5)

@@ -29,10 +29,9 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 from matplotlib.ticker import NullFormatter
 from PIL import Image as PILImage
 
-from scratchformer import ModelConfig, build_model
+from scratchformer import ModelConfig, build_model, paper
 from scratchformer.app import plots as viz
 from scratchformer.nn import MultiHeadAttention, attention_reference, sinusoidal_table
-from scratchformer.nn.masks import causal_mask, combine_masks, key_padding_to_attention_mask, padding_mask
 from scratchformer.settings.config import TrainConfig
 from scratchformer.settings.resolve import resolve
 from scratchformer.tokenizers import BOS_ID
@@ -112,7 +111,7 @@ def _stack(d: _Diagram, x: float, ys: list[float], boxes: list[tuple[str, str, s
 
 
 def paper_figure_1(path: Path) -> None:
-    """The Transformer (the paper's Figure 1), each part labelled with the scratchformer code that is it."""
+    """The Transformer (the paper's Figure 1), each part labelled with the code of ``paper.py`` that is it."""
     fig = Figure(figsize=(9.4, 8.6))
     ax = fig.add_axes((0, 0, 1, 1))
     ax.set_xlim(-0.4, 12.4)
@@ -130,9 +129,9 @@ def paper_figure_1(path: Path) -> None:
         ax.text(x + shift * 2.2, 2.05, "Positional\nEncoding", ha="center", va="center", fontsize=8.5)
         d.arrow((x + shift * 1.55, 2.05), (x + shift * 0.22, 2.05))
         d.arrow((x, 1.45), (x, 1.83))
-    ax.text(ex + bw / 2 + 0.12, 1.2, "Embeddings: table x sqrt(C)", fontsize=7.5, family="monospace", color=CODE,
+    ax.text(ex + bw / 2 + 0.12, 1.2, "embed: table x sqrt(C)", fontsize=7.5, family="monospace", color=CODE,
             va="center")
-    ax.text(dx + bw / 2 + 0.12, 1.2, "the same table", fontsize=7.5, family="monospace", color=CODE,
+    ax.text(dx + bw / 2 + 0.12, 1.2, "the same embed", fontsize=7.5, family="monospace", color=CODE,
             va="center")
 
     enc_ys = [3.3, 4.15, 5.0, 5.85]
@@ -141,8 +140,8 @@ def paper_figure_1(path: Path) -> None:
     ax.text(ex + 0.1, 2.5, "EncoderLayer (x N = Encoder)", ha="left", fontsize=7.5, family="monospace",
             color=CODE)
     d.arrow((ex, 2.27), (ex, enc_ys[0] - bh / 2))
-    _stack(d, ex, enc_ys, [("Multi-Head Attention", ATTN, "self_attn"), ("Add & Norm", NORM, "ResidualNorm"),
-                           ("Feed Forward", FFN, "ffn"), ("Add & Norm", NORM, "ResidualNorm")], side=-1)
+    _stack(d, ex, enc_ys, [("Multi-Head Attention", ATTN, "self_attn"), ("Add & Norm", NORM, "add_norm_1"),
+                           ("Feed Forward", FFN, "ffn"), ("Add & Norm", NORM, "add_norm_2")], side=-1)
 
     dec_ys = [3.3, 4.15, 5.0, 5.85, 6.7, 7.55]
     ax.add_patch(Rectangle((dx - 1.75, 2.7), 3.5, 5.3, fc="#f3f3f3", ec="#888888", lw=1.0, ls="--", zorder=0))
@@ -150,9 +149,10 @@ def paper_figure_1(path: Path) -> None:
     ax.text(dx + 0.1, 2.5, "DecoderLayer (x N = Decoder)", ha="left", fontsize=7.5, family="monospace",
             color=CODE)
     d.arrow((dx, 2.27), (dx, dec_ys[0] - bh / 2))
-    _stack(d, dx, dec_ys, [("Masked Multi-Head\nAttention", ATTN, "self_attn,\nis_causal"),
-                           ("Add & Norm", NORM, ""), ("Multi-Head Attention", ATTN, "cross_attn"),
-                           ("Add & Norm", NORM, ""), ("Feed Forward", FFN, "ffn"), ("Add & Norm", NORM, "")], side=1)
+    _stack(d, dx, dec_ys, [("Masked Multi-Head\nAttention", ATTN, "self_attn,\ncausal_mask"),
+                           ("Add & Norm", NORM, "add_norm_1"), ("Multi-Head Attention", ATTN, "cross_attn"),
+                           ("Add & Norm", NORM, "add_norm_2"), ("Feed Forward", FFN, "ffn"),
+                           ("Add & Norm", NORM, "add_norm_3")], side=1)
     # the encoder output (memory) gives the cross-attention its keys and values
     top = enc_ys[-1] + bh / 2
     d.path([(ex, top), (ex, 6.9), (5.6, 6.9), (5.6, dec_ys[2]), (dx - bw / 2, dec_ys[2])], color=CODE)
@@ -165,12 +165,12 @@ def paper_figure_1(path: Path) -> None:
     d.arrow((dx, 9.45), (dx, 9.8))
     d.arrow((dx, 10.3), (dx, 10.8))
     ax.text(dx, 11.0, "Output probabilities (B, T, V)", ha="center", fontsize=9)
-    ax.text(dx + bw / 2 + 0.12, 9.2, "logits = h @ table^T", fontsize=7.5, family="monospace", color=CODE,
+    ax.text(dx + bw / 2 + 0.12, 9.2, "x @ embed.table.weight.T", fontsize=7.5, family="monospace", color=CODE,
             va="center")
     ax.text(dx + bw / 2 + 0.12, 10.05, "in the loss and\nthe decoding loop", fontsize=7.5, family="monospace",
             color=CODE, va="center")
-    ax.text(ex, 10.4, "The Transformer (Figure 1 of the paper),\nredrawn; in blue the scratchformer code\n"
-            "of each part (Seq2SeqTransformer)", ha="center", va="center", fontsize=10)
+    ax.text(ex, 10.4, "The Transformer (Figure 1 of the paper),\nredrawn; in blue the code of paper.py\n"
+            "that is each part (Transformer, make_model)", ha="center", va="center", fontsize=10)
     _save(fig, path)
 
 
@@ -235,42 +235,43 @@ def paper_figure_2(path: Path) -> None:
 
 
 def embedding_scale(path: Path) -> None:
-    """Page 2: one table, two jobs. At the input, a row times sqrt(C) is on the scale of the positional
-    encoding; at the output, the small rows give logits of unit size."""
+    """Page 2: one table, two jobs, on ``paper.py``'s model. At the input, a row times sqrt(C) is on the scale of
+    the positional encoding; at the output, the small rows give logits of unit size. Sizes are root mean squares,
+    as exercise 2.1 measures them."""
     C = 512
     torch.manual_seed(0)
-    model = build_model(ModelConfig(arch="seq2seq", vocab_size=1000, d_model=C, n_heads=8, n_layers=2, d_ff=2048,
-                                    dropout=0.0))
-    E = model.src_embed.token.weight.detach()  # (V, C), std C^-1/2
-    row, pe = E[123], sinusoidal_table(64, C)[10]
+    model = paper.make_model(1000, n_layers=2, d_model=C, d_ff=2048, n_heads=8, dropout=0.0).eval()
+    E = model.embed.table.weight.detach()  # (V, C), entries N(0, 1/C)
+    rms = lambda t: t.pow(2).mean().sqrt().item()  # noqa: E731
+    row, pe = E[123], paper.sinusoidal_positions(64, C)[10]
     fig = Figure(figsize=(11.5, 3.9), layout="constrained")
     left, right = fig.subplots(1, 2, width_ratios=[1.5, 1])
     dims = np.arange(64)
-    left.plot(dims, pe[:64], color="0.6", lw=1.5, label=f"PE(pos = 10), std {pe.std():.2f}")
+    left.plot(dims, pe[:64], color="0.6", lw=1.5, label=f"PE(pos = 10), rms {rms(pe):.3f}")
     scaled = row * math.sqrt(C)
-    left.plot(dims, scaled[:64], color="C0", lw=1.3, label=f"√C · E[w], std {scaled.std():.2f}")
-    left.plot(dims, row[:64], color="C3", lw=1.8, label=f"E[w] as initialised, std {row.std():.3f} = C^-1/2")
+    left.plot(dims, scaled[:64], color="C0", lw=1.3, label=f"√C · E[w], rms {rms(scaled):.2f}")
+    left.plot(dims, row[:64], color="C3", lw=1.8, label=f"E[w] as initialised, rms {rms(row):.3f} ≈ C^-1/2")
     left.set_xlabel("dimension (the first 64 of C = 512)")
-    left.set_title("Input side: what Embeddings adds together", fontsize=10)
+    left.set_title("Input side: what Embeddings and PositionalEncoding add together", fontsize=10)
     left.legend(frameon=False, fontsize=8, loc="lower left", ncols=3)
     left.set_ylim(-3.3, 2.6)
     left.grid(alpha=0.3)
 
     with torch.no_grad():
-        src, tgt = torch.randint(4, 1000, (4, 20)), torch.randint(4, 1000, (4, 20))
-        h = model.decoder(model.tgt_embed(tgt, torch.arange(20)), model.encode(src))  # (B, T, C): after LayerNorm
-        small, unit = h @ E.T, h @ (E * math.sqrt(C)).T  # logits with the table as it is, and with unit rows
+        src, tgt = torch.randint(3, 1000, (4, 20)), torch.randint(3, 1000, (4, 20))
+        small = model(src, tgt)  # (B, T, V) = h @ E^T, h the decoder's output (after a LayerNorm)
+        unit = small * math.sqrt(C)  # the same h against a table with unit entries
     bins = np.linspace(-80, 80, 81)
     right.hist(small.flatten().numpy(), bins=bins, color="C0", alpha=0.8, density=True,
-               label=f"h Eᵀ, E std C^-1/2: logit std {small.std():.2f}")
+               label=f"h Eᵀ, E entries C^-1/2: logit rms {rms(small):.2f}")
     right.hist(unit.flatten().numpy(), bins=bins, color="C3", alpha=0.6, density=True,
-               label=f"if E had unit entries: std {unit.std():.1f}")
+               label=f"if E had unit entries: rms {rms(unit):.1f}")
     right.set_yscale("log")
     right.set_xlabel("initial logit")
     right.set_title("Output side: logits = h Eᵀ, h from a LayerNorm", fontsize=10)
     right.legend(frameon=False, fontsize=8, loc="upper left")
     right.grid(alpha=0.3)
-    fig.suptitle(f"One (V, C) table, two jobs (Seq2SeqTransformer, C = {C}, as initialised by models/init.py)",
+    fig.suptitle(f"One (V, C) table, two jobs (paper.py's make_model, C = {C}, as init_weights draws it)",
                  fontsize=11)
     _save(fig, path)
 
@@ -430,13 +431,14 @@ def qkv_layout(path: Path) -> None:
 
 
 def masks(path: Path) -> None:
-    """The padding mask, the causal mask and their combination for a batch of two, True = may attend."""
-    ids = torch.tensor([[5, 6, 7, 8, 9, 10], [5, 6, 7, 0, 0, 0]])  # second row: 3 tokens + 3 padding
-    pad = key_padding_to_attention_mask(padding_mask(ids, 0))[1, 0].expand(6, 6)  # (T, S) for row 2
-    causal = causal_mask(6)
-    both = combine_masks(pad, causal)
+    """paper.py's padding mask, causal mask and their combination for a sentence of 3 tokens and 3 <pad>,
+    True = may attend."""
+    ids = torch.tensor([[5, 6, 7, 0, 0, 0]])  # 3 tokens + 3 padding
+    pad = paper.padding_mask(ids, 0)[0, 0].expand(6, 6)  # (B, 1, 1, S) -> the (T, S) every query sees
+    causal = paper.causal_mask(6)
+    both = pad & causal
     fig = Figure(figsize=(9, 3.4), dpi=110, layout="constrained")
-    for ax, (title, m) in zip(fig.subplots(1, 3), [("padding (row 2: 3 real keys)", pad),
+    for ax, (title, m) in zip(fig.subplots(1, 3), [("padding: 3 tokens, then 3 <pad>", pad),
                                                     ("causal (decoder)", causal), ("padding AND causal", both)]):
         ax.imshow(m.numpy(), cmap="Greens", vmin=0, vmax=1.4)
         for (i, j), v in np.ndenumerate(m.numpy()):

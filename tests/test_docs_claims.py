@@ -392,9 +392,9 @@ def test_the_it_head_of_minilm_on_page_5():
 
 @needs_minilm
 def test_the_previous_token_head_of_page_4():
-    """Page 4's Q, K, V picture: in layer 0, head 2 of all-MiniLM-L6-v2, "cat" and "sat" put their weight on the
-    token before them."""
+    """Page 4's Q, K, V picture: in layer 0, head 2 of all-MiniLM-L6-v2, every token puts its weight on the token
+    before it, and [CLS], which has none, on itself."""
     words, maps = _minilm_self_attention("the cat sat")
     w = maps["encoder.layers.0.self_attn"][0, 2]
     assert words == ["[CLS]", "the", "cat", "sat", "[SEP]"]
-    assert w[2, 1] > 0.99 and w[3, 2] > 0.99 and w[4, 3] > 0.99
+    assert w[0, 0] > 0.99 and w[1, 0] > 0.99 and w[2, 1] > 0.99 and w[3, 2] > 0.99 and w[4, 3] > 0.99

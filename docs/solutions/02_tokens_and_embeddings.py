@@ -1,8 +1,9 @@
 """Solutions to the exercises of page 2, "Tokens and embeddings" (docs/02-tokens-and-embeddings.md).
 
 One function per exercise; its asserts are the answer, checked: the test suite runs this file, so no solution
-can go stale. Run it with ``python docs/solutions/02_tokens_and_embeddings.py``: it needs torch and the one-file
-model, ``src/scratchformer/paper.py``, nothing else.
+can go stale. It needs torch and ``paper.py`` from ``src/scratchformer/``, nothing else: run it
+in the repository (``python docs/solutions/02_tokens_and_embeddings.py``) or beside it in a folder of your own
+(``python 02_tokens_and_embeddings.py``).
 """
 
 from __future__ import annotations
@@ -13,24 +14,12 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src" / "scratchformer"))  # paper.py
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent.parent / "src" / "scratchformer")]  # beside this file, or the repository's
 import paper  # noqa: E402
 
 
 def exercise_2_1() -> None:
-    """Count the base model's parameters with one shared table, and with three separate ones."""
-    V, C = 37000, 512
-    with torch.device("meta"):  # shapes only: nothing is allocated or initialised
-        model = paper.make_model(V)
-    tied = sum(p.numel() for p in model.parameters())
-    table = V * C  # one (V, C) matrix: 18,944,000
-    untied = tied + 2 * table  # a second table for the target side, a third as the output layer
-    assert (tied, table, untied) == (63_082_496, 18_944_000, 100_970_496)
-    print(f"Exercise 2.1: tied {tied:,} parameters; three separate (V, C) matrices {untied:,} "
-          f"(each {table:,}, {table / tied:.0%} of the tied model)")
-
-
-def exercise_2_2() -> None:
     """The embedding without x sqrt(C), against the positional encoding it is added to (C = 512)."""
     torch.manual_seed(0)
     C = 512
@@ -42,11 +31,11 @@ def exercise_2_2() -> None:
     positions = rms(paper.sinusoidal_positions(1000, C))  # each pair is (sin, cos): sin^2 + cos^2 = 1
     assert math.isclose(unscaled, C ** -0.5, rel_tol=0.02) and math.isclose(scaled, 1.0, rel_tol=0.02)
     assert math.isclose(positions, 0.5 ** 0.5, rel_tol=1e-6)
-    print(f"Exercise 2.2: token rows {unscaled:.3f} without the factor, {scaled:.2f} with it; positions "
+    print(f"Exercise 2.1: token rows {unscaled:.3f} without the factor, {scaled:.2f} with it; positions "
           f"{positions:.3f}: without it the positions are {positions / unscaled:.0f} times larger than the tokens")
 
 
-def exercise_2_3() -> None:
+def exercise_2_2() -> None:
     """At initialisation, which output token gets the largest logit? The input token itself, through the
     residual path and the shared table: the output layer is the embedding matrix read backwards."""
     torch.manual_seed(0)
@@ -57,11 +46,10 @@ def exercise_2_3() -> None:
         logits = model(src, tgt)  # (B, T, V)
     own = (logits.argmax(-1) == tgt).float().mean().item()
     assert own > 0.5, own  # chance would be 1 / 50
-    print(f"Exercise 2.3: at initialisation the largest logit is the position's own input token "
+    print(f"Exercise 2.2: at initialisation the largest logit is the position's own input token "
           f"{own:.0%} of the time (chance: 2 %)")
 
 
 if __name__ == "__main__":
     exercise_2_1()
     exercise_2_2()
-    exercise_2_3()

@@ -1,8 +1,9 @@
 """Solutions to the exercises of page 3, "Positional encoding" (docs/03-positional-encoding.md).
 
 One function per exercise; its asserts are the answer, checked: the test suite runs this file, so no solution
-can go stale. Run it with ``python docs/solutions/03_positional_encoding.py``: it needs torch and the one-file
-model, ``src/scratchformer/paper.py``, nothing else.
+can go stale. It needs torch and ``paper.py`` from ``src/scratchformer/``, nothing else: run it
+in the repository (``python docs/solutions/03_positional_encoding.py``) or beside it in a folder of your own
+(``python 03_positional_encoding.py``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src" / "scratchformer"))  # paper.py
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent.parent / "src" / "scratchformer")]  # beside this file, or the repository's
 import paper  # noqa: E402
 
 

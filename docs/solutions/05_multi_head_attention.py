@@ -1,8 +1,9 @@
 """Solutions to the exercises of page 5, "Multi-head attention" (docs/05-multi-head-attention.md).
 
 One function per exercise; its asserts are the answer, checked: the test suite runs this file, so no solution
-can go stale. Run it with ``python docs/solutions/05_multi_head_attention.py``: it needs torch and the one-file
-model, ``src/scratchformer/paper.py``, nothing else.
+can go stale. It needs torch and ``paper.py`` from ``src/scratchformer/``, nothing else: run it
+in the repository (``python docs/solutions/05_multi_head_attention.py``) or beside it in a folder of your own
+(``python 05_multi_head_attention.py``).
 """
 
 from __future__ import annotations
@@ -11,18 +12,63 @@ import sys
 from pathlib import Path
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src" / "scratchformer"))  # paper.py
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent.parent / "src" / "scratchformer")]  # beside this file, or the repository's
 import paper  # noqa: E402
 
 
+def my_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Equation 1 from a blank page: softmax(q k^T / sqrt(d_k)) v, masked keys at -inf before the softmax."""
+    scores = q @ k.transpose(-2, -1) / q.size(-1) ** 0.5  # (..., T, S)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+class MyMultiHeadAttention(nn.Module):
+    """Multi-head attention from a blank page: project, cut the C columns into H heads, attend, put the heads
+    side by side again, mix them with W^O."""
+
+    def __init__(self, d_model: int, n_heads: int) -> None:
+        super().__init__()
+        self.n_heads, self.d_k = n_heads, d_model // n_heads
+        self.q, self.k, self.v, self.o = (nn.Linear(d_model, d_model) for _ in range(4))
+
+    def heads(self, x: Tensor) -> Tensor:  # (B, L, C) -> (B, H, L, d_k)
+        return x.unflatten(-1, (self.n_heads, self.d_k)).transpose(1, 2)
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None) -> Tensor:
+        out, _ = my_attention(self.heads(self.q(query)), self.heads(self.k(key)), self.heads(self.v(value)), mask)
+        return self.o(out.transpose(1, 2).flatten(2))  # (B, H, T, d_k) -> (B, T, H d_k) = (B, T, C)
+
+
 def exercise_5_1() -> None:
-    """The number of heads does not change the number of parameters: 4 (C^2 + C) for any H."""
-    C = 512
-    counts = {H: sum(p.numel() for p in paper.MultiHeadAttention(C, H).parameters()) for H in (1, 8, 64)}
-    assert set(counts.values()) == {4 * (C * C + C)} == {1_050_624}
-    print(f"Exercise 5.1: {counts[1]:,} parameters with 1, 8 or 64 heads: H only decides how the columns are cut")
+    """Attention and multi-head attention written from a blank page give paper.py's outputs: equation 1 with
+    padding and causal masks, then the module, given paper.py's weights, as self-attention under the decoder's
+    mask and as cross-attention over a padded source."""
+    torch.manual_seed(0)
+    C, H = 32, 4
+    q, k, v = torch.randn(2, H, 5, 8), torch.randn(2, H, 7, 8), torch.randn(2, H, 7, 8)
+    src = torch.tensor([[4, 5, 6, 7, 8, 9, 10], [4, 5, 6, 0, 0, 0, 0]])  # the second: 3 tokens, 4 <pad>
+    for mask in (None, paper.padding_mask(src, 0)):
+        mine, theirs = my_attention(q, k, v, mask), paper.attention(q, k, v, mask)
+        torch.testing.assert_close(mine, theirs, atol=1e-6, rtol=0)
+    reference, mine = paper.MultiHeadAttention(C, H), MyMultiHeadAttention(C, H)
+    for layer, theirs in [(mine.q, reference.w_q), (mine.k, reference.w_k), (mine.v, reference.w_v),
+                          (mine.o, reference.w_o)]:
+        layer.load_state_dict(theirs.state_dict())
+    x, memory = torch.randn(2, 5, C), torch.randn(2, 7, C)
+    tgt = torch.tensor([[1, 4, 5, 6, 7], [1, 4, 5, 0, 0]])
+    self_mask = paper.padding_mask(tgt, 0) & paper.causal_mask(5)  # (B, 1, T, T)
+    with torch.no_grad():
+        torch.testing.assert_close(mine(x, x, x, self_mask), reference(x, x, x, self_mask), atol=1e-6, rtol=0)
+        cross = mine(x, memory, memory, paper.padding_mask(src, 0))
+        torch.testing.assert_close(cross, reference(x, memory, memory, paper.padding_mask(src, 0)), atol=1e-6, rtol=0)
+    print(f"Exercise 5.1: attention and multi-head attention from a blank page equal paper.py's (masked self- and "
+          f"cross-attention, {sum(p.numel() for p in mine.parameters()):,} parameters for C = {C}, H = {H})")
 
 
 class NoTranspose(paper.MultiHeadAttention):

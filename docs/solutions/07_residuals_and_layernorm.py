@@ -1,8 +1,9 @@
 """Solutions to the exercises of page 7, "Residual connections and LayerNorm" (docs/07-residuals-and-layernorm.md).
 
 One function per exercise; its asserts are the answer, checked: the test suite runs this file, so no solution
-can go stale. Run it with ``python docs/solutions/07_residuals_and_layernorm.py``: it needs torch and the
-one-file model, ``src/scratchformer/paper.py``, nothing else.
+can go stale. It needs torch and ``paper.py`` from ``src/scratchformer/``, nothing else: run it
+in the repository (``python docs/solutions/07_residuals_and_layernorm.py``) or beside it in a folder of your own
+(``python 07_residuals_and_layernorm.py``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src" / "scratchformer"))  # paper.py
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent.parent / "src" / "scratchformer")]  # beside this file, or the repository's
 import paper  # noqa: E402
 
 

@@ -1,8 +1,9 @@
 """Solutions to the exercises of page 9, "Three families" (docs/09-three-families.md).
 
 One function per exercise; its asserts are the answer, checked: the test suite runs this file, so no solution
-can go stale. Run it with ``python docs/solutions/09_three_families.py``: it needs torch and the one-file model,
-``src/scratchformer/paper.py``, nothing else.
+can go stale. It needs torch and ``paper.py`` from ``src/scratchformer/``, nothing else: run it
+in the repository (``python docs/solutions/09_three_families.py``) or beside it in a folder of your own
+(``python 09_three_families.py``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src" / "scratchformer"))  # paper.py
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent.parent / "src" / "scratchformer")]  # beside this file, or the repository's
 import paper  # noqa: E402
 
 SIZES = dict(n_layers=2, d_model=32, d_ff=64, n_heads=4, dropout=0.0)
@@ -75,9 +77,9 @@ def exercise_9_2() -> None:
 
 def exercise_9_3() -> None:
     """Mean pooling over every position, padding included: the same sentence gets other logits in a batch that
-    needs more padding. paper.EncoderClassifier averages the real tokens only."""
+    needs more padding. paper.Classifier averages the real tokens only."""
     torch.manual_seed(0)
-    classifier = paper.EncoderClassifier(20, 3, **SIZES).eval()
+    classifier = paper.Classifier(20, 3, **SIZES).eval()
     sentence, padded = torch.tensor([[5, 6, 7]]), torch.tensor([[5, 6, 7, 0, 0, 0]])
 
     def pooled_over_all(ids: Tensor) -> Tensor:

@@ -127,7 +127,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            parts=Parts(embeddings="embed", blocks="encoder.layers", final_norm="encoder.norm", head=("head",),
                        pooler="pooler"),
            poolings=("mean", "max", "cls", "pooler"), exports=("onnx-single", "torchscript", "hf"),
-           hf_plans=("bert",), paper="EncoderClassifier"),
+           hf_plans=("bert",), paper="Classifier"),
     # a GPT's body under a head that reads each text's last real token (GPT-2's GPT2ForSequenceClassification)
     Family(name="gpt-classifier", title="a classifier (a GPT reading its last real token)",
            structure="a decoder-only GPT reading its last real token", model="GPTClassifier",

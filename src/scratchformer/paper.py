@@ -9,17 +9,18 @@ Letters used in every shape comment (the same on every page of the walkthrough):
 
     B  batch size         S  source length (keys)     T  target length (queries)
     C  d_model            H  number of heads          D  head size = C / H  (d_k in the paper)
-    F  d_ff               V  vocabulary size          N  number of layers
+    V  vocabulary size    N  number of layers         d_ff  the feed-forward width
 
 Masks are boolean and ``True`` means "may attend", the polarity of ``F.scaled_dot_product_attention``.
 Padding goes at the end of a row (right padding): positions are counted from the first column, so padding in
 front would move every real token to another position.
 
-The order is the paper's: §3.4 embeddings, §3.5 positions, §3.2.1 attention, §3.2.3 masks, §3.2.2
-multi-head attention, §3.3 feed-forward, §3.1 residual + LayerNorm, the encoder and decoder layers and
-stacks, Figure 1's encoder-decoder and ``make_model``; then two small variations on the same blocks, a
-decoder-only language model (GPT) and an encoder-only classifier. ``paper_train.py``, beside this file,
-trains ``make_model`` on a copy task with the paper's recipe: ``python paper_train.py``.
+The order is the order in which data flows through Figure 1, not the order of the paper's sections (§3.1 to
+§3.5): the embeddings (§3.4) and positions (§3.5) a token meets first, then attention (§3.2.1) and its masks
+(§3.2.3), multi-head attention (§3.2.2), the feed-forward network (§3.3), Add & Norm (§3.1), the encoder and
+decoder layers and stacks, Figure 1's encoder-decoder and ``make_model``; then two small variations on the
+same blocks, a decoder-only language model (GPT) and an encoder-only classifier. ``paper_train.py``, beside
+this file, trains ``make_model`` on a copy task with the paper's recipe: ``python paper_train.py``.
 """
 
 from __future__ import annotations
@@ -154,11 +155,11 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int) -> None:
         super().__init__()
-        self.w_1 = nn.Linear(d_model, d_ff)  # (C) -> (F)
-        self.w_2 = nn.Linear(d_ff, d_model)  # (F) -> (C)
+        self.w_1 = nn.Linear(d_model, d_ff)  # (C) -> (d_ff)
+        self.w_2 = nn.Linear(d_ff, d_model)  # (d_ff) -> (C)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.w_2(F.relu(self.w_1(x)))  # (B, T, F) in between
+        return self.w_2(F.relu(self.w_1(x)))  # (B, T, d_ff) in between
 
 
 # ---------------------------------------------------------------------------- §3.1 residual + LayerNorm
@@ -247,8 +248,9 @@ class Decoder(nn.Module):
 
 
 class Transformer(nn.Module):
-    """Figure 1. ``forward(src (B, S), tgt (B, T)) -> logits (B, T, V)``, ``tgt`` shifted right (it
-    starts with <bos>): the logits at position t predict target token t + 1 from tokens 0 .. t.
+    """Figure 1. ``forward(src (B, S), tgt (B, T)) -> logits (B, T, V)``. ``tgt`` is the target shifted right,
+    ``<bos> y_1 .. y_(T-1)``: position t (counted from 0, ``<bos>`` at 0) has read ``<bos> y_1 .. y_t`` and its
+    logits predict ``y_(t+1)``.
 
     ``encode`` and ``decode`` are the two halves, for decoding one token at a time.
     """
@@ -329,8 +331,8 @@ class GPT(nn.Module):
 # ---------------------------------------------------------------------------- variation 2: encoder-only classifier
 
 
-class EncoderClassifier(nn.Module):
-    """A sentence classifier: the encoder, the mean of its outputs over the real tokens, one linear
+class Classifier(nn.Module):
+    """An encoder-only sentence classifier: the encoder, the mean of its outputs over the real tokens, one linear
     layer. ``(B, S) -> class logits (B, K)`` for K classes. Pad at the end only: padding in front moves the
     real tokens to later positions, which changes the logits."""
 

@@ -7,7 +7,7 @@ Copy ``paper.py`` and this file into an empty folder; torch is the only package 
 
 The task: read a random string of the letters a to j (4 to 12 of them) and write it again. The model must
 learn to find, for each output position, the source position to copy from: cross-attention (page 5 of the
-walkthrough draws what it learns). The recipe is the paper's §5, at toy scale:
+walkthrough draws what it learns). The recipe is the paper's (§5 and §6.1), at toy scale:
 
 - **batches with padding** (§5.1): strings of different lengths in one batch, filled with ``<pad>`` at the
   end; the loss leaves padded positions out and the model's masks hide them from attention;
@@ -18,7 +18,12 @@ walkthrough draws what it learns). The recipe is the paper's §5, at toy scale:
   100,000 steps; this run has 1,000, so the warm-up is scaled down to 200 steps. The rate falls with the
   model's width: at d_model = 64 it peaks at 8.8e-3 (the base model's: 7.0e-4), and batches of 128 strings
   keep steps that large steady (with 64 strings the exact match still swung between 96.6 % and 98.6 % from
-  step 500 to step 1,000).
+  step 500 to step 1,000);
+- **checkpoint averaging** (§6.1): the model at the end is the mean of its last 5 checkpoints, one every 5 % of
+  the run, as the paper averages its last 5. The rate is still high at the end, and the last weights are
+  noisy: without the mean, four runs that differed only in the warm-up (200, 300 or 400 steps) or the number
+  of threads copied 96.1 % to 100 % of the held-out strings; with it, the two that had copied least copied
+  100 %.
 
 What is not the paper's: the model is small (2 + 2 layers, d_model 64, 4 heads, d_ff 128: about 170,000
 parameters against 63 million), and dropout is 0, since random strings cannot be memorised and there is
@@ -50,6 +55,7 @@ BATCH_SIZE = 128  # strings per step: about 1,150 target tokens (the paper's bat
 WARMUP = 200  # the paper's warmup_steps = 4000, scaled down to this run's length
 LABEL_SMOOTHING = 0.1  # the paper's eps_ls
 ADAM = dict(betas=(0.9, 0.98), eps=1e-9)  # §5.3
+AVERAGE = 5  # §6.1: "a single model obtained by averaging the last 5 checkpoints"
 
 
 # ---------------------------------------------------------------------------- data: strings, ids, padded batches
@@ -70,9 +76,10 @@ def random_string(rng: random.Random) -> str:
 
 
 def make_batch(strings: list[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Strings -> source ``(B, S)`` = x <eos>, decoder input ``(B, T)`` = <bos> x, decoder target ``(B, T)`` =
-    x <eos>, each row padded with ``<pad>`` to the longest. The decoder reads the target shifted right by one,
-    so position t, having seen target tokens 0 .. t - 1, predicts token t ("teacher forcing")."""
+    """Strings y (the source and the target alike) -> source ``(B, S)`` = y <eos>, decoder input ``(B, T)`` =
+    <bos> y, decoder target ``(B, T)`` = y <eos>, each row padded with ``<pad>`` to the longest. The decoder
+    reads the target shifted right by one: position t (counted from 0) has read ``<bos> y_1 .. y_t`` and is
+    scored on ``y_(t+1)``, the decoder target's token at that position ("teacher forcing")."""
     width = max(len(s) for s in strings) + 1
     src, tgt_in, tgt_out = (torch.full((len(strings), width), PAD) for _ in range(3))
     for i, s in enumerate(strings):
@@ -103,11 +110,13 @@ def loss_fn(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 def train(model: paper.Transformer, steps: int, rng: random.Random, held_out: set[str],
           log_every: int = 100) -> list[float]:
-    """``steps`` steps on fresh random strings (never a held-out one); returns the loss of every step."""
+    """``steps`` steps on fresh random strings (never a held-out one); returns the loss of every step. The model
+    ends with the mean of its last ``AVERAGE`` checkpoints, one every 5 % of the run (§6.1)."""
     d_model = model.embed.d_model
     optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate(1, d_model, WARMUP), **ADAM)
     model.train()
     losses, start = [], time.time()
+    every, kept = max(1, steps // 20), []
     for step in range(1, steps + 1):
         strings = []
         while len(strings) < BATCH_SIZE:
@@ -123,10 +132,13 @@ def train(model: paper.Transformer, steps: int, rng: random.Random, held_out: se
             group["lr"] = learning_rate(step, d_model, WARMUP)
         optimizer.step()
         losses.append(loss.item())
+        if (steps - step) % every == 0 and steps - step < AVERAGE * every:  # a checkpoint to average
+            kept.append({name: w.detach().clone() for name, w in model.state_dict().items()})
         if step % log_every == 0 or step == steps:
             recent = losses[-log_every:]
             print(f"step {step:5d}/{steps}  loss {sum(recent) / len(recent):.3f}  "
                   f"lr {learning_rate(step, d_model, WARMUP):.2e}  {time.time() - start:4.0f} s", flush=True)
+    model.load_state_dict({name: sum(k[name] for k in kept) / len(kept) for name in kept[0]})
     return losses
 
 

@@ -35,7 +35,7 @@ _STACKS = {
     "make_model": ([("encoder.layers.", "encoder.layers.", _ENCODER_LAYER), ("decoder.layers.", "decoder.layers.",
                                                                              _DECODER_LAYER)], "src_embed.token."),
     "GPT": ([("blocks.layers.", "decoder.layers.", _GPT_LAYER)], "embed.token."),
-    "EncoderClassifier": ([("encoder.layers.", "encoder.layers.", _ENCODER_LAYER)], "embed.token."),
+    "Classifier": ([("encoder.layers.", "encoder.layers.", _ENCODER_LAYER)], "embed.token."),
 }
 _QKV = {"w_q.": 0, "w_k.": 1, "w_v.": 2}
 
@@ -65,7 +65,7 @@ def paper_model(config: ModelConfig) -> nn.Module:
     sizes = dict(n_layers=config.n_encoder_layers if entry.two_stacks else config.n_layers,
                  d_model=config.d_model, d_ff=config.d_ff, n_heads=config.n_heads, dropout=config.dropout,
                  max_len=config.max_len, pad_id=config.pad_id)
-    classes = (config.n_classes,) if entry.classifies else ()  # paper.EncoderClassifier(vocab, n_classes, ...)
+    classes = (config.n_classes,) if entry.classifies else ()  # paper.Classifier(vocab, n_classes, ...)
     return getattr(paper, entry.paper)(config.vocab_size, *classes, **sizes)
 
 
