@@ -121,18 +121,20 @@ def _score_batch(model: GPT, batch: list[Request]) -> list[list[tuple[float, boo
     last = model.hidden_states(ids, mask, cache=cache)[:, -1]  # (B, C): each prompt's last token predicts...
     targets = [c for r in batch for c in r.continuations]
     owner = torch.tensor([q for q, r in enumerate(batch) for _ in r.continuations], device=device)  # (K,)
-    scores, greedy = _pick(model, last[owner], torch.tensor([c[0] for c in targets], device=device))  # ...each first
+    first, hits = _pick(model, last[owner], torch.tensor([c[0] for c in targets], device=device))  # ...each first
+    per_token = [[first[k:k + 1]] for k in range(len(targets))]  # each continuation's tokens' log-probabilities
+    greedy = [[hits[k:k + 1]] for k in range(len(targets))]
     if width:
         cache.reorder(owner)  # each prompt's keys and values, once per choice
         cont, real = (t.to(device) for t in pad_batch(rest))  # (K, W) right-padded: no real token sees the pads
         hidden = model.hidden_states(cont, torch.cat([mask[owner], torch.ones_like(real)], 1), cache=cache)
         nexts = torch.tensor([t for c in targets for t in c[1:]], device=device)  # (N,)
-        logp, hits = _pick(model, hidden[real], nexts)  # (N,): every real position predicts its next token
-        row = torch.arange(len(targets), device=device).repeat_interleave(real.sum(1))  # (N,) its continuation
-        scores = scores.index_add(0, row, logp)
-        misses = torch.zeros_like(scores).index_add(0, row, (~hits).to(scores.dtype))
-        greedy &= misses == 0
-    pairs = list(zip(scores.tolist(), greedy.tolist()))
+        logp, more = _pick(model, hidden[real], nexts)  # (N,): every real position predicts its next token
+        for k, (a, b) in enumerate(zip(logp.split(real.sum(1).tolist()), more.split(real.sum(1).tolist()))):
+            per_token[k].append(a)
+            greedy[k].append(b)
+    # summed as the harness sums them (a float32 tensor of the continuation's tokens), so that the two round alike
+    pairs = [(float(torch.cat(p).sum()), bool(torch.cat(g).all())) for p, g in zip(per_token, greedy)]
     out, k = [], 0
     for r in batch:
         out.append(pairs[k:k + len(r.continuations)])
