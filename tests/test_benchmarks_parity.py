@@ -203,3 +203,17 @@ def test_the_tokens_are_the_harness_s_bos_first_trailing_spaces_moved(runs, mode
         prompt, (ids,) = encode_pairs(tokenizer, context, [cont])
         assert (prompt, ids) == tuple(lm._encode_pair(context, cont))
         assert prompt[0] == 0  # <|bos|>
+
+
+def test_a_folder_s_results_go_to_the_current_directory_and_the_folder_is_left_alone(runs, tmp_path, monkeypatch,
+                                                                                     capsys):
+    from scratchformer.app.cli import main
+
+    folder, _ = runs["llama"]
+    before = sorted(p.name for p in folder.iterdir())
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SCRATCHFORMER_DATA", str(SHARED_DATA))
+    assert main(["evaluate", "--ckpt", str(folder), "--benchmark", "hellaswag", "--limit", "3"]) == 0
+    assert "a Hugging Face folder is not written into" in capsys.readouterr().out
+    assert json.loads((tmp_path / "benchmarks.json").read_text())["hellaswag"]["n"] == 3
+    assert sorted(p.name for p in folder.iterdir()) == before
