@@ -76,7 +76,7 @@ def fit(context: list[int], continuations: list[list[int]], window: int) -> list
 
 
 @torch.no_grad()
-def loglikelihoods(model: GPT, requests: Sequence[Request], *, max_tokens: int = 2048,
+def loglikelihoods(model: GPT, requests: Sequence[Request], *, max_tokens: int = 4096,
                    progress: Callable[[list[int]], object] | None = None) -> list[list[tuple[float, bool]]]:
     """``(log-likelihood, is_greedy)`` of each continuation of each request, in order: the sum of the
     log-probabilities of its tokens, and whether each of them is the model's most likely next token.
@@ -91,8 +91,9 @@ def loglikelihoods(model: GPT, requests: Sequence[Request], *, max_tokens: int =
 
 
 def _batches(requests: Sequence[Request], max_tokens: int, window: int) -> list[list[int]]:
-    """Indices sorted longest first, cut so that a batch's prompts (rows x longest) and continuations hold at most
-    ``max_tokens`` tokens each, and its longest prompt and continuation fit the window together."""
+    """Indices sorted longest first, cut so that a batch's prompts (rows x longest) and its choices' caches (choices x
+    (longest prompt + longest continuation): each choice holds its own copy of its prompt's keys and values) hold at
+    most ``max_tokens`` positions each, and its longest prompt and continuation fit the window together."""
     def sizes(r: Request) -> tuple[int, int, int]:
         return len(r.context), max(len(c) for c in r.continuations) - 1, len(r.continuations)
 
@@ -102,7 +103,7 @@ def _batches(requests: Sequence[Request], max_tokens: int, window: int) -> list[
     for i in order:
         prompt, cont, n = sizes(requests[i])
         p, c, r, k = max(longest_prompt, prompt), max(longest_cont, cont), rows + 1, choices + n
-        if batches and r * p <= max_tokens and k * c <= max_tokens and p + c <= window:
+        if batches and r * p <= max_tokens and k * (p + c) <= max_tokens and p + c <= window:
             batches[-1].append(i)
         else:
             batches.append([i])

@@ -45,7 +45,7 @@ def load_questions(spec: MultipleChoice, *, shots: int = 0, limit: int | None = 
 
 
 def evaluate_benchmarks(ckpt: Checkpoint, names: list[str], *, shots: int = 0, limit: int | None = None,
-                        data_dir: str | Path | None = None, max_tokens: int = 2048,
+                        data_dir: str | Path | None = None, max_tokens: int = 4096,
                         log: Callable[[str], object] = lambda s: print(s, file=sys.stderr)) -> dict[str, Any]:
     """``{benchmark: {metric: value, metric_stderr: ..., n, chance, ...}}`` of a language model's checkpoint on
     each benchmark of ``names`` (known names, or paths of multiple-choice files)."""
@@ -69,7 +69,7 @@ def evaluate_benchmarks(ckpt: Checkpoint, names: list[str], *, shots: int = 0, l
 
 
 def score_questions(ckpt: Checkpoint, spec: MultipleChoice, items: list[Question], *,
-                    max_tokens: int = 2048) -> dict[str, Any]:
+                    max_tokens: int = 4096) -> dict[str, Any]:
     """The metrics of ``items`` (a benchmark's questions), and what could not be scored as written."""
     scored, counts = choice_scores(ckpt, items, max_tokens=max_tokens)
     kept = [q for q, pairs in enumerate(scored) if pairs is not None]
@@ -84,7 +84,7 @@ def score_questions(ckpt: Checkpoint, spec: MultipleChoice, items: list[Question
     return result
 
 
-def choice_scores(ckpt: Checkpoint, items: list[Question], *, max_tokens: int = 2048
+def choice_scores(ckpt: Checkpoint, items: list[Question], *, max_tokens: int = 4096
                   ) -> tuple[list[list[tuple[float, bool]] | None], dict[str, int]]:
     """``(log-likelihood, is_greedy)`` of each choice of each question (None for a question that cannot be scored),
     and the counts of what was not scored as written."""
