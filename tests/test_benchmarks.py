@@ -113,8 +113,8 @@ def _full_pass(model: GPT, context: list[int], continuation: list[int]) -> tuple
     return float(logp.gather(1, target[:, None]).sum()), bool((logp.argmax(-1) == target).all())
 
 
-@pytest.mark.parametrize("config", [{}, {"positional": "rotary", "n_kv_heads": 2, "norm_type": "rmsnorm"}],
-                         ids=["learned", "rotary-gqa"])
+@pytest.mark.parametrize("config", [{}, {"positional": "rotary", "n_kv_heads": 2, "norm_type": "rmsnorm"},
+                                    {"attention": "linear"}], ids=["learned", "rotary-gqa", "linear-attention"])
 def test_the_prompt_read_once_into_the_cache_gives_each_choice_s_full_pass(config):
     model = GPT(tiny("gpt", **config)).eval()
     g = torch.Generator().manual_seed(0)
