@@ -2,7 +2,7 @@
 how much memory?
 
     python bench/speed/benchmark_speed.py                       # ARC-Easy (570) and 1,000 HellaSwag, 1 round
-    python bench/speed/benchmark_speed.py --hellaswag 200 --rounds 2 --json speed.json
+    python bench/speed/benchmark_speed.py --arc 100 --hellaswag 100 --rounds 2 --json speed.json
 
 The model: a GPT-2-shaped folder (GPT-2 small: 12 layers, 12 heads, d_model 768, 1,024 positions, a 50,257-token
 output layer), random weights saved by ``transformers``, with a byte-level BPE tokenizer trained on Tiny
@@ -122,6 +122,7 @@ def child(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--arc", type=int, default=570, help="ARC-Easy questions (default: all 570)")
     parser.add_argument("--hellaswag", type=int, default=1000, help="HellaSwag questions (default 1,000)")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--hf-batch", type=int, default=16, help="HFLM's batch_size (default 16)")
@@ -136,7 +137,7 @@ def main() -> None:
     make_folder(folder)
     runs: dict[str, list[dict]] = {}
     for round_ in range(args.rounds):
-        for bench, n in (("arc_easy", 570), ("hellaswag", args.hellaswag)):
+        for bench, n in (("arc_easy", args.arc), ("hellaswag", args.hellaswag)):
             order = ("ours", "hflm") if round_ % 2 == 0 else ("hflm", "ours")
             for who in order:
                 cmd = [sys.executable, __file__, "--child", who, "--folder", str(folder), "--bench", bench, "--n",

@@ -122,7 +122,9 @@ def _score_batch(model: GPT, batch: list[Request]) -> list[list[tuple[float, boo
     last = model.hidden_states(ids, mask, cache=cache)[:, -1]  # (B, C): each prompt's last token predicts...
     targets = [c for r in batch for c in r.continuations]
     owner = torch.tensor([q for q, r in enumerate(batch) for _ in r.continuations], device=device)  # (K,)
-    first, hits = _pick(model, last[owner], torch.tensor([c[0] for c in targets], device=device))  # ...each first
+    heads = torch.tensor([c[0] for c in targets], device=device)  # ...each continuation's first token
+    logp = torch.cat([_log_probs(model, h) for h in last.split(LOGIT_ROWS)])  # (B, V), once per prompt
+    first, hits = logp[owner, heads], logp.argmax(-1)[owner] == heads  # (K,) each
     per_token = [[first[k:k + 1]] for k in range(len(targets))]  # each continuation's tokens' log-probabilities
     greedy = [[hits[k:k + 1]] for k in range(len(targets))]
     if width:
@@ -146,10 +148,14 @@ def _score_batch(model: GPT, batch: list[Request]) -> list[list[tuple[float, boo
 def _pick(model: GPT, hidden: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
     """``(N, C)`` hidden states and ``(N,)`` next tokens -> each token's float32 log-probability ``(N,)`` and whether
     it is the most likely one ``(N,)``; the ``(N, V)`` vocabulary a slice of rows at a time."""
-    weight = model.output_weight()
     logps, hits = [], []
     for h, t in zip(hidden.split(LOGIT_ROWS), targets.split(LOGIT_ROWS)):
-        logp = F.log_softmax(F.linear(h, weight).float(), -1)  # (n, V)
+        logp = _log_probs(model, h)  # (n, V)
         logps.append(logp.gather(1, t[:, None])[:, 0])
         hits.append(logp.argmax(-1) == t)
     return torch.cat(logps), torch.cat(hits)
+
+
+def _log_probs(model: GPT, hidden: Tensor) -> Tensor:
+    """``(n, C)`` -> ``(n, V)`` float32 log-probabilities of the next token (the output layer, a log-softmax)."""
+    return F.log_softmax(F.linear(hidden, model.output_weight()).float(), -1)
