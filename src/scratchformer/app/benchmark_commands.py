@@ -30,12 +30,14 @@ def evaluate_on_benchmarks(args: argparse.Namespace) -> int:
     path, beside = results_path(args.ckpt[0], args.output)
     read_results(path)  # an unreadable results file is said now, not after the scoring
     ckpt = load_checkpoint(args.ckpt[0])
-    results = evaluate_benchmarks(ckpt, names, shots=args.shots, limit=args.limit, data_dir=args.data_dir)
-    where = find_checkpoint(args.ckpt[0])
-    for result in results.values():
-        result["checkpoint"] = {"path": str(where or args.ckpt[0]), "step": ckpt.step}
+    where = {"path": str(find_checkpoint(args.ckpt[0]) or args.ckpt[0]), "step": ckpt.step}
+
+    def save(name: str, result: dict[str, Any]) -> None:  # each benchmark as it is scored
+        result["checkpoint"] = where
+        merge_results(path, {name: result})
+
+    results = evaluate_benchmarks(ckpt, names, shots=args.shots, limit=args.limit, data_dir=args.data_dir, done=save)
     print(benchmark_table(results))
-    merge_results(path, results)
     if beside:
         print(f"wrote {path} (a Hugging Face folder is not written into: the results are in the current directory)")
     else:

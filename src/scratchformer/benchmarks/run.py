@@ -46,9 +46,11 @@ def load_questions(spec: MultipleChoice, *, shots: int = 0, limit: int | None = 
 
 def evaluate_benchmarks(ckpt: Checkpoint, names: list[str], *, shots: int = 0, limit: int | None = None,
                         data_dir: str | Path | None = None, max_tokens: int = 4096,
-                        log: Callable[[str], object] = lambda s: print(s, file=sys.stderr)) -> dict[str, Any]:
+                        log: Callable[[str], object] = lambda s: print(s, file=sys.stderr),
+                        done: Callable[[str, dict[str, Any]], object] | None = None) -> dict[str, Any]:
     """``{benchmark: {metric: value, metric_stderr: ..., n, chance, ...}}`` of a language model's checkpoint on
-    each benchmark of ``names`` (known names, or paths of multiple-choice files)."""
+    each benchmark of ``names`` (known names, or paths of multiple-choice files). ``done(name, result)``: told as
+    each benchmark is scored (the command saves it then, so an interrupted list keeps what it finished)."""
     if not scores_text(ckpt.model):
         kind = KIND_NAMES[model_kind(ckpt.model_config)]
         raise CheckpointError(f"this checkpoint holds {kind}: benchmarks score the likelihood of a text, which only a "
@@ -65,6 +67,8 @@ def evaluate_benchmarks(ckpt: Checkpoint, names: list[str], *, shots: int = 0, l
                               "harness_task": spec.harness_task, "seconds": round(seconds, 2),
                               "items_per_second": round(len(items) / seconds, 2)}
         log(f"{spec.name}: {len(items):,} questions in {seconds:.1f} s")
+        if done is not None:
+            done(spec.name, results[spec.name])
     return results
 
 
