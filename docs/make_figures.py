@@ -906,7 +906,7 @@ def benchmarks(path: Path) -> None:
         ax.set_xticks(x, [f"{r[1]}\n({int(r[3].replace(',', '')):,} q.)" for r in mine], fontsize=8)
         ax.set_ylim(0, 50)
         ax.set_ylabel("score (%)")
-        ax.set_title(f"{model}: near chance, as expected at its size", fontsize=10)
+        ax.set_title(f"{model} (RESULTS.md: the questions taken)", fontsize=10)
         ax.legend(fontsize=8, loc="upper right")
         ax.grid(axis="y", alpha=0.3)
     _save(fig, path)
