@@ -888,6 +888,32 @@ def instructions(path: Path) -> None:
     _save(fig, path)
 
 
+def benchmarks(path: Path) -> None:
+    """Page 20: the scores of the models trained here on ARC, HellaSwag and MMLU (``acc`` and ``acc_norm``, each with
+    its standard error) beside the chance level: RESULTS.md's table of the section "Benchmarks"."""
+    text = (OUT.parents[1] / "RESULTS.md").read_text(encoding="utf-8")
+    rows = _table(text, "benchmarks table")
+    models = list(dict.fromkeys(r[0].strip("`") for r in rows))
+    fig = Figure(figsize=(10, 3.4), dpi=DPI, layout="constrained")
+    axes = fig.subplots(1, len(models), squeeze=False)[0]
+    for ax, model in zip(axes, models):
+        mine = [r for r in rows if r[0].strip("`") == model]
+        x = np.arange(len(mine))
+        for shift, column, label, colour in ((-0.2, 4, "acc", "tab:blue"), (0.2, 5, "acc_norm", "tab:orange")):
+            cells = [r[column].split("±") for r in mine]
+            have = [i for i, c in enumerate(cells) if c[0].strip() not in ("-", "")]
+            ax.bar(x[have] + shift, [float(cells[i][0]) for i in have], 0.38, color=colour, label=label,
+                   yerr=[float(cells[i][1]) if len(cells[i]) > 1 else 0 for i in have], capsize=3)
+        ax.scatter(x, [float(r[6]) for r in mine], marker="_", s=900, color="black", zorder=3, label="chance")
+        ax.set_xticks(x, [f"{r[1]}\n({int(r[3].replace(',', '')):,} q.)" for r in mine], fontsize=8)
+        ax.set_ylim(0, 50)
+        ax.set_ylabel("score (%)")
+        ax.set_title(f"{model} (RESULTS.md: the questions taken)", fontsize=10)
+        ax.legend(fontsize=8, loc="upper right")
+        ax.grid(axis="y", alpha=0.3)
+    _save(fig, path)
+
+
 FIGURES: dict[str, Callable[[], None]] = {
     "model_map": lambda: first_read.model_map(OUT / "model_map.png"),
     "training_step": lambda: first_read.training_step(OUT / "training_step.png"),
@@ -908,6 +934,7 @@ FIGURES: dict[str, Callable[[], None]] = {
     "open_models": lambda: open_models(OUT / "open_models.png"),
     "lora": lambda: lora(OUT / "lora.png"),
     "instructions": lambda: instructions(OUT / "instructions.png"),
+    "benchmarks": lambda: benchmarks(OUT / "benchmarks.png"),
     # from trained models (figures_learner.py): a pretrained English encoder, and a translation model trained here
     "qkv_by_numbers": lambda: learner.qkv_by_numbers(OUT / "qkv_by_numbers.png"),
     "self_attention_sentence": lambda: learner.self_attention_sentence(OUT / "self_attention_sentence.png"),

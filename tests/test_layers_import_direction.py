@@ -16,6 +16,7 @@
             through interop/)   generation/
     rank 3  tasks/ (each task's batches, loss and evaluation)
     rank 4  train/ (the session and the loop)   inference.py (using a trained checkpoint)
+    rank 4.5 benchmarks/ (a trained language model scored on the field's benchmarks, as lm-evaluation-harness does)
     rank 5  app/ (what a user runs: the CLI, its commands, plots, export, explain, explore)
 
 Every import statement counts, those inside functions too, and so does every module named in a string
@@ -36,7 +37,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "scratchformer"
 RANKS = {"lazy": -2, "extras": -2, "errors": -3, "atomic": -2, "paper": -2, "families": -1.5, "registry": -1,
          "distributed": -1, "nn": 0,
          "tokenizers": 0, "metrics": 0, "models": 1, "data": 1, "settings": 2, "checkpoint": 2, "generation": 2,
-         "interop": 1.5, "adapters": 1.75, "model_source": 1.9, "tasks": 3, "train": 4, "inference": 4, "app": 5}
+         "interop": 1.5, "adapters": 1.75, "model_source": 1.9, "tasks": 3, "train": 4, "inference": 4,
+         "benchmarks": 4.5, "app": 5}
 RANKS["paper_train"] = -2  # beside paper.py, importing it as ``paper``: nothing of the package
 EXEMPT = {"__init__.py", "__main__.py"}
 MODULE_NAME = re.compile(r"scratchformer(\.\w+)+(:\w+)?")

@@ -137,14 +137,22 @@ def cmd_classify(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    if args.benchmark is not None:
+        from scratchformer.app.benchmark_commands import evaluate_on_benchmarks
+
+        return evaluate_on_benchmarks(args)
+    alone = [name for name in ("limit", "output", "data_dir") if getattr(args, name) is not None]
+    if alone or args.shots:
+        raise ConfigError(f"--{(alone or ['shots'])[0].replace('_', '-')} goes with --benchmark NAMES")
     words = [p for p in args.data or () if "=" in Path(p).name and not Path(p).exists()]
     if words:  # not a file to score: a setting, which a checkpoint brings with it
         raise ConfigError(f"evaluate takes no settings ({words[0]}): a checkpoint is scored with its own")
+    split = args.split or "test"
     if len(args.ckpt) > 1:
         ckpts = [(path, load_checkpoint(path)) for path in args.ckpt]
-        result = evaluate_ensemble(ckpts, split=args.split, data=args.data)
+        result = evaluate_ensemble(ckpts, split=split, data=args.data)
     else:
-        result = evaluate_checkpoint(load_checkpoint(args.ckpt[0]), split=args.split, data=args.data, beam=args.beam,
+        result = evaluate_checkpoint(load_checkpoint(args.ckpt[0]), split=split, data=args.data, beam=args.beam,
                                      length_penalty=args.length_penalty)
     print(json.dumps(result, indent=2))
     return 0

@@ -17,6 +17,22 @@ _DECODING = [
 ]
 
 
+_BENCHMARK = [
+    opt("--benchmark", metavar="NAMES", help="instead of --split/--data: score a language model on benchmarks, "
+        "comma-separated, each as lm-evaluation-harness 0.4.13 scores it: arc_easy, arc_challenge, hellaswag, mmlu "
+        "(read from benchmarks/ in $SCRATCHFORMER_DATA or --data-dir), or the path of a .jsonl/.jsonl.gz file of "
+        'multiple-choice questions, a line each: {"context": ..., "choices": [...], "answer": index}'),
+    opt("--limit", type=at_least(1), help="with --benchmark: only the first N questions of each (of each subject "
+        "for mmlu, as the harness's --limit)"),
+    opt("--shots", type=at_least(0), default=0, help="with --benchmark: examples answered before each question "
+        "(mmlu: 0 to 5, the first of its dev split; default 0)"),
+    opt("--output", metavar="OUT.json", help="with --benchmark: the results file (default: benchmarks.json in the "
+        "run directory, or in the current directory for a Hugging Face folder); results are merged into it by name"),
+    opt("--data-dir", help="with --benchmark: where benchmarks/ is looked for first; then $SCRATCHFORMER_DATA, "
+        "then the user cache"),
+]
+
+
 def _inputs(what: str) -> list[Option]:
     return [_CKPT, opt("texts", nargs="*", metavar="TEXT", help=f"inputs (else --input FILE, else standard input); "
                        f"{what}"),
@@ -48,13 +64,15 @@ INFERENCE = [
             _RUN + "cmd_translate"),
     Command("classify", "label texts, or image files with an image classifier (ViT): label and probability per "
             "line", _inputs("for an image classifier, image files"), _RUN + "cmd_classify"),
-    Command("evaluate", "metrics of a checkpoint on held-out data, as JSON", [
-        opt("--ckpt", required=True, nargs="+", metavar="DIR", help="checkpoint or run directory; several "
-            "classifiers: evaluate them as an ensemble (the mean of their class probabilities)"),
-        opt("--split", default="test", help="the run's own split: test (default) or val"),
+    Command("evaluate", "metrics of a checkpoint on held-out data, as JSON; or a language model's scores on "
+            "benchmarks (ARC, HellaSwag, MMLU, a file of yours)", [
+        opt("--ckpt", required=True, nargs="+", metavar="DIR", help="checkpoint or run directory (or a Hugging Face "
+            "folder); several classifiers: evaluate them as an ensemble (the mean of their class probabilities)"),
+        opt("--split", help="the run's own split: test (default) or val"),
         opt("--data", nargs="+", metavar="PATH", help="score all of these files instead (a test set), in the form "
             "the model's task takes: " + data_formats()),
         *_DECODING,
+        *_BENCHMARK,
     ], _RUN + "cmd_evaluate"),
     Command("export", "export a checkpoint's model to ONNX, GGUF (llama.cpp), TorchScript or Hugging Face "
             "transformers", [

@@ -1,0 +1,68 @@
+"""``scratchformer evaluate --ckpt X --benchmark NAMES [--limit N] [--shots K] [--output OUT.json]``: a language
+model's scores on benchmarks, printed as a table and merged into the results file (``benchmarks/results.py``)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from scratchformer.benchmarks.results import merge_results, read_results, results_path
+from scratchformer.benchmarks.run import evaluate_benchmarks
+from scratchformer.checkpoint import find_checkpoint, load_checkpoint
+from scratchformer.errors import ConfigError
+
+__all__ = ["benchmark_table", "evaluate_on_benchmarks"]
+
+NOTES = {"truncated": "prompts cut from the left to the model's window",
+         "unknown_characters": "with a character the vocabulary lacks, scored as its unknown token",
+         "skipped": "not scored: a choice longer than the model's window"}
+
+
+def evaluate_on_benchmarks(args: argparse.Namespace) -> int:
+    given = [flag for flag, value in (("--data", args.data), ("--split", args.split)) if value is not None]
+    if given:
+        raise ConfigError(f"--benchmark replaces {given[0]}: give one of them")
+    if len(args.ckpt) > 1:
+        raise ConfigError("--benchmark scores one checkpoint: give one --ckpt")
+    names = [n.strip() for n in args.benchmark.split(",") if n.strip()]
+    if not names:
+        raise ConfigError("--benchmark names no benchmark (e.g. --benchmark arc_easy,hellaswag)")
+    path, beside = results_path(args.ckpt[0], args.output)
+    read_results(path)  # an unreadable results file is said now, not after the scoring
+    ckpt = load_checkpoint(args.ckpt[0])
+    where = {"path": str(find_checkpoint(args.ckpt[0]) or args.ckpt[0]), "step": ckpt.step}
+
+    def save(name: str, result: dict[str, Any]) -> None:  # each benchmark as it is scored
+        result["checkpoint"] = where
+        merge_results(path, {name: result})
+
+    results = evaluate_benchmarks(ckpt, names, shots=args.shots, limit=args.limit, data_dir=args.data_dir, done=save)
+    print(benchmark_table(results))
+    if beside:
+        print(f"wrote {path} (a Hugging Face folder is not written into: the results are in the current directory)")
+    else:
+        print(f"wrote {path}")
+    return 0
+
+
+def _score(result: dict[str, Any], metric: str) -> str:
+    if metric not in result:
+        return "-"
+    error = result.get(f"{metric}_stderr")
+    return f"{100 * result[metric]:.2f} %" + (f" ± {100 * error:.2f}" if error is not None else "")
+
+
+def benchmark_table(results: dict[str, dict[str, Any]]) -> str:
+    """The results as a person reads them: each benchmark's questions, scores (± standard error), chance level,
+    what was scored, and MMLU's four groups under it."""
+    lines = [f"{'benchmark':<20} {'questions':>9}  {'acc':<17} {'acc_norm':<17} {'chance':>7}  scored on"]
+    for name, r in results.items():
+        shots = f", {r['shots']}-shot" if r["shots"] else ""
+        lines.append(f"{name:<20} {r['n']:>9,}  {_score(r, 'acc'):<17} {_score(r, 'acc_norm'):<17} "
+                     f"{100 * r['chance']:>5.2f} %  {r['split']}{shots}")
+        for group, g in r.get("groups", {}).items():
+            lines.append(f"  {group:<18} {g['n']:>9,}  {_score(g, 'acc'):<17}")
+        notes = [f"{r[key]:,} {words}" for key, words in NOTES.items() if r.get(key)]
+        if notes:
+            lines.append(f"  ({name}: {'; '.join(notes)})")
+    return "\n".join(lines)

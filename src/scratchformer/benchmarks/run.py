@@ -1,0 +1,160 @@
+"""Scoring a checkpoint on benchmarks: ``evaluate_benchmarks(ckpt, ["arc_easy", "mmlu"], shots=5)``.
+
+Everything is checked before anything is scored (the model can score text, each name is known, each file is there
+and whole, each record has its fields, the shots exist), so a mistake costs seconds, not the first benchmark's run.
+A question is scored as the harness scores it (``loglikelihood.py``); what could not be scored as written is
+counted and reported beside its scores: prompts cut to the model's window (``truncated``), questions with a
+character the model's vocabulary lacks, scored as its unknown token (``unknown_characters``), and questions with
+a choice longer than the window, which cannot be scored (``skipped``; the harness stops on them).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from scratchformer.benchmarks.catalog import MultipleChoice, find_benchmark
+from scratchformer.benchmarks.loglikelihood import Request, encode_pairs, fit, loglikelihoods, scores_text
+from scratchformer.benchmarks.metrics import item_scores, pooled, summary
+from scratchformer.benchmarks.mmlu_subjects import GROUPS
+from scratchformer.benchmarks.questions import Question
+from scratchformer.checkpoint import Checkpoint, CheckpointError
+from scratchformer.data.benchmark_files import find_benchmark_file, read_jsonl
+from scratchformer.errors import ConfigError
+from scratchformer.inference import KIND_NAMES, model_kind
+from scratchformer.tokenizers import CharTokenizer, Tokenizer
+
+__all__ = ["choice_scores", "evaluate_benchmarks", "load_questions", "score_questions"]
+
+
+def load_questions(spec: MultipleChoice, *, shots: int = 0, limit: int | None = None,
+                   data_dir: str | Path | None = None) -> list[Question]:
+    """The questions of ``spec`` as the harness writes them, read from its files (checked)."""
+    if shots > spec.max_shots:
+        raise ConfigError(f"--shots {shots}: {spec.name} has no examples to show here ({spec.no_shots})"
+                          if not spec.max_shots else
+                          f"--shots {shots} is more than the {spec.max_shots} examples a subject has in "
+                          f"{spec.name}'s dev split")
+    paths = [Path(f) if spec.user_file else find_benchmark_file(f, data_dir) for f in spec.files]
+    return spec.questions([read_jsonl(p) for p in paths], shots, limit)
+
+
+def evaluate_benchmarks(ckpt: Checkpoint, names: list[str], *, shots: int = 0, limit: int | None = None,
+                        data_dir: str | Path | None = None, max_tokens: int = 4096,
+                        log: Callable[[str], object] = lambda s: print(s, file=sys.stderr),
+                        done: Callable[[str, dict[str, Any]], object] | None = None) -> dict[str, Any]:
+    """``{benchmark: {metric: value, metric_stderr: ..., n, chance, ...}}`` of a language model's checkpoint on
+    each benchmark of ``names`` (known names, or paths of multiple-choice files). ``done(name, result)``: told as
+    each benchmark is scored (the command saves it then, so an interrupted list keeps what it finished)."""
+    if not scores_text(ckpt.model):
+        kind = KIND_NAMES[model_kind(ckpt.model_config)]
+        raise CheckpointError(f"this checkpoint holds {kind}: benchmarks score the likelihood of a text, which only a "
+                              "language model gives (a GPT run, a LoRA run on one, a Llama, Qwen3 or GPT-2 folder)")
+    ckpt.check_tokenizer("evaluate --benchmark")
+    specs = [find_benchmark(n) for n in dict.fromkeys(names)]
+    questions = [load_questions(s, shots=shots, limit=limit, data_dir=data_dir) for s in specs]
+    results = {}
+    for spec, items in zip(specs, questions):
+        start = time.perf_counter()
+        result = score_questions(ckpt, spec, items, max_tokens=max_tokens)
+        seconds = time.perf_counter() - start
+        results[spec.name] = {**result, "shots": shots, "limit": limit, "split": spec.split,
+                              "harness_task": spec.harness_task, "seconds": round(seconds, 2),
+                              "items_per_second": round(len(items) / seconds, 2)}
+        log(f"{spec.name}: {len(items):,} questions in {seconds:.1f} s")
+        if done is not None:
+            done(spec.name, results[spec.name])
+    return results
+
+
+def score_questions(ckpt: Checkpoint, spec: MultipleChoice, items: list[Question], *,
+                    max_tokens: int = 4096) -> dict[str, Any]:
+    """The metrics of ``items`` (a benchmark's questions), and what could not be scored as written."""
+    scored, counts = choice_scores(ckpt, items, max_tokens=max_tokens)
+    kept = [q for q, pairs in enumerate(scored) if pairs is not None]
+    if not kept:
+        raise ConfigError(f"{spec.name}: no question could be scored (every one has a choice longer than the model's "
+                          f"window of {ckpt.model.config.max_len} tokens)")
+    rows = [item_scores([ll for ll, _ in scored[q] or ()], items[q].choices, items[q].answer) for q in kept]
+    result = {**summary(rows, spec.metrics),
+              "chance": sum(1 / len(items[q].choices) for q in kept) / len(kept), **counts}
+    if items[kept[0]].subject is not None:
+        result.update(_by_subject(rows, [items[q].subject for q in kept], spec.metrics))
+    return result
+
+
+def choice_scores(ckpt: Checkpoint, items: list[Question], *, max_tokens: int = 4096
+                  ) -> tuple[list[list[tuple[float, bool]] | None], dict[str, int]]:
+    """``(log-likelihood, is_greedy)`` of each choice of each question (None for a question that cannot be scored),
+    and the counts of what was not scored as written."""
+    model, tokenizer = ckpt.model, ckpt.tokenizer
+    assert tokenizer is not None
+    window = model.config.max_len
+    unknown = _unknown_id(tokenizer)
+    requests: list[Request] = []
+    owners: list[int] = []  # the question of each request
+    counts = {"truncated": 0, "unknown_characters": 0, "skipped": 0}
+    for q, item in enumerate(items):
+        context, conts = encode_pairs(tokenizer, item.context, [" " + c for c in item.choices])
+        if max(map(len, conts)) > window:
+            counts["skipped"] += 1
+            continue
+        if unknown is not None and any(unknown in ids for ids in [context, *conts]):
+            counts["unknown_characters"] += 1
+        parts = fit(context, conts, window)
+        counts["truncated"] += len(parts) > 1
+        requests += parts
+        owners += [q] * len(parts)
+    lls = _score(model, requests, owners, len(set(owners)), max_tokens)
+    return [lls.get(q) for q in range(len(items))], counts
+
+
+def _score(model: Any, requests: list[Request], owners: list[int], n_items: int,
+           max_tokens: int) -> dict[int, list[tuple[float, bool]]]:
+    """Each question's ``(log-likelihood, is_greedy)`` per choice, its requests put back together; a progress bar
+    counts questions."""
+    parts: dict[int, int] = {}
+    for q in owners:
+        parts[q] = parts.get(q, 0) + 1
+    bar = tqdm(total=n_items, unit="question", file=sys.stderr, disable=None, leave=False, desc="scoring")
+
+    def progress(done: list[int]) -> None:
+        finished = 0
+        for i in done:
+            parts[owners[i]] -= 1
+            finished += parts[owners[i]] == 0
+        bar.update(finished)
+
+    scored = loglikelihoods(model, requests, max_tokens=max_tokens, progress=progress)
+    bar.close()
+    out: dict[int, list[tuple[float, bool]]] = {}
+    for q, pairs in zip(owners, scored):
+        out.setdefault(q, []).extend(pairs)
+    return out
+
+
+def _by_subject(rows: list[dict[str, float]], subjects: list[str | None], metrics: tuple[str, ...]) -> dict[str, Any]:
+    """MMLU's subjects and its four groups, and MMLU itself aggregated from the subjects as the harness does."""
+    per: dict[str, list[dict[str, float]]] = {}
+    for row, subject in zip(rows, subjects):
+        per.setdefault(str(subject), []).append(row)
+    each = {s: summary(r, metrics) for s, r in sorted(per.items())}
+    groups = {g: pooled([each[s] for s in names if s in each], metrics) for g, names in GROUPS.items()
+              if any(s in each for s in names)}
+    return {**pooled(list(each.values()), metrics), "groups": groups, "subjects": each}
+
+
+def _unknown_id(tokenizer: Tokenizer) -> int | None:
+    """The id a character outside the vocabulary becomes: a character tokenizer's ``<unk>``, a pretrained
+    tokenizer's own unknown token if its model has one; None for byte-level tokenizers, which write every
+    character in bytes."""
+    if isinstance(tokenizer, CharTokenizer):
+        return tokenizer.unk_id
+    hf = getattr(tokenizer, "hf", None)
+    token = getattr(getattr(hf, "model", None), "unk_token", None)
+    return hf.token_to_id(token) if token else None
