@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from scratchformer.data.batching import pad_batch
+from scratchformer.families import family
 from scratchformer.models import GPT
 from scratchformer.tokenizers import Tokenizer
 
@@ -34,9 +35,9 @@ LOGIT_ROWS = 256  # positions turned into vocabulary log-probabilities at once (
 
 def scores_text(model: nn.Module) -> bool:
     """Whether ``model`` gives a probability to every next token of a text, so that a benchmark can score it: a
-    language model (a GPT run, a LoRA run on one, a Llama, Qwen3 or GPT-2 folder). A classifier (encoder or GPT),
-    an image model or an encoder-decoder cannot. The one place this library decides it."""
-    return isinstance(model, GPT)
+    model of a family whose output is the next token (the family registry: a GPT run, a LoRA run on one, a Llama,
+    Qwen3 or GPT-2 folder). A classifier (encoder or GPT), an image model or an encoder-decoder cannot."""
+    return family(model.config.arch).output == "next-token"
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from scratchformer.benchmarks.questions import Question
 from scratchformer.checkpoint import Checkpoint, CheckpointError
 from scratchformer.data.benchmark_files import find_benchmark_file, read_jsonl
 from scratchformer.errors import ConfigError
-from scratchformer.inference import KIND_NAMES, model_kind
+from scratchformer.families import family
 from scratchformer.tokenizers import CharTokenizer, Tokenizer
 
 __all__ = ["choice_scores", "evaluate_benchmarks", "load_questions", "score_questions"]
@@ -52,7 +52,7 @@ def evaluate_benchmarks(ckpt: Checkpoint, names: list[str], *, shots: int = 0, l
     each benchmark of ``names`` (known names, or paths of multiple-choice files). ``done(name, result)``: told as
     each benchmark is scored (the command saves it then, so an interrupted list keeps what it finished)."""
     if not scores_text(ckpt.model):
-        kind = KIND_NAMES[model_kind(ckpt.model_config)]
+        kind = family(ckpt.model_config.arch).title
         raise CheckpointError(f"this checkpoint holds {kind}: benchmarks score the likelihood of a text, which only a "
                               "language model gives (a GPT run, a LoRA run on one, a Llama, Qwen3 or GPT-2 folder)")
     ckpt.check_tokenizer("evaluate --benchmark")
