@@ -93,14 +93,16 @@ def _bar(n: int, desc: str) -> tqdm:
 def generate_text(ckpt: Checkpoint, prompt: str, max_new_tokens: int = 200, *, temperature: float = 1.0,
                   top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
                   greedy: bool = False) -> str:
+    """The prompt and its continuation, which ends at the end-of-text token (as ``serve``'s completions end)."""
     require(ckpt, "gpt", "generate")
-    model = ckpt.model
+    model, tok = ckpt.model, ckpt.tokenizer
     assert isinstance(model, GPT)
-    ids = encode_checked(ckpt.tokenizer, prompt) or [ckpt.tokenizer.bos_id]  # an empty prompt: the bos token
+    ids = encode_checked(tok, prompt) or [tok.bos_id]  # an empty prompt: the bos token
     ids = ids[-model.config.max_len:]
     out = generate(model, torch.tensor([ids]), max_new_tokens, do_sample=not greedy, temperature=temperature,
-                   top_k=top_k, top_p=top_p, seed=seed)
-    return ckpt.tokenizer.decode(out[0].tolist())
+                   top_k=top_k, top_p=top_p, seed=seed, eos_id=tok.eos_id)[0].tolist()
+    new = out[len(ids):]
+    return tok.decode(ids + (new[:new.index(tok.eos_id)] if tok.eos_id in new else new))
 
 
 def generates_text(ckpt: Checkpoint) -> bool:

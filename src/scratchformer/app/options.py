@@ -28,7 +28,7 @@ INFERENCE = [
         opt("ckpt", help="a checkpoint directory, or a run directory (its best/ checkpoint)")], _RUN + "cmd_info"),
     Command("generate", "continue a prompt with a language model, or answer an instruction", [
         _CKPT,
-        opt("--prompt", help="the text to continue"),
+        opt("--prompt", help="the text to continue (until --max-new-tokens, or the end-of-text token)"),
         opt("--instruction", help="instead of --prompt: an instruction to answer, asked in the template the model was "
             "tuned with (task=instruct; a Hugging Face folder's chat template; Alpaca's for another GPT); the answer "
             "ends at the end-of-text token"),

@@ -90,6 +90,7 @@ class ContinuousBatcher:
         self.live: list[Sequence] = []  # live[i] holds cache row i
         self.lock = threading.Lock()
         self.generated = 0  # tokens decoded since the start (those of cancelled sequences too)
+        self.peak = 0  # the most sequences decoded in one step
         probe = model.new_cache(1, 1)
         self.slots = SlotCache(probe, max_batch, self.max_len) if SlotCache.holds(probe) else None
 
@@ -121,7 +122,8 @@ class ContinuousBatcher:
         return bool(self.live or self.waiting)
 
     def counts(self) -> dict[str, int]:
-        return {"running": len(self.live), "waiting": len(self.waiting), "tokens_generated": self.generated}
+        return {"running": len(self.live), "waiting": len(self.waiting), "tokens_generated": self.generated,
+                "peak_running": self.peak}
 
     # ------------------------------------------------------------------------ from the stepping thread
 
@@ -142,6 +144,7 @@ class ContinuousBatcher:
             touched.append(seq)
         self._release()
         if self.live:
+            self.peak = max(self.peak, len(self.live))
             for seq, token in zip(list(self.live), self._decode()):
                 self._take(seq, token)
             touched += self.live
