@@ -259,3 +259,73 @@ def test_the_api_key_is_required_when_set_and_the_cli_refuses_in_one_line(runs, 
     assert main(["serve", "--ckpt", str(tmp_path / "cls"), "--port", "0"]) == 2
     err = capsys.readouterr().err
     assert "does not write text; 'serve' needs a language model" in err and err.count("\n") == 1
+
+
+# =================================================================================== the chat page
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from test_explore import browser as explore_browser
+
+    yield from explore_browser.__wrapped__()
+
+
+def _ask_on_the_page(driver, url: str, text: str, settings: dict[str, str]):
+    """Open the page, set the settings, send ``text``; the answer's bubble once it has finished."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get(url)
+    WebDriverWait(driver, 20).until(lambda d: "tokens of context" in d.find_element(By.ID, "model-summary").text)
+    for field, value in settings.items():
+        box = driver.find_element(By.ID, field)
+        box.clear()
+        box.send_keys(value)
+    driver.find_element(By.ID, "input").send_keys(text)
+    driver.find_element(By.ID, "send").click()
+    WebDriverWait(driver, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, ".message[data-finish]"))
+    return driver.find_elements(By.CSS_SELECTOR, ".message[data-finish]")[-1]
+
+
+def test_the_chat_page_answers_what_the_api_answers_and_its_stop_button_stops(browser, servers, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    server = servers["instruct"]
+    question = "Add 4 and 3."
+    bubble = _ask_on_the_page(browser, server.url + "/", question, {"temperature": "0", "max_tokens": "24"})
+    expected, finish, usage = chat(server.client(), question, stream=False)
+    assert bubble.find_element(By.CSS_SELECTOR, ".reply").text == expected.strip()
+    assert bubble.get_attribute("data-finish") == finish
+    assert f"{usage['completion_tokens']} tokens in" in bubble.find_element(By.CSS_SELECTOR, ".meta").text
+    assert [m.text for m in browser.find_elements(By.CSS_SELECTOR, ".message.user .reply")] == [question]
+    browser.save_screenshot(str(tmp_path / "chat.png"))
+    # Stop: the request is abandoned (the server frees its row), the page says so and takes the next message
+    browser.find_element(By.ID, "input").send_keys("Spell the word backwards.")
+    browser.execute_script("document.getElementById('send').click(); document.getElementById('stop').click();")
+    WebDriverWait(browser, 20).until(lambda d: d.find_element(By.ID, "status").text == "stopped")
+    assert not browser.find_element(By.ID, "send").get_property("disabled")
+    assert server.request("GET", "/health")[1]["running"] == 0
+    assert browser.find_element(By.ID, "input").get_property("value") == "Spell the word backwards."  # to send again
+    # a new conversation, and a setting the server refuses (five stop texts): its one line, on the page
+    browser.find_element(By.ID, "clear").click()
+    assert not browser.find_elements(By.CSS_SELECTOR, ".message")
+    browser.find_element(By.ID, "input").clear()
+    browser.find_element(By.ID, "stop_texts").send_keys("a\nb\nc\nd\ne")
+    browser.find_element(By.ID, "input").send_keys("Add 1 and 1.")
+    browser.find_element(By.ID, "send").click()
+    WebDriverWait(browser, 20).until(lambda d: "at most 4 texts" in d.find_element(By.ID, "status").text)
+    assert "error" in browser.find_element(By.ID, "status").get_attribute("class")
+    assert browser.find_element(By.ID, "input").get_property("value") == "Add 1 and 1."  # given back to send again
+
+
+def test_the_page_of_a_model_without_a_template_continues_a_text(browser, servers):
+    from selenium.webdriver.common.by import By
+
+    bubble = _ask_on_the_page(browser, servers["lm"].url + "/", "Add 2 and", {"temperature": "0",
+                                                                             "max_tokens": "24"})
+    assert "continues your text" in browser.find_element(By.ID, "model-summary").text
+    assert bubble.find_element(By.CSS_SELECTOR, ".prompt").text == "Add 2 and"
+    assert bubble.find_element(By.CSS_SELECTOR, ".reply").get_attribute("textContent") == complete(
+        servers["lm"].client(), "Add 2 and", False)

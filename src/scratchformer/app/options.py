@@ -82,6 +82,8 @@ INFERENCE = [
             "more wait their turn"),
         opt("--max-body", type=at_least(1024), default=1 << 20, help="largest request body in bytes (default "
             "1 MiB)"),
+        opt("--threads", type=at_least(1), help="PyTorch's threads for the model (default: PyTorch's choice, one a "
+            "core; 1 is often faster for a small model on a busy machine)"),
         opt("--verbose", action="store_true", help="log every request"),
     ], "scratchformer.app.serve.run:run_command",
         description="Serve a language model (a GPT run, an instruction-tuned or LoRA run, a Llama, Qwen3 or GPT-2 "

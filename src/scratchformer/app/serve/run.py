@@ -77,6 +77,10 @@ def run_command(args: Any) -> int:
     import os
 
     key = args.api_key or os.environ.get("SCRATCHFORMER_API_KEY") or None
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     serve(args.ckpt, args.host, args.port, api_key=key, name=args.name, max_batch=args.max_batch,
           max_body=args.max_body, verbose=args.verbose)
     return 0

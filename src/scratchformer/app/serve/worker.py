@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
+import time
 import traceback
 from collections.abc import AsyncIterator, Callable
 
@@ -24,9 +25,25 @@ class Worker:
         self.wake = threading.Condition()
         self.stopping = False
         self.thread = threading.Thread(target=self._run, name="scratchformer-decoder", daemon=True)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.pending: list[tuple[asyncio.Queue, tuple[list[int], str | None]]] = []
 
     def start(self) -> None:
+        """Start stepping; the updates go to the running event loop."""
+        self.loop = asyncio.get_running_loop()
         self.thread.start()
+
+    def post(self, queue: asyncio.Queue, update: tuple[list[int], str | None]) -> None:
+        """An update for a job's queue, delivered with the others of its step (in the decoding thread)."""
+        self.pending.append((queue, update))
+
+    def _deliver(self) -> None:
+        """Hand the step's updates to the event loop in one call (one wake-up a step, not one a sequence), then let
+        it take the interpreter to write them while the next step starts."""
+        pending, self.pending = self.pending, []
+        if pending and self.loop is not None:
+            self.loop.call_soon_threadsafe(lambda: [queue.put_nowait(update) for queue, update in pending])
+            time.sleep(0)
 
     def stop(self) -> None:
         """Cancel what runs and waits, and end the thread (after the step in progress)."""
@@ -37,6 +54,7 @@ class Worker:
         for seq in self.batcher.fail_all():
             if seq.on_update is not None:
                 seq.on_update(seq)
+        self._deliver()
 
     @property
     def full(self) -> bool:
@@ -66,6 +84,7 @@ class Worker:
                 for seq in self.batcher.fail_all():
                     if seq.on_update is not None:
                         seq.on_update(seq)
+            self._deliver()
 
 
 class Job:
@@ -74,12 +93,11 @@ class Job:
 
     def __init__(self, seq: Sequence, worker: Worker) -> None:
         self.seq, self.worker = seq, worker
-        self.loop = asyncio.get_running_loop()
         self.queue: asyncio.Queue[tuple[list[int], str | None]] = asyncio.Queue()
         seq.on_update = self._notify
 
     def _notify(self, seq: Sequence) -> None:  # in the decoding thread
-        self.loop.call_soon_threadsafe(self.queue.put_nowait, (list(seq.tokens), seq.finish_reason))
+        self.worker.post(self.queue, (list(seq.tokens), seq.finish_reason))
 
     def start(self) -> None:
         self.worker.submit(self.seq)

@@ -43,10 +43,14 @@ async function loadModel() {
   render();
 }
 
-function bubble(kind, text) {
+// One message: a bubble whose text is in a .reply span (a completion's prompt before it, in a .prompt span).
+function bubble(kind, text, prompt = null) {
   const node = document.createElement("div");
   node.className = `message ${kind}`;
-  node.textContent = text;
+  if (prompt !== null) {
+    node.append(Object.assign(document.createElement("span"), { className: "prompt", textContent: prompt }));
+  }
+  node.append(Object.assign(document.createElement("span"), { className: "reply", textContent: text }));
   return node;
 }
 
@@ -58,14 +62,7 @@ function render() {
     box.append(Object.assign(document.createElement("p"), { className: "empty", textContent: hint }));
   }
   for (const m of state.messages) {
-    if (state.chat) {
-      box.append(bubble(m.role, m.content));
-    } else {
-      const node = bubble("text", "");
-      node.append(Object.assign(document.createElement("span"), { className: "prompt", textContent: m.prompt }));
-      node.append(Object.assign(document.createElement("span"), { className: "reply", textContent: m.content }));
-      box.append(node);
-    }
+    box.append(state.chat ? bubble(m.role, m.content) : bubble("text", m.content, m.prompt));
   }
 }
 
@@ -129,7 +126,7 @@ async function send(text) {
   state.messages.push(reply);
   render();
   const node = $("conversation").lastElementChild;
-  const target = state.chat ? node : node.querySelector(".reply");
+  const target = node.querySelector(".reply");
   node.classList.add("streaming");
   const started = performance.now();
   const info = { finish: null, tokens: null, warning: null };
@@ -162,19 +159,16 @@ async function send(text) {
                     info.finish === "length" ? "stopped at max tokens" : "", info.warning]);
     setStatus("");
   } catch (err) {
-    if (err.name === "AbortError") {
-      node.dataset.finish = "stopped";
+    const stopped = err.name === "AbortError";
+    node.dataset.finish = stopped ? "stopped" : "error";
+    if (!reply.content) {  // nothing came back: the message goes back into the box, to send again
+      state.messages.splice(state.messages.length - (state.chat ? 2 : 1));
+      $("input").value = text;
+      render();
+    } else if (stopped) {
       showMeta(node, ["stopped"]);
-      setStatus("stopped");
-    } else {
-      node.dataset.finish = "error";
-      if (!reply.content) {  // nothing came back: the message goes back into the box, to send again
-        state.messages.splice(state.messages.length - (state.chat ? 2 : 1));
-        $("input").value = text;
-        render();
-      }
-      setStatus(err.message, true);
     }
+    setStatus(stopped ? "stopped" : err.message, !stopped);
   } finally {
     node.classList.remove("streaming");
     state.controller = null;
