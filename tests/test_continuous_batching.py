@@ -194,3 +194,16 @@ def test_a_stream_s_text_stops_before_a_stop_text_and_waits_for_whole_characters
     euro = list("€".encode())
     assert utf8.feed([65, *euro[:2]], final=False) == "A"  # half a character is not sent
     assert utf8.feed([65, *euro], final=False) == "€"
+
+
+def test_the_address_is_said_to_be_this_computer_s_only_on_loopback_and_a_bad_one_is_one_line():
+    from scratchformer.app.serve.run import bind, is_loopback, url_of
+    from scratchformer.errors import ConfigError
+
+    sock = bind("127.0.0.1", 0)
+    try:
+        assert is_loopback(sock) and url_of(sock).startswith("http://127.0.0.1:")
+    finally:
+        sock.close()
+    with pytest.raises(ConfigError, match="cannot listen on 256.0.0.1:80"):
+        bind("256.0.0.1", 80)
