@@ -4,7 +4,7 @@
     python docs/screenshot_serve.py --ckpt runs/assistant --ask "Name a primary colour." --out chat.png
 
 Without ``--ckpt`` it first trains a small assistant in a temporary folder, on records of its own (each "Add A and
-B." answered with the sum, for A and B up to 9: 100 records, 600 steps, about a minute on 2 cores). Then it starts
+B." answered with the sum, for A and B up to 9: 100 records, 300 steps, a few minutes on 2 busy cores). Then it starts
 ``scratchformer serve`` on a free port of 127.0.0.1, opens the page, sets the temperature to 0 (greedy), asks each
 ``--ask`` in one conversation, waits for each answer to finish streaming and saves the page as PNG. Needs selenium
 (the dev extra) and the system's chromium and chromedriver (Debian: ``apt-get install chromium chromium-driver``).
@@ -38,7 +38,7 @@ def train_assistant(root: Path) -> Path:
     data = root / "sums.json"
     data.write_text(json.dumps(records), encoding="utf-8")
     assert scratchformer(["train", "task=instruct", "--data", str(data), "d_model=64", "n_layers=2", "n_heads=2",
-                          "d_ff=128", "max_len=256", "max_steps=600", "lr=3e-3", "eval_every=600",
+                          "d_ff=128", "max_len=256", "max_steps=300", "lr=3e-3", "eval_every=300",
                           "--quiet", "--out", str(root / "assistant")]) == 0
     return root / "assistant"
 
@@ -62,7 +62,7 @@ def main() -> int:
     options.binary_location = shutil.which("chromium") or shutil.which("chromium-browser") or ""
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--hide-scrollbars", f"--user-data-dir={tmp / 'chromium'}", "--window-size=1180,640"):
+                 "--hide-scrollbars", f"--user-data-dir={tmp / 'chromium'}", "--window-size=1180,720"):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"),
                               options=options)
@@ -75,8 +75,8 @@ def main() -> int:
         for n, question in enumerate(args.ask or QUESTIONS, 1):
             driver.find_element(By.ID, "input").send_keys(question)
             driver.find_element(By.ID, "send").click()
-            WebDriverWait(driver, 60).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".message[data-finish]"))
-                                            == n)
+            WebDriverWait(driver, 60).until(
+                lambda d: len(d.find_elements(By.CSS_SELECTOR, ".message.assistant[data-finish]")) == n)
         driver.save_screenshot(args.out)
         print(f"wrote {args.out}")
     finally:

@@ -207,3 +207,11 @@ def test_the_address_is_said_to_be_this_computer_s_only_on_loopback_and_a_bad_on
         sock.close()
     with pytest.raises(ConfigError, match="cannot listen on 256.0.0.1:80"):
         bind("256.0.0.1", 80)
+
+
+def test_a_token_past_the_tokenizer_s_vocabulary_has_no_text(served):
+    """A model's table is often padded past its tokenizer (Qwen3's 151,936 rows for 151,669 tokens): a random or
+    unlucky model may pick such a row, which the server writes as nothing instead of failing the request."""
+    model = served["lm"]
+    ids = model.ckpt.tokenizer.encode("abc")
+    assert model.decode([*ids, model.ckpt.tokenizer.vocab_size + 3]) == "abc"

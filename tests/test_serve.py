@@ -298,7 +298,7 @@ def test_the_chat_page_answers_what_the_api_answers_and_its_stop_button_stops(br
     expected, finish, usage = chat(server.client(), question, stream=False)
     assert bubble.find_element(By.CSS_SELECTOR, ".reply").text == expected.strip()
     assert bubble.get_attribute("data-finish") == finish
-    assert f"{usage['completion_tokens']} tokens in" in bubble.find_element(By.CSS_SELECTOR, ".meta").text
+    assert f"{usage['completion_tokens']} token" in bubble.find_element(By.CSS_SELECTOR, ".meta").text
     assert [m.text for m in browser.find_elements(By.CSS_SELECTOR, ".message.user .reply")] == [question]
     browser.save_screenshot(str(tmp_path / "chat.png"))
     # Stop: the request is abandoned (the server frees its row), the page says so and takes the next message

@@ -42,7 +42,10 @@ class ServedModel:
         return encode_checked(self.ckpt.tokenizer, text) or [self.ckpt.tokenizer.bos_id]
 
     def decode(self, ids: list[int]) -> str:
-        return self.ckpt.tokenizer.decode(ids)
+        """The text of ``ids``; an id past the tokenizer's vocabulary (a model's table is often padded beyond it, as
+        Qwen3's is) has none."""
+        vocab = self.ckpt.tokenizer.vocab_size
+        return self.ckpt.tokenizer.decode([i for i in ids if i < vocab])
 
     def card(self) -> dict[str, Any]:
         """The model's entry in ``GET /v1/models``: OpenAI's fields, then what a client may want to know."""

@@ -21,7 +21,9 @@ import asyncio
 import contextlib
 import hmac
 import json
+import sys
 import time
+import traceback
 import uuid
 from collections.abc import AsyncIterator
 from importlib import resources
@@ -119,6 +121,7 @@ class Answering:
         prefix = "chatcmpl" if ask.kind == "chat" else "cmpl"
         self.head = {"id": f"{prefix}-{uuid.uuid4().hex}", "created": int(time.time()), "model": model.name}
         self.seq = Sequence(ask.ids, ask.max_tokens, ask.sampling, model.stop_ids)
+        self.started = False  # whether the response's head has been sent
 
     async def pieces(self, job: Job, gone: asyncio.Future) -> AsyncIterator[tuple[str, str | None, int]]:
         """(new text, finish reason or None, tokens so far) as the tokens come; ends at a stop text too."""
@@ -140,6 +143,15 @@ class Answering:
                 await self._whole(job, gone, scope, send)
         except OSError:  # the client went away while we wrote
             pass
+        except Exception:  # noqa: BLE001 - a bug: the client gets OpenAI's error form, the console the traceback
+            traceback.print_exc(file=sys.stderr)
+            failed = ApiError(500, "internal error; the server's console has the details", kind="server_error")
+            with contextlib.suppress(Exception):
+                if self.started:
+                    await send({"type": "http.response.body", "body": f"data: {json.dumps(failed.body())}\n\n"
+                                "data: [DONE]\n\n".encode(), "more_body": False})
+                else:
+                    await error_response(failed)(scope, _no_receive, send)
         finally:
             job.cancel()  # at once, whatever ended the answer: the sequence's row is free at the next step
             gone.cancel()
@@ -160,6 +172,7 @@ class Answering:
     async def _stream(self, job: Job, gone: asyncio.Future, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": [
             (b"content-type", b"text/event-stream; charset=utf-8"), (b"x-accel-buffering", b"no")]})
+        self.started = True
 
         async def event(data: Any) -> None:
             text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, separators=(",", ":"))

@@ -62,7 +62,10 @@ function render() {
     box.append(Object.assign(document.createElement("p"), { className: "empty", textContent: hint }));
   }
   for (const m of state.messages) {
-    box.append(state.chat ? bubble(m.role, m.content) : bubble("text", m.content, m.prompt));
+    const node = state.chat ? bubble(m.role, m.content) : bubble("text", m.content, m.prompt);
+    if (m.finish !== undefined) node.dataset.finish = m.finish;
+    if (m.meta) showMeta(node, [m.meta]);
+    box.append(node);
   }
 }
 
@@ -108,6 +111,7 @@ function showMeta(node, parts) {
     node.append(meta);
   }
   meta.textContent = parts.filter(Boolean).join(" · ");
+  return meta.textContent;
 }
 
 async function send(text) {
@@ -154,9 +158,10 @@ async function send(text) {
       if (choice.finish_reason) info.finish = choice.finish_reason;
     });
     const seconds = (performance.now() - started) / 1000;
-    node.dataset.finish = info.finish || "";
-    showMeta(node, [info.tokens !== null && `${info.tokens} tokens in ${seconds.toFixed(1)} s`,
-                    info.finish === "length" ? "stopped at max tokens" : "", info.warning]);
+    reply.finish = node.dataset.finish = info.finish || "";
+    reply.meta = showMeta(node, [info.tokens !== null && `${info.tokens} token${info.tokens === 1 ? "" : "s"} in ${seconds.toFixed(1)} s`,
+                                 info.finish === "length" ? "stopped at max tokens" : "",
+                                 reply.content ? "" : "an empty answer: the model ended at once", info.warning]);
     setStatus("");
   } catch (err) {
     const stopped = err.name === "AbortError";
@@ -166,7 +171,8 @@ async function send(text) {
       $("input").value = text;
       render();
     } else if (stopped) {
-      showMeta(node, ["stopped"]);
+      reply.finish = "stopped";
+      reply.meta = showMeta(node, ["stopped"]);
     }
     setStatus(stopped ? "stopped" : err.message, !stopped);
   } finally {
