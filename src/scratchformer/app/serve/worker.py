@@ -117,6 +117,8 @@ class Job:
                     getter.cancel()
                     return
                 tokens, finish = getter.result()
+                while not self.queue.empty():  # behind the decoder: its latest state says it all (tokens so far)
+                    tokens, finish = self.queue.get_nowait()
                 yield tokens, finish
                 if finish is not None:
                     return
