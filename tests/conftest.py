@@ -91,6 +91,14 @@ def _seed() -> None:
     torch.manual_seed(0)
 
 
+@pytest.fixture(scope="session")
+def serve_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The models the server's tests serve (``test_serve.make_runs``), trained once for both of their modules."""
+    from test_serve import make_runs
+
+    return make_runs(tmp_path_factory.mktemp("serve-runs"))
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _prepared_corpora_in_a_temporary_folder(tmp_path_factory: pytest.TempPathFactory):
     """Prepared corpora go to a folder of this test session, never the user's cache (tests that count

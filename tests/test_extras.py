@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 HIDDEN = ["matplotlib", "tensorboard", "onnx", "onnxruntime", "onnxscript", "transformers", "sklearn", "selenium",
-          "PIL", "gguf"]
+          "PIL", "gguf", "starlette", "uvicorn"]
 
 RUNNER = textwrap.dedent('''
     import importlib.abc, sys
@@ -70,7 +70,8 @@ def test_the_core_install_trains_the_copy_model_and_names_each_missing_extra(tmp
                         (["train", "--preset", "digits-vit", "--out", str(tmp_path / "digits")], "images"),
                         (["export", "--ckpt", str(out), "--format", "onnx", "--out", str(tmp_path / "m.onnx")], "onnx"),
                         (["export", "--ckpt", str(lm), "--format", "hf", "--out", str(tmp_path / "hf")], "hf"),
-                        (["export", "--ckpt", str(lm), "--format", "gguf", "--out", str(tmp_path / "m.gguf")], "gguf")]:
+                        (["export", "--ckpt", str(lm), "--format", "gguf", "--out", str(tmp_path / "m.gguf")], "gguf"),
+                        (["serve", "--ckpt", str(lm), "--port", "0"], "serve")]:
         refused = run(tmp_path, *argv)
         err = refused.stderr.strip()
         assert refused.returncode == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err

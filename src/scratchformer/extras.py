@@ -9,6 +9,7 @@ line, which extra to install.
     pip install "scratchformer[images]"       Pillow, scikit-learn: task=image (image files, the digits dataset)
     pip install "scratchformer[gguf]"         gguf: export --format gguf
     pip install "scratchformer[chat]"         jinja2: task=instruct with a Hugging Face chat template
+    pip install "scratchformer[serve]"        starlette, uvicorn (and jinja2): scratchformer serve
     pip install "scratchformer[llama]"        llama-cpp-python (built from source): run GGUF files in the tests
 
 The core install (PyTorch, tokenizers, safetensors, sacrebleu, tqdm, numpy) trains, evaluates and decodes
@@ -23,7 +24,7 @@ from types import ModuleType
 
 WHY = {"plots": "drawing pictures", "onnx": "ONNX export", "tensorboard": "TensorBoard logs",
        "hf": "Hugging Face export", "baseline": "the bag-of-words baseline",
-       "images": "reading images", "gguf": "GGUF export", "chat": "a chat template",
+       "images": "reading images", "gguf": "GGUF export", "chat": "a chat template", "serve": "the server",
        "llama": "running GGUF files with llama.cpp"}
 
 

@@ -17,6 +17,7 @@ import torch
 from tqdm.auto import tqdm
 
 from scratchformer.checkpoint import Checkpoint, CheckpointError
+from scratchformer.data.templates import Template, as_messages, folder_template, special_texts
 from scratchformer.errors import DataError
 from scratchformer.families import FAMILIES, family
 from scratchformer.generation import generate, translate_ids
@@ -85,29 +86,58 @@ def _bar(n: int, desc: str) -> tqdm:
 def generate_text(ckpt: Checkpoint, prompt: str, max_new_tokens: int = 200, *, temperature: float = 1.0,
                   top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
                   greedy: bool = False) -> str:
+    """The prompt and its continuation, which ends at the end-of-text token (as ``serve``'s completions end)."""
     require(ckpt, "next-token", "generate")
-    model = ckpt.model
+    model, tok = ckpt.model, ckpt.tokenizer
     assert isinstance(model, GPT)
-    ids = encode_checked(ckpt.tokenizer, prompt) or [ckpt.tokenizer.bos_id]  # an empty prompt: the bos token
+    ids = encode_checked(tok, prompt) or [tok.bos_id]  # an empty prompt: the bos token
     ids = ids[-model.config.max_len:]
     out = generate(model, torch.tensor([ids]), max_new_tokens, do_sample=not greedy, temperature=temperature,
-                   top_k=top_k, top_p=top_p, seed=seed)
-    return ckpt.tokenizer.decode(out[0].tolist())
+                   top_k=top_k, top_p=top_p, seed=seed, eos_id=tok.eos_id)[0].tolist()
+    new = out[len(ids):]
+    return tok.decode(ids + cut_at_eos(new, tok.eos_id))
+
+
+def generates_text(ckpt: Checkpoint) -> bool:
+    """Whether a checkpoint's model writes text, continuing a prompt token by token: one whose family's output is
+    the next token (the family registry: a run of any language model, an instruction-tuned or LoRA run, a Llama,
+    Qwen3 or GPT-2 folder), with its tokenizer. What ``serve`` completes and chats with."""
+    return family(ckpt.model_config.arch).output == "next-token" and ckpt.tokenizer is not None
+
+
+def chat_template(ckpt: Checkpoint) -> Template | None:
+    """The ``data.templates.Template`` a model reads messages in: an instruction run's own (``task=instruct``:
+    Alpaca's, or the chat template of the folder it started from), a Hugging Face folder's chat template; None for
+    a model tuned to none (a plain language model, a folder without a template)."""
+    if "template" in ckpt.extra:
+        return Template.from_dict(ckpt.extra["template"])
+    return folder_template(ckpt.extra["folder"]) if "folder" in ckpt.extra else None
+
+
+def chat_prompt_ids(ckpt: Checkpoint, messages: list[dict[str, str]], template: Template | None = None,
+                    record: dict[str, Any] | None = None) -> list[int]:
+    """The token ids of ``messages`` (those before the answer) written in ``template`` (default: the model's own,
+    ``chat_template``), ending where the answer begins: the one helper through which ``generate --instruction`` and
+    ``serve`` ask a model. ``record``: an Alpaca record the messages came from (its own text, with "### Input:").
+    A character the model's vocabulary lacks is refused in one line (``DataError``)."""
+    template = template if template is not None else chat_template(ckpt)
+    if template is None:
+        raise DataError("this model has no chat template (it was not instruction-tuned, and its folder has none); "
+                        "continue a text instead")
+    tok = ckpt.tokenizer
+    encode_checked(tok, "".join(m["content"] for m in messages))  # the user's words must be known; the template's
+    return tok.encode(template.prompt(messages, record, special_texts(tok)))  # were read in training as they encode
 
 
 def answer_instruction(ckpt: Checkpoint, instruction: str, input_text: str = "", max_new_tokens: int = 200, *,
                        temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
                        seed: int | None = None, greedy: bool = False) -> str:
     """A language model's answer to an instruction (and its input), asked in the template the model was tuned with
-    (``task=instruct``; Alpaca's for any other GPT): the new text, up to the end-of-text token."""
-    from scratchformer.data.templates import Template, special_texts
-
+    (``chat_template``; Alpaca's for a GPT tuned to none): the new text, up to the end-of-text token."""
     require(ckpt, "next-token", "generate")
     model, tok = ckpt.model, ckpt.tokenizer
-    template = Template.from_dict(ckpt.extra.get("template"))
-    special = special_texts(tok)
-    encode_checked(tok, instruction + input_text)  # what the user typed must be known; the template's words were
-    ids = tok.encode(template.instruction(instruction, input_text, special))  # read in training as they encode
+    record = {"instruction": instruction, "input": input_text, "output": ""}
+    ids = chat_prompt_ids(ckpt, as_messages(record)[:-1], chat_template(ckpt) or Template("alpaca"), record)
     if len(ids) >= model.config.max_len:
         raise DataError(f"the instruction in its template is {len(ids)} tokens, and the model reads at most "
                         f"{model.config.max_len}: no room for an answer")
@@ -228,5 +258,6 @@ def evaluate_ensemble(ckpts: list[tuple[str, Checkpoint]], *, split: str = "test
             **first.score(torch.stack(probs).mean(0), split)}
 
 
-__all__ = ["classify_images", "classify_texts", "evaluate_checkpoint", "evaluate_ensemble", "generate_text",
-           "read_inputs", "translate_ids", "translate_texts"]
+__all__ = ["answer_instruction", "chat_prompt_ids", "chat_template", "classify_images", "classify_texts",
+           "evaluate_checkpoint", "evaluate_ensemble", "generate_text", "generates_text", "read_inputs",
+           "translate_ids", "translate_texts"]

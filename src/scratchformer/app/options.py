@@ -8,8 +8,8 @@ from scratchformer.app.arguments import Command, Option, at_least, in_range, opt
 from scratchformer.registry import data_formats
 
 _RUN = "scratchformer.app.commands:"
-_CKPT = opt("--ckpt", required=True, help="checkpoint or run directory (generate, evaluate, explore: also a Hugging "
-            "Face folder of a Llama, Qwen3 or GPT-2 model)")
+_CKPT = opt("--ckpt", required=True, help="checkpoint or run directory (generate, evaluate, explore, serve: also a "
+            "Hugging Face folder of a Llama, Qwen3 or GPT-2 model)")
 _DECODING = [
     opt("--beam", type=at_least(1), default=4, help="beam size (>= 1; 1 = greedy); the paper uses 4"),
     opt("--length-penalty", type=at_least(0.0, float), default=0.6,
@@ -47,9 +47,10 @@ INFERENCE = [
         _RUN + "cmd_info"),
     Command("generate", "continue a prompt with a language model, or answer an instruction", [
         _CKPT,
-        opt("--prompt", help="the text to continue"),
+        opt("--prompt", help="the text to continue (until --max-new-tokens, or the end-of-text token)"),
         opt("--instruction", help="instead of --prompt: an instruction to answer, asked in the template the model was "
-            "tuned with (task=instruct; Alpaca's for another GPT); the answer ends at the end-of-text token"),
+            "tuned with (task=instruct; a Hugging Face folder's chat template; Alpaca's for another GPT); the answer "
+            "ends at the end-of-text token"),
         opt("--instruction-input", default="", help="with --instruction: its input (Alpaca's \"input\"), if any"),
         opt("--max-new-tokens", type=at_least(1), default=200, help="tokens to add (>= 1; default 200)"),
         opt("--temperature", type=positive_float, default=0.8,
@@ -89,6 +90,31 @@ INFERENCE = [
                  "a classifier, BertModel for a task=mlm encoder)"),
         opt("--force", action="store_true", help="overwrite --out if it exists"),
     ], _RUN + "cmd_export"),
+    Command("serve", "serve a language model behind OpenAI's API (/v1/chat/completions, /v1/completions), with a "
+            "chat page", [
+        _CKPT,
+        opt("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this computer only; "
+            "0.0.0.0: every network, said at the start)"),
+        opt("--port", type=at_least(0), default=8000, help="port to listen on (default 8000; 0: any free port)"),
+        opt("--api-key", metavar="KEY", help="refuse /v1 requests without 'Authorization: Bearer KEY' (default: "
+            "$SCRATCHFORMER_API_KEY if set, else no key)"),
+        opt("--name", help="the model's id in /v1/models and in answers (default: the run's or folder's name)"),
+        opt("--max-batch", type=at_least(1), default=16, help="requests decoded together at most (default 16); "
+            "more wait their turn"),
+        opt("--max-body", type=at_least(1024), default=1 << 20, help="largest request body in bytes (default "
+            "1 MiB)"),
+        opt("--threads", type=at_least(1), help="PyTorch's threads for the model (default: PyTorch's choice, one a "
+            "core; 1 is often faster for a small model on a busy machine)"),
+        opt("--verbose", action="store_true", help="log every request"),
+    ], "scratchformer.app.serve.run:run_command",
+        description="Serve a language model (a GPT run, an instruction-tuned or LoRA run, a Llama, Qwen3 or GPT-2 "
+                    "folder) over HTTP as OpenAI's API: POST /v1/chat/completions (the messages in the model's "
+                    "chat template; a model without one serves completions only), POST /v1/completions, GET "
+                    "/v1/models, with max_tokens, temperature (0: greedy), top_p, top_k, stop, seed and stream "
+                    "(server-sent events). Requests are decoded together with the KV cache, joining and leaving "
+                    "between steps (continuous batching). GET / is a chat page. SIGTERM or Ctrl-C stops it.",
+        epilog="example: scratchformer serve --ckpt runs/assistant, then any OpenAI client with "
+               "base_url=http://127.0.0.1:8000/v1 (and any api_key unless --api-key is set)"),
 ]
 
 

@@ -42,7 +42,7 @@ from typing import Any
 
 from scratchformer.errors import ConfigError, DataError
 
-__all__ = ["ALPACA_PREAMBLE", "ROLES", "Template", "as_messages", "find_template", "special_texts"]
+__all__ = ["ALPACA_PREAMBLE", "ROLES", "Template", "as_messages", "find_template", "folder_template", "special_texts"]
 
 ALPACA_PREAMBLE = ("Below is an instruction that describes a task. Write a response that appropriately completes "
                    "the request.")
@@ -145,6 +145,12 @@ def find_template(setting: str, base: Path | None) -> Template:
         raise ConfigError(f"template=chat needs the base folder's chat template, but {where} none "
                           "(chat_template.jinja, or chat_template in tokenizer_config.json); use template=alpaca")
     return Template("alpaca")
+
+
+def folder_template(folder: str | Path) -> Template | None:
+    """A Hugging Face folder's own chat template, or None when it has none."""
+    source, origin = _folder_template(Path(folder))
+    return Template("chat", source, origin) if source else None
 
 
 def _folder_template(folder: Path) -> tuple[str, str]:

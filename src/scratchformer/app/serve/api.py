@@ -1,0 +1,236 @@
+"""OpenAI's HTTP API as this server speaks it: a request body checked field by field into an ``Ask`` (or refused with
+an ``ApiError``, OpenAI's error form), and the answers and stream chunks in OpenAI's form.
+
+What a request may set: ``max_tokens`` (``max_completion_tokens`` for a chat; capped by the model's window, and the
+answer says so in ``warning``), ``temperature`` (0 to 2; 0 is greedy), ``top_p``, ``top_k``, ``stop`` (up to four
+texts), ``seed``, ``stream`` (with ``stream_options.include_usage``), ``n`` (1 only); a completion also ``echo``.
+Fields OpenAI defines that would change the answer and are not done here (penalties, log-probabilities, tools, a
+response format, several choices) are refused naming the field; others that change nothing are accepted (``user``,
+``store``, ``metadata``); an unknown field is refused, as OpenAI refuses it. ``model`` may be any name: one model
+is served, and answers carry its own name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from scratchformer.app.serve.model import ServedModel
+from scratchformer.errors import DataError
+from scratchformer.generation.continuous import Sampling
+
+MAX_STOPS, MAX_STOP_CHARS = 4, 200
+_COMMON = {"model", "max_tokens", "temperature", "top_p", "top_k", "stop", "seed", "stream", "stream_options", "n",
+           "user", "frequency_penalty", "presence_penalty", "logit_bias", "logprobs"}
+FIELDS = {"chat": _COMMON | {"messages", "max_completion_tokens", "top_logprobs", "response_format", "tools",
+                             "tool_choice", "parallel_tool_calls", "functions", "store", "metadata", "service_tier"},
+          "completion": _COMMON | {"prompt", "echo", "suffix", "best_of"}}
+# a field -> the values that leave the answer as it is (any other is refused: not done here)
+NEUTRAL = {"frequency_penalty": (0, 0.0, None), "presence_penalty": (0, 0.0, None), "logit_bias": (None, {}),
+           "logprobs": (None, False), "top_logprobs": (None, 0), "tools": (None, []), "functions": (None, []),
+           "suffix": (None, ""), "best_of": (None, 1), "tool_choice": (None, "none", "auto"),
+           "response_format": (None, {"type": "text"})}
+
+
+class ApiError(Exception):
+    """A request refused: its HTTP status and OpenAI's error object (``{"error": {...}}``)."""
+
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
+                 kind: str = "invalid_request_error") -> None:
+        super().__init__(message)
+        self.status, self.message, self.param, self.code, self.kind = status, message, param, code, kind
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
+
+
+@dataclass(frozen=True)
+class Ask:
+    """A checked request: the prompt's ids, how many tokens at most, how to pick them, when to stop, how to answer."""
+
+    kind: str  # "chat" or "completion"
+    ids: list[int]
+    max_tokens: int
+    sampling: Sampling
+    stop: tuple[str, ...] = ()
+    stream: bool = False
+    include_usage: bool = False
+    echo: str = ""  # a completion's prompt text, written before its answer (echo=true)
+    warning: str | None = None
+
+
+def _number(body: dict[str, Any], key: str, low: float, high: float, *, integer: bool = False) -> Any:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+        raise ApiError(400, f"'{key}' must be {'an integer' if integer else 'a number'}, got {value!r:.40}", key)
+    if not low <= value <= high:
+        raise ApiError(400, f"'{key}' must be between {low:g} and {high:g}, got {value}", key)
+    return value
+
+
+def _check_fields(body: Any, kind: str) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise ApiError(400, "the body must be a JSON object")
+    unknown = sorted(set(body) - FIELDS[kind])
+    if unknown:
+        raise ApiError(400, f"unrecognized request argument supplied: {unknown[0]}", unknown[0])
+    for key, neutral in NEUTRAL.items():
+        if key in body and body[key] not in neutral:
+            raise ApiError(400, f"'{key}' is not supported by this server (send {neutral[-1]!r} or leave it out)", key)
+    if body.get("n") not in (None, 1):
+        raise ApiError(400, "only n=1 is supported: send one request per answer", "n")
+    if not isinstance(body.get("model", ""), str):
+        raise ApiError(400, "'model' must be a string", "model")
+    for key in ("stream", "echo"):
+        if not isinstance(body.get(key, False), bool):
+            raise ApiError(400, f"'{key}' must be true or false", key)
+    options = body.get("stream_options")
+    if options is not None and (not isinstance(options, dict) or not set(options) <= {"include_usage"}
+                                or not isinstance(options.get("include_usage", False), bool)):
+        raise ApiError(400, "'stream_options' must be {\"include_usage\": true|false}", "stream_options")
+    if options is not None and not body.get("stream"):
+        raise ApiError(400, "'stream_options' goes with stream=true", "stream_options")
+    return body
+
+
+def _sampling(body: dict[str, Any]) -> Sampling:
+    temperature = _number(body, "temperature", 0, 2)
+    top_p = _number(body, "top_p", 0, 1)
+    if top_p == 0:
+        raise ApiError(400, "'top_p' must be above 0", "top_p")
+    top_k = _number(body, "top_k", -1, 1 << 31, integer=True)
+    seed = _number(body, "seed", -(1 << 63), (1 << 64) - 1, integer=True)
+    return Sampling(1.0 if temperature is None else float(temperature), top_p, top_k if top_k and top_k > 0 else None,
+                    None if seed is None else seed % (1 << 63))
+
+
+def _stop(body: dict[str, Any]) -> tuple[str, ...]:
+    stop = body.get("stop")
+    stops = [stop] if isinstance(stop, str) else stop if stop is not None else []
+    if (not isinstance(stops, list) or len(stops) > MAX_STOPS
+            or not all(isinstance(s, str) and 0 < len(s) <= MAX_STOP_CHARS for s in stops)):
+        raise ApiError(400, f"'stop' must be a text or a list of at most {MAX_STOPS} texts of 1 to {MAX_STOP_CHARS} "
+                       "characters", "stop")
+    return tuple(stops)
+
+
+def _budget(body: dict[str, Any], key: str, n_prompt: int, default: int | None, model: ServedModel
+            ) -> tuple[int, str | None]:
+    """max_tokens within the model's window (the prompt and the answer together), and a warning when it was cut."""
+    asked = _number(body, key, 1, 1 << 31, integer=True)
+    room = model.max_len - n_prompt
+    if room < 1:
+        raise ApiError(400, f"the prompt is {n_prompt} tokens, and this model reads at most {model.max_len} tokens "
+                       "(prompt and answer together): shorten it", "messages" if key != "max_tokens" else "prompt",
+                       "context_length_exceeded")
+    wanted = asked if asked is not None else default if default is not None else room
+    if wanted <= room:
+        return wanted, None
+    return room, (f"max_tokens={wanted} was capped to {room}: this model reads at most {model.max_len} tokens, and "
+                  f"the prompt takes {n_prompt}")
+
+
+def _messages(value: Any) -> list[dict[str, str]]:
+    """OpenAI's messages as the template reads them: roles system/developer, user, assistant; text content (a string
+    or a list of text parts)."""
+    if not isinstance(value, list) or not value:
+        raise ApiError(400, "'messages' must be a non-empty list of {\"role\", \"content\"} objects", "messages")
+    out = []
+    for i, message in enumerate(value):
+        if not isinstance(message, dict) or message.get("role") not in ("system", "developer", "user", "assistant"):
+            raise ApiError(400, f"messages[{i}] must have a role of system, user or assistant", f"messages[{i}]")
+        content = message.get("content")
+        if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text"
+                                             and isinstance(p.get("text"), str) for p in content):
+            content = "".join(p["text"] for p in content)
+        if not isinstance(content, str):
+            raise ApiError(400, f"messages[{i}].content must be text (a string, or a list of text parts)",
+                           f"messages[{i}].content")
+        out.append({"role": "system" if message["role"] == "developer" else message["role"], "content": content})
+    return out
+
+
+def parse_chat(body: Any, model: ServedModel) -> Ask:
+    """A chat request, checked; its messages in the model's template."""
+    body = _check_fields(body, "chat")
+    if "max_tokens" in body and "max_completion_tokens" in body:
+        raise ApiError(400, "give max_tokens or max_completion_tokens, not both", "max_tokens")
+    messages = _messages(body.get("messages"))
+    if model.template is None:
+        raise ApiError(400, f"{model.name} has no chat template (it was not instruction-tuned, and its folder has "
+                       "none): use /v1/completions to continue a text", "messages", "model_not_chat")
+    try:
+        ids = model.chat_ids(messages)
+    except DataError as err:
+        raise ApiError(400, str(err), "messages") from None
+    key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+    budget, warning = _budget(body, key, len(ids), None, model)
+    return Ask("chat", ids, budget, _sampling(body), _stop(body), bool(body.get("stream")),
+               bool((body.get("stream_options") or {}).get("include_usage")), warning=warning)
+
+
+def parse_completion(body: Any, model: ServedModel) -> Ask:
+    """A completion request, checked: a text (or one text in a list, or token ids) to continue."""
+    body = _check_fields(body, "completion")
+    prompt = body.get("prompt", "")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    vocab = model.ckpt.tokenizer.vocab_size
+    if isinstance(prompt, str):
+        try:
+            ids = model.text_ids(prompt)
+        except DataError as err:
+            raise ApiError(400, str(err), "prompt") from None
+    elif (isinstance(prompt, list) and prompt and all(isinstance(i, int) and not isinstance(i, bool) for i in prompt)
+          and all(0 <= i < vocab for i in prompt)):
+        ids, prompt = list(prompt), model.decode(prompt)
+    else:
+        raise ApiError(400, f"'prompt' must be one text, or one list of token ids below {vocab} (send one request "
+                       "per prompt)", "prompt")
+    budget, warning = _budget(body, "max_tokens", len(ids), 16, model)
+    return Ask("completion", ids, budget, _sampling(body), _stop(body), bool(body.get("stream")),
+               bool((body.get("stream_options") or {}).get("include_usage")), prompt if body.get("echo") else "",
+               warning)
+
+
+def usage(ask: Ask, n_new: int) -> dict[str, int]:
+    return {"prompt_tokens": len(ask.ids), "completion_tokens": n_new, "total_tokens": len(ask.ids) + n_new}
+
+
+def answer(ask: Ask, head: dict[str, Any], text: str, finish: str, n_new: int) -> dict[str, Any]:
+    """The whole answer (not streamed). ``head``: the id, created time and model name every object carries."""
+    if ask.kind == "chat":
+        choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                  "finish_reason": finish}
+    else:
+        choice = {"index": 0, "text": ask.echo + text, "logprobs": None, "finish_reason": finish}
+    body = {**head, "object": "chat.completion" if ask.kind == "chat" else "text_completion", "choices": [choice],
+            "usage": usage(ask, n_new)}
+    return {**body, "warning": ask.warning} if ask.warning else body
+
+
+def chunk(ask: Ask, head: dict[str, Any], text: str | None = None, finish: str | None = None,
+          first: bool = False) -> dict[str, Any]:
+    """One event of a stream: the first (a chat's role; a completion's echo), a piece of text, or the last (its
+    finish reason)."""
+    if ask.kind == "chat":
+        delta: dict[str, Any] = {"role": "assistant", "content": ""} if first else {}
+        if text:
+            delta["content"] = text
+        choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+    else:
+        choice = {"index": 0, "text": (ask.echo if first else "") + (text or ""), "logprobs": None,
+                  "finish_reason": finish}
+    body = {**head, "object": "chat.completion.chunk" if ask.kind == "chat" else "text_completion",
+            "choices": [choice]}
+    if ask.include_usage:
+        body["usage"] = None
+    return {**body, "warning": ask.warning} if first and ask.warning else body
+
+
+def usage_chunk(ask: Ask, head: dict[str, Any], n_new: int) -> dict[str, Any]:
+    """The last event of a stream asked with ``stream_options.include_usage``: no choices, the counts."""
+    kind = "chat.completion.chunk" if ask.kind == "chat" else "text_completion"
+    return {**head, "object": kind, "choices": [], "usage": usage(ask, n_new)}

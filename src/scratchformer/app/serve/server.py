@@ -1,0 +1,268 @@
+"""The OpenAI-compatible server: a Starlette (ASGI) app under uvicorn.
+
+    POST /v1/chat/completions   messages in the model's template -> an answer (or a stream of server-sent events)
+    POST /v1/completions        a text to continue -> its continuation
+    GET  /v1/models             the one model served (GET /v1/models/ID: it alone)
+    GET  /health                {"status": "ok"} and the batch's counts: running, waiting, tokens generated
+    GET  /                      the chat page (static/: index.html, chat.css, chat.js; nothing from another host)
+
+Requests are decoded together by one ``ContinuousBatcher`` in its own thread (``worker.py``). A client that goes
+away (a closed connection, a stopped stream) cancels its sequence at once: the next step frees its row. What is safe
+by default: a loopback address, and then only requests addressed to a loopback name (a web page elsewhere cannot
+reach the server by rebinding a domain name to 127.0.0.1); with an API key, every ``/v1`` request must bring it
+(``Authorization: Bearer KEY``); a body of at most ``max_body`` bytes, a prompt within the model's window; nothing
+in a request is a path, and the pages served are a fixed table of the package's own files. Every refusal is a 4xx
+with OpenAI's error JSON; an unexpected failure is a 500 in the same form, its traceback on the console only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import sys
+import time
+import traceback
+import uuid
+from collections.abc import AsyncIterator
+from importlib import resources
+from typing import Any
+from urllib.parse import urlsplit
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from scratchformer.app.serve.api import ApiError, Ask, answer, chunk, parse_chat, parse_completion, usage_chunk
+from scratchformer.app.serve.model import ServedModel
+from scratchformer.app.serve.worker import Job, TextStream, Worker
+from scratchformer.generation.continuous import ContinuousBatcher, Sequence
+
+STATIC = {"/": ("index.html", "text/html; charset=utf-8"), "/chat.css": ("chat.css", "text/css; charset=utf-8"),
+          "/chat.js": ("chat.js", "text/javascript; charset=utf-8")}
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+HEADERS = [(b"content-security-policy", b"default-src 'none'; script-src 'self'; style-src 'self'; "
+            b"connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
+           (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer"),
+           (b"cache-control", b"no-store")]
+
+
+def error_response(err: ApiError) -> JSONResponse:
+    return JSONResponse(err.body(), status_code=err.status)
+
+
+class Guard:
+    """ASGI middleware: the host check on loopback, the API key on ``/v1``, and the security headers."""
+
+    def __init__(self, app: ASGIApp, *, api_key: str | None, loopback: bool) -> None:
+        self.app, self.api_key, self.loopback = app, api_key, loopback
+
+    def _refusal(self, scope: Scope) -> ApiError | None:
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        host = urlsplit("//" + headers.get("host", "")).hostname or ""
+        if self.loopback and host not in LOOPBACK:
+            return ApiError(403, "this server answers only requests for 127.0.0.1 or localhost", code="forbidden_host")
+        if self.api_key and scope["path"].startswith("/v1"):
+            given = headers.get("authorization", "")
+            if not hmac.compare_digest(given.encode(), f"Bearer {self.api_key}".encode()):
+                return ApiError(401, "a valid API key is needed: send the header 'Authorization: Bearer KEY'",
+                                code="invalid_api_key")
+        return None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *HEADERS]
+            await send(message)
+
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            await error_response(refusal)(scope, receive, with_headers)
+            return
+        await self.app(scope, receive, with_headers)
+
+
+async def read_json(request: Request, limit: int) -> Any:
+    """The body as JSON, at most ``limit`` bytes (``ApiError`` otherwise)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, f"the request body is {declared} bytes; this server takes at most {limit}")
+    body = bytearray()
+    async for part in request.stream():
+        body += part
+        if len(body) > limit:
+            raise ApiError(413, f"the request body is over {limit} bytes, the most this server takes")
+    try:
+        return json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise ApiError(400, f"the body is not JSON: {str(err).splitlines()[0][:120]}") from None
+
+
+async def until_disconnect(receive: Receive) -> None:
+    """Return when the client goes away (the body has been read: what comes next is the disconnect)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+class Answering:
+    """One request's answer, as an ASGI response: a JSON body when the sequence ends, or a stream of server-sent
+    events while it decodes; either way the sequence is cancelled the moment the client goes away."""
+
+    def __init__(self, model: ServedModel, worker: Worker, ask: Ask) -> None:
+        self.model, self.ask, self.worker = model, ask, worker
+        prefix = "chatcmpl" if ask.kind == "chat" else "cmpl"
+        self.head = {"id": f"{prefix}-{uuid.uuid4().hex}", "created": int(time.time()), "model": model.name}
+        self.seq = Sequence(ask.ids, ask.max_tokens, ask.sampling, model.stop_ids)
+        self.started = False  # whether the response's head has been sent
+
+    async def pieces(self, job: Job, gone: asyncio.Future) -> AsyncIterator[tuple[str, str | None, int]]:
+        """(new text, finish reason or None, tokens so far) as the tokens come; ends at a stop text too."""
+        text = TextStream(self.model.decode, self.ask.stop)
+        async for tokens, finish in job.updates(gone):
+            new = text.feed(tokens, finish is not None)
+            yield new, "stop" if text.stopped else finish, len(tokens)
+            if text.stopped:
+                return
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        gone = asyncio.ensure_future(until_disconnect(receive))
+        job = Job(self.seq, self.worker)
+        job.start()
+        try:
+            if self.ask.stream:
+                await self._stream(job, gone, send)
+            else:
+                await self._whole(job, gone, scope, send)
+        except OSError:  # the client went away while we wrote
+            pass
+        except Exception:  # noqa: BLE001 - a bug: the client gets OpenAI's error form, the console the traceback
+            traceback.print_exc(file=sys.stderr)
+            failed = ApiError(500, "internal error; the server's console has the details", kind="server_error")
+            with contextlib.suppress(Exception):
+                if self.started:
+                    await send({"type": "http.response.body", "body": f"data: {json.dumps(failed.body())}\n\n"
+                                "data: [DONE]\n\n".encode(), "more_body": False})
+                else:
+                    await error_response(failed)(scope, _no_receive, send)
+        finally:
+            job.cancel()  # at once, whatever ended the answer: the sequence's row is free at the next step
+            gone.cancel()
+
+    async def _whole(self, job: Job, gone: asyncio.Future, scope: Scope, send: Send) -> None:
+        parts, last = [], ("", None, 0)
+        async for last in self.pieces(job, gone):
+            parts.append(last[0])
+        _, finish, n_new = last
+        if finish is None:  # the client left
+            return
+        if finish in ("stop", "length"):
+            response: Response = JSONResponse(answer(self.ask, self.head, "".join(parts), finish, n_new))
+        else:
+            response = error_response(_failed(finish))
+        await response(scope, _no_receive, send)
+
+    async def _stream(self, job: Job, gone: asyncio.Future, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", b"text/event-stream; charset=utf-8"), (b"x-accel-buffering", b"no")]})
+        self.started = True
+
+        async def event(data: Any) -> None:
+            text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+            await send({"type": "http.response.body", "body": f"data: {text}\n\n".encode(), "more_body": True})
+
+        await event(chunk(self.ask, self.head, first=True))
+        n_new = 0
+        async for new, finish, count in self.pieces(job, gone):
+            n_new = count
+            if finish in (None, "stop", "length"):
+                if new:
+                    await event(chunk(self.ask, self.head, new))
+                if finish is not None:
+                    await event(chunk(self.ask, self.head, finish=finish))
+            else:
+                await event(_failed(finish).body())
+        if gone.done():
+            return
+        if self.ask.include_usage:
+            await event(usage_chunk(self.ask, self.head, n_new))
+        await event("[DONE]")
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _failed(finish: str) -> ApiError:
+    return ApiError(503 if finish == "cancelled" else 500, "the server stopped before the answer was complete"
+                    if finish == "cancelled" else "decoding failed; the server's console has the details",
+                    kind="server_error")
+
+
+async def _no_receive() -> Message:
+    return {"type": "http.disconnect"}
+
+
+def make_app(model: ServedModel, *, api_key: str | None = None, max_batch: int = 16, max_waiting: int = 256,
+             max_body: int = 1 << 20, loopback: bool = True) -> ASGIApp:
+    """The server's ASGI app for ``model``: its routes, its decoding thread (started and stopped with the app's
+    lifespan), and the ``Guard`` around them."""
+    worker = Worker(ContinuousBatcher(model.ckpt.model, max_batch), max_waiting)
+    files = {path: (resources.files(__package__).joinpath("static", name).read_bytes(), kind)
+             for path, (name, kind) in STATIC.items()}
+
+    async def complete(request: Request) -> Response | Answering:
+        try:
+            body = await read_json(request, max_body)
+            parse = parse_chat if request.url.path.endswith("chat/completions") else parse_completion
+            ask = parse(body, model)
+            if worker.full:
+                raise ApiError(503, "the server is busy: too many requests are waiting; try again shortly",
+                               kind="server_error", code="overloaded")
+        except ApiError as err:
+            return error_response(err)
+        return Answering(model, worker, ask)
+
+    async def models(request: Request) -> Response:
+        wanted = request.path_params.get("name")
+        if wanted is not None and wanted != model.name:
+            return error_response(ApiError(404, f"no model {wanted!r}; this server serves {model.name!r}", "model",
+                                           "model_not_found"))
+        card = model.card()
+        return JSONResponse(card if wanted else {"object": "list", "data": [card]})
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok", **worker.batcher.counts()})
+
+    async def page(request: Request) -> Response:
+        body, kind = files[request.url.path]
+        return Response(body, media_type=kind)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        words = {404: f"no endpoint {request.url.path[:80]!r}; see /v1/models, /v1/chat/completions, "
+                      "/v1/completions", 405: f"{request.method} is not allowed on {request.url.path[:80]!r}"}
+        message = words.get(status, "internal error; the server's console has the details")
+        return error_response(ApiError(status, message, kind="invalid_request_error" if status < 500
+                                       else "server_error"))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        worker.start()
+        try:
+            yield
+        finally:
+            worker.stop()
+
+    routes = [Route("/v1/chat/completions", complete, methods=["POST"]),
+              Route("/v1/completions", complete, methods=["POST"]), Route("/v1/models", models, methods=["GET"]),
+              Route("/v1/models/{name:path}", models, methods=["GET"]), Route("/health", health, methods=["GET"]),
+              *[Route(path, page, methods=["GET"]) for path in files]]
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error,
+                                                                          Exception: http_error})
+    app.state.worker = worker
+    return Guard(app, api_key=api_key, loopback=loopback)

@@ -1,0 +1,157 @@
+"""The KV cache of continuous batching: one cache row per sequence, each row at its own length.
+
+``KVCache`` (``nn/kv_cache.py``) holds a batch whose rows all have one length, what ``generate`` needs: its prompts
+start together (left padding makes them equally long) and end together. A server cannot wait for that. A request
+arrives while others are half-way through their answers, and one that is done leaves while the rest go on. So here:
+
+- each layer keeps one preallocated ``(R, H_kv, W, D)`` tensor of keys and one of values, and its rows ``0 .. n-1``
+  are the ``n`` live sequences (R: the most at once; W: the longest sequence so far, grown by doubling, at most
+  ``max_len``);
+- each row has its own length. A step writes each row's new key and value at that row's own position (its length),
+  and the attention mask lets each row see its own ``length + 1`` keys and nothing after them;
+- a sequence that joins is prefilled alone (its whole prompt in one pass, through an ordinary ``KVCache``), then
+  copied into row ``n``; one that leaves is replaced by the last row (one row copied, the others untouched), so the
+  live rows stay ``0 .. n-1`` and a step reads a plain slice of the cache.
+
+    step:  tokens (n, 1), positions (n, 1) = each row's length, key_mask (n, W') with W' = longest + 1
+           -> every layer writes row i's key at column length_i and attends over its first length_i + 1 columns
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from scratchformer.nn.kv_cache import DecoderCache, KVCache
+
+__all__ = ["RowKVCache", "SlotCache"]
+
+
+class RowKVCache(KVCache):
+    """One layer's keys and values of a ``SlotCache``: a ``KVCache`` whose rows each have their own length (so
+    attention takes it as a cache). ``update(k, v)`` takes one new position per row, ``(n, H_kv, 1, D)``."""
+
+    def __init__(self, slots: SlotCache, keys: Tensor, values: Tensor) -> None:  # no super(): storage is given
+        self.slots, self.keys, self.values = slots, keys, values
+
+    @property
+    def length(self) -> int:  # type: ignore[override]  # the longest row: what the model checks against max_len
+        return max(self.slots.lengths, default=0)
+
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Write row i's new key and value at its own position; return every row's first ``W'`` columns (a row
+        reads only its own ``length + 1`` of them: the step's key mask says which)."""
+        if k.size(2) != 1:
+            raise ValueError(f"a slot cache takes one new position per row, got {k.size(2)}")
+        n, at = k.size(0), self.slots.at  # (n,) each row's position
+        rows = torch.arange(n, device=k.device)
+        self.keys[rows, :, at] = k[:, :, 0]  # (n, H_kv, D) into column at[i] of row i
+        self.values[rows, :, at] = v[:, :, 0]
+        width = self.slots.step_width
+        return self.keys[:n, :, :width], self.values[:n, :, :width]
+
+    def reset(self) -> None:
+        self.slots.lengths.clear()
+
+    def reorder(self, index: Tensor) -> None:
+        raise NotImplementedError("a slot cache keeps its rows in place (SlotCache.add and remove move them)")
+
+
+class SlotCache:
+    """Per-sequence KV cache rows for a model's decoder (continuous batching; see the module docstring).
+
+    ``add(prefilled, length)`` copies a sequence's prompt cache into the next free row and returns the row;
+    ``remove(row)`` frees a row, moving the last one into it; ``step_inputs()`` gives the positions and key mask of
+    a step over all live rows; ``advance()`` counts that step's token in every row.
+    """
+
+    def __init__(self, template: DecoderCache, capacity: int, max_len: int) -> None:
+        """``template``: an empty ``model.new_cache(1, 1)`` (its layers give the shapes, dtype and device)."""
+        first = template.self_attn[0]
+        if not self.holds(template):
+            raise TypeError("a slot cache holds keys and values (softmax attention); this model's cache is "
+                            f"{type(first).__name__}")
+        assert isinstance(first, KVCache)
+        self.capacity, self.max_len = capacity, max_len
+        self.kv_heads, self.head_dim = first.keys.size(1), first.keys.size(3)
+        self.dtype, self.device = first.keys.dtype, first.keys.device
+        self.lengths: list[int] = []  # each live row's filled positions
+        self.at = torch.zeros(0, dtype=torch.long)  # (n,) where this step writes, set by step_inputs
+        self.step_width = 0
+        self.layers = [RowKVCache(self, *self._empty(0)) for _ in template.self_attn]
+
+    @staticmethod
+    def holds(template: DecoderCache) -> bool:
+        """Whether a model's cache (``template``) is keys and values, which rows of a slot cache can hold (a linear
+        attention's recurrent state is not)."""
+        return bool(template.self_attn) and all(type(c) is KVCache for c in template.self_attn)
+
+    def _empty(self, width: int) -> tuple[Tensor, Tensor]:
+        shape = (self.capacity, self.kv_heads, width, self.head_dim)
+        return (torch.zeros(shape, dtype=self.dtype, device=self.device),
+                torch.zeros(shape, dtype=self.dtype, device=self.device))
+
+    @property
+    def width(self) -> int:
+        return self.layers[0].keys.size(2)
+
+    @property
+    def rows(self) -> int:
+        return len(self.lengths)
+
+    def _fit(self, need: int) -> None:
+        """Grow every layer to at least ``need`` columns (doubling, at most ``max_len``); rows keep their values."""
+        if need <= self.width:
+            return
+        if need > self.max_len:
+            raise ValueError(f"{need} positions needed, the model reads at most {self.max_len}")
+        old, width = self.width, min(self.max_len, max(16, 1 << (need - 1).bit_length()))
+        for layer in self.layers:
+            keys, values = self._empty(width)
+            keys[:, :, :old], values[:, :, :old] = layer.keys, layer.values
+            layer.keys, layer.values = keys, values
+
+    def add(self, prefilled: DecoderCache, length: int) -> int:
+        """Copy the first ``length`` positions of a one-row ``prefilled`` cache into a new row; return the row."""
+        if self.rows == self.capacity:
+            raise RuntimeError(f"all {self.capacity} rows are taken")
+        self._fit(length + 1)
+        row = self.rows
+        for layer, source in zip(self.layers, prefilled.self_attn):
+            assert isinstance(source, KVCache)
+            layer.keys[row, :, :length] = source.keys[0, :, :length]
+            layer.values[row, :, :length] = source.values[0, :, :length]
+        self.lengths.append(length)
+        return row
+
+    def remove(self, row: int) -> int | None:
+        """Free ``row``: the last row moves into it. Returns the row that moved (now at ``row``), or None."""
+        last = self.rows - 1
+        if row != last:
+            n = self.lengths[last]
+            for layer in self.layers:
+                layer.keys[row, :, :n] = layer.keys[last, :, :n]
+                layer.values[row, :, :n] = layer.values[last, :, :n]
+            self.lengths[row] = n
+        self.lengths.pop()
+        return last if row != last else None
+
+    def step_inputs(self) -> tuple[Tensor, Tensor | None]:
+        """For a step over every live row: ``positions (n, 1)`` (each row's length) and ``key_mask (n, W')``, True
+        for the keys row i may see (its own past and this step's token), or None when every row is as long (then
+        the model takes its unmasked path, the one ``generate`` takes)."""
+        self._fit(max(self.lengths) + 1)
+        self.at = torch.tensor(self.lengths, dtype=torch.long, device=self.device)  # (n,)
+        self.step_width = max(self.lengths) + 1
+        if min(self.lengths) == max(self.lengths):
+            return self.at[:, None], None
+        mask = torch.arange(self.step_width, device=self.device)[None, :] <= self.at[:, None]  # (n, W')
+        return self.at[:, None], mask
+
+    def advance(self) -> None:
+        """Every live row has one more position filled (after a step)."""
+        self.lengths = [n + 1 for n in self.lengths]
+
+    def decoder_cache(self) -> DecoderCache:
+        """The layers as the ``DecoderCache`` a model's forward takes."""
+        return DecoderCache(self.layers, [None] * len(self.layers))  # type: ignore[arg-type]
