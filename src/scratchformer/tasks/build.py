@@ -15,6 +15,7 @@ from scratchformer.registry import spec
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks.base import Task
 from scratchformer.tasks.classify import ClassifyTask
+from scratchformer.tasks.dpo import DPOTask
 from scratchformer.tasks.image import ImageTask
 from scratchformer.tasks.instruct import InstructTask
 from scratchformer.tasks.lm import LMTask
@@ -22,11 +23,11 @@ from scratchformer.tasks.mlm import MaskedLMTask
 from scratchformer.tasks.seq2seq import Seq2SeqTask, TranslationTask
 from scratchformer.tokenizers import Tokenizer
 
-__all__ = ["RUNNERS", "build_task", "make_task", "starting_tokenizer"]
+__all__ = ["RUNNERS", "build_task", "make_task", "starting_template", "starting_tokenizer"]
 
 # The classes that run tasks, by the runner id a task's registry entry declares (``TaskSpec.runner``).
 RUNNERS: dict[str, type[Task]] = {cls.__name__: cls for cls in (
-    Seq2SeqTask, TranslationTask, LMTask, ClassifyTask, MaskedLMTask, ImageTask, InstructTask)}
+    Seq2SeqTask, TranslationTask, LMTask, ClassifyTask, MaskedLMTask, ImageTask, InstructTask, DPOTask)}
 
 
 def _stderr(line: str) -> None:
@@ -48,7 +49,8 @@ def build_task(cfg: TrainConfig, model: ModelConfig, files: DataFiles | list[str
     run starts from, or one trained on the data); ``labels``: a trained classifier's classes; ``template``: an
     instruction-tuned model's prompt template."""
     data = load_data(spec(cfg.task), cfg, DataFiles.of(files), tokenizer=tokenizer or starting_tokenizer(cfg),
-                     labels=labels, training=False, dist=dist, say=log, quiet=quiet, template=template)
+                     labels=labels, training=False, dist=dist, say=log, quiet=quiet,
+                     template=template or starting_template(cfg))
     return make_task(cfg, model, data, log)
 
 
@@ -67,3 +69,14 @@ def starting_tokenizer(cfg: TrainConfig) -> Tokenizer | None:
         return load_checkpoint(base).tokenizer
     folder = find_pretrained(cfg.init_from, cfg.data_dir)
     return open_model_tokenizer(folder) or PretrainedTokenizer.from_file(folder / "tokenizer.json")
+
+
+def starting_template(cfg: TrainConfig) -> dict[str, str] | None:
+    """The prompt template of the run ``init_from`` names, when it was tuned with one (an instruction-tuned run) and
+    ``template`` names none: a run that tunes it further asks as it was taught. None: the settings decide."""
+    if not cfg.init_from or cfg.template:
+        return None
+    from scratchformer.checkpoint import find_checkpoint, read_meta
+
+    base = find_checkpoint(cfg.init_from)
+    return read_meta(base).get("template") if base is not None else None

@@ -137,7 +137,8 @@ def _whole_model(cfg: TrainConfig, base_dir: Any, given: dict[str, Any], arch: s
                           f"init_from={cfg.init_from}")
     n = given.get("max_len", have.max_len)
     unit = {"text": f"windows of {n} tokens", "records": f"records (a prompt and its answer) of up to {n} tokens",
-            "pairs": f"sentences of up to {n} tokens"}[spec(cfg.task).data.kind]
+            "pairs": f"sentences of up to {n} tokens",
+            "preferences": f"records (a prompt and two answers) of up to {n} tokens"}[spec(cfg.task).data.kind]
     log(f"initialised from {where}; trained further on {unit}")
     return model
 

@@ -39,12 +39,15 @@ class Session:
     def log(self) -> Callable[[str], None]:
         return self.progress.say
 
+    base_template: dict[str, str] | None = None  # the prompt template of the run fine-tuned from, if it has one
+
     @property
     def template(self) -> dict[str, str] | None:
-        """The resumed checkpoint's prompt template (an instruction-tuned run's), else None."""
+        """The resumed checkpoint's prompt template (an instruction-tuned run's), else the one the run it starts from
+        was tuned with (``tasks.build.starting_template``), else None."""
         from scratchformer.checkpoint import read_meta
 
-        return read_meta(self.checkpoint).get("template") if self.checkpoint is not None else None
+        return read_meta(self.checkpoint).get("template") if self.checkpoint is not None else self.base_template
 
     def __enter__(self) -> Session:
         return self
@@ -76,7 +79,7 @@ def open_run(out: Path, cfg: TrainConfig, *, resume: bool = False, quiet: bool =
             check_out_dir(out, resume)
             remove_leftovers(out)
         ckpt = pick_checkpoint(out, progress.say) if resume else None
-        return Session(out, resume, device, dist, progress, ckpt, _tokenizer(ckpt, cfg), lock)
+        return Session(out, resume, device, dist, progress, ckpt, _tokenizer(ckpt, cfg), lock, _template(cfg))
     except BaseException:
         if lock is not None:
             lock.release()
@@ -93,3 +96,9 @@ def _tokenizer(ckpt: Path | None, cfg: TrainConfig) -> Tokenizer | None:
     from scratchformer.tasks.build import starting_tokenizer
 
     return checkpoint_tokenizer(ckpt) if ckpt is not None else starting_tokenizer(cfg)
+
+
+def _template(cfg: TrainConfig) -> dict[str, str] | None:
+    from scratchformer.tasks.build import starting_template
+
+    return starting_template(cfg)
