@@ -103,6 +103,8 @@ class DPOTask(Task):
         self.tables: dict[str, Tensor] = {}  # split -> (N, 2) reference log-probabilities, when kept
         self.seen = Totals()  # the training pairs since the last train row
         if "train" in self.rows:
+            if not len(self.rows["train"]):
+                raise DataError(f"no training record has room for an answer within max_len={self.max_len} tokens")
             self.batches = self.rows["train"].batches(self._lengths("train"), cfg)
 
     def _fit(self, rows: MemoryRows, split: str) -> MemoryRows:
