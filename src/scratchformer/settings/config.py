@@ -205,6 +205,20 @@ class TrainConfig:
         for name, tasks in task_only_settings().items():
             if getattr(self, name) not in (None, 0) and self.task not in tasks:
                 raise ConfigError(f"{name} works with task={' or task='.join(tasks)}, not task={self.task}")
+        self._check_task()
+        if not 0 <= self.ema_decay < 1:
+            raise ConfigError(f"ema_decay={self.ema_decay} must be in [0, 1)")
+        if self.average_last < 0:
+            raise ConfigError(f"average_last={self.average_last} must be >= 0")
+        if self.average_last and self.ema_decay:
+            raise ConfigError("ema_decay and average_last are two ways of averaging the weights: set one of them")
+        if not 0 <= self.label_smoothing < 1:
+            raise ConfigError(f"label_smoothing={self.label_smoothing} must be in [0, 1)")
+        if self.batch_size % self.grad_accum:
+            raise ConfigError(f"batch_size={self.batch_size} is not divisible by grad_accum={self.grad_accum}")
+
+    def _check_task(self) -> None:
+        """What the task's entry asks of the settings: a base to tune, a metric it reports, DPO's own settings."""
         task = spec(self.task)
         if task.needs_base and not self.init_from:
             raise ConfigError(f"task={self.task} tunes a model that already answers: give init_from=RUN_OR_FOLDER (a "
@@ -221,16 +235,6 @@ class TrainConfig:
                               f"(choose from {', '.join(task.validation_metrics)})")
         if self.select_by in task.decoded and not self.eval_decode:
             raise ConfigError(f"select_by={self.select_by} needs eval_decode > 0 (sentences decoded per evaluation)")
-        if not 0 <= self.ema_decay < 1:
-            raise ConfigError(f"ema_decay={self.ema_decay} must be in [0, 1)")
-        if self.average_last < 0:
-            raise ConfigError(f"average_last={self.average_last} must be >= 0")
-        if self.average_last and self.ema_decay:
-            raise ConfigError("ema_decay and average_last are two ways of averaging the weights: set one of them")
-        if not 0 <= self.label_smoothing < 1:
-            raise ConfigError(f"label_smoothing={self.label_smoothing} must be in [0, 1)")
-        if self.batch_size % self.grad_accum:
-            raise ConfigError(f"batch_size={self.batch_size} is not divisible by grad_accum={self.grad_accum}")
 
     def _check_lora(self) -> None:
         from scratchformer.nn.lora import lora_targets

@@ -26,6 +26,7 @@ to compare, and one whose two answers are the same within the window no preferen
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -176,14 +177,15 @@ class DPOTask(Task):
         if self.strategy == "adapters":
             self.log("the reference: the model with its LoRA adapters off, at every step (reference=adapters)")
             return
-        digests = {split: digest(rows) for split, rows in self.rows.items()}
+        digests, started = {split: digest(rows) for split, rows in self.rows.items()}, time.perf_counter()
         saved = read_tables(out, digests) if out is not None else None
         self.tables = saved or {split: self._table(model, split) for split in self.rows}
         if saved is None and writes and out is not None:
             write_tables(out, self.tables, digests)
-        how = "read back from" if saved else "computed once, before the first step, in"
-        self.log(f"the reference: its log-probabilities of the {sum(len(r) for r in self.rows.values()):,} records "
-                 f"{how} reference.safetensors")
+        seconds = time.perf_counter() - started
+        how = "read back from" if saved else f"computed once, before the first step ({seconds:.1f} s)"
+        self.log(f"the reference: its log-probabilities of the {sum(len(r) for r in self.rows.values()):,} records, "
+                 f"{how}, in reference.safetensors")
 
     def _table(self, model: nn.Module, split: str) -> Tensor:
         return compute_table(model, lambda idx: self.examples(split, idx), self._lengths(split).tolist(),
