@@ -284,3 +284,30 @@ def test_a_resumed_run_reads_its_reference_back_and_lora_and_trainable_train(run
                      "max_steps=3", "eval_every=3", "lr=1e-3", "num_threads=1", "--quiet", "--out", str(out)]) == 0
         first = rows_of(out)[0]
         assert first["step"] == 1 and first["loss"] == pytest.approx(math.log(2), abs=1e-4)
+
+
+def test_a_hugging_face_folder_with_a_chat_template_tuned_with_lora(tmp_path, capsys):
+    """A GPT-2 folder with its chat template: the records are asked in that template, the reference is the folder
+    with the adapters off (no table), the first loss is ln 2, and generate asks in the same template."""
+    pytest.importorskip("transformers", reason="a dev dependency: it writes the folder")
+    from test_dpo_trl import made, write_folder
+    from test_instruct import CHATML
+
+    folder = write_folder(made("gpt2"), tmp_path / "gpt2")
+    (folder / "chat_template.jinja").write_text(CHATML, encoding="utf-8")
+    prefs = tmp_path / "p.jsonl"
+    prefs.write_text("".join(json.dumps({"prompt": [{"role": "user", "content": r["instruction"]}],
+                                         "chosen": [{"role": "assistant", "content": r["chosen"]}],
+                                         "rejected": r["rejected"]}) + "\n" for r in PREFERENCES), encoding="utf-8")
+    out = tmp_path / "run"
+    assert main(["train", "task=dpo", f"init_from={folder}", "--data", str(prefs), "--val", str(prefs), "lora_rank=4",
+                 "lr=1e-3", "max_steps=2", "eval_every=2", "num_threads=1", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "the reference: the model with its LoRA adapters off" in err and not (out / "reference.safetensors").exists()
+    first = rows_of(out)[0]
+    assert first["loss"] == pytest.approx(math.log(2), abs=1e-5)
+    ckpt = load_checkpoint(out)
+    assert ckpt.extra["template"]["name"] == "chat" and ckpt.extra["template"]["source"] == CHATML
+    assert main(["generate", "--ckpt", str(out), "--instruction", "Say something.", "--greedy",
+                 "--max-new-tokens", "4"]) == 0
+    assert "<|im_start|>" not in capsys.readouterr().out

@@ -1,7 +1,7 @@
 """What does DPO change in an instruction-tuned GPT, on preference records it never trained on?
 
     python bench/research/dpo_preferences.py --dpo runs/ts-dpo                     # the run's test split
-    python bench/research/dpo_preferences.py --dpo runs/ts-dpo --split val --out results/dpo/before_after.json
+    python bench/research/dpo_preferences.py --dpo runs/ts-dpo --split val --out runs/bench/dpo_before_after.json
 
 The DPO run's records are read as it read them (its template, its tokenizer, its splits: ``build_task``), and its
 start (``init_from``, the instruction-tuned run) is the reference. Both models, the start ("before") and the DPO run

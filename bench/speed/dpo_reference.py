@@ -2,14 +2,15 @@
 at every step? Peak memory and time, each in its own process, taking turns.
 
     python bench/speed/dpo_reference.py --init-from runs/ts-instruct --steps 30
-    python bench/speed/dpo_reference.py --init-from runs/ts-instruct --steps 30 --out results/dpo/reference.json
+    python bench/speed/dpo_reference.py --init-from runs/ts-instruct --steps 30 --out runs/bench/dpo_reference.json
 
 Each row is one ``scratchformer train task=dpo init_from=... dataset=preferences`` run in a child process (``--rounds``
 rounds, the rows taking turns; the median reported): full fine-tuning with the precomputed reference (the only one
 that applies: the weights it trains are the reference's), then LoRA (rank 8 on every projection) with each
-reference. Reported: the child's peak resident memory (``ru_maxrss``), the seconds the reference's table took (the
-run's own line), the seconds a step takes (from ``metrics.jsonl``, the first step left out) and the whole command's
-wall time; beside them the bytes of the model's weights, which a reference kept as a second model would add.
+reference. ``--limit N`` trains on the first N records (and validates on N / 10), for a larger model. Reported: the
+child's peak resident memory (``ru_maxrss``), the seconds the reference's table took (the run's own line), the
+seconds a step takes (from ``metrics.jsonl``, the first step left out) and the whole command's wall time; beside them
+the bytes of the model's weights, which a reference kept as a second model would add.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--limit", type=int, default=0, help="train on the first N records, validate on N / 10 "
+                        "(0: all; a larger model's table then takes less time)")
     parser.add_argument("--out", help="also write the JSON here")
     args = parser.parse_args()
     from scratchformer.checkpoint import load_checkpoint
@@ -63,7 +66,7 @@ def main() -> None:
     weights = sum(p.numel() * p.element_size() for p in load_checkpoint(args.init_from).model.parameters())
     common = ["task=dpo", f"init_from={os.path.abspath(args.init_from)}", "dataset=preferences",
               f"max_steps={args.steps}", f"eval_every={args.steps}", "test_at_end=false", "log_every=1",
-              f"num_threads={args.threads}", "--quiet"]
+              f"num_threads={args.threads}", f"train_limit={args.limit}", f"eval_limit={args.limit // 10}"]
     found: dict[str, list[dict[str, float]]] = {name: [] for name in ROWS}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
@@ -75,6 +78,7 @@ def main() -> None:
                     raise SystemExit(done.stdout + done.stderr[-2000:])
                 found[name].append(json.loads(done.stdout))
     out = {"init_from": args.init_from, "steps": args.steps, "rounds": args.rounds, "threads": args.threads,
+           "limit": args.limit,
            "weights_mb": round(weights / 1e6, 2),
            "rows": {name: {k: round(statistics.median(r[k] for r in runs), 3) for k in runs[0]}
                     for name, runs in found.items()}}
