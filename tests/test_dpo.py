@@ -274,7 +274,6 @@ def test_evaluate_reports_the_rewards_and_the_closeness_of_the_answers(runs, cap
     assert 0 <= report["closer_to_chosen"] <= 1 and "chrf_chosen" in report
 
 
-@pytest.mark.slow
 def test_a_resumed_run_reads_its_reference_back_and_lora_and_trainable_train(runs, tmp_path, capsys):
     assert main(["train", "--resume", "--out", str(runs["dpo"]), "max_steps=12"]) == 0
     assert "read back from, in reference.safetensors" in capsys.readouterr().err
