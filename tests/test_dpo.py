@@ -179,7 +179,7 @@ def test_a_long_record_is_cut_as_instruction_tuning_cuts_it_and_a_full_prompt_sk
     path.write_text(json.dumps([long, full, *PREFERENCES]), encoding="utf-8")
     run = exactly({"task": "dpo", "beta": 0.1, "max_len": 256, "init_from": str(runs["instruct"])}, [str(path)])
     task = build_task(run.train, run.model, DataFiles(train=(str(path),), val=(str(path),)), log=logged.append)
-    assert any("cut 2 of 10 train records to the first 257 tokens" in line for line in logged)
+    assert any("cut 1 of 10 train records to the first 257 tokens" in line for line in logged)
     assert any("skipped 1 of 10 train records whose prompt fills max_len=256" in line for line in logged)
     assert len(task.rows["train"]) == 9 and task.examples("train", [0])["x"].shape[-1] == 256
     strict = exactly({"task": "dpo", "beta": 0.1, "max_len": 256, "init_from": str(runs["instruct"]),

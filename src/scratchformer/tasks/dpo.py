@@ -112,13 +112,15 @@ class DPOTask(Task):
         """The records that fit the window (``max_len + 1`` tokens kept of each row), skipping those with no answer
         or no difference left in it; each kind counted."""
         room = self.max_len + 1
-        keep, cut = [], 0
+        keep, cut, long = [], 0, 0
         for i, (p, c, r) in enumerate(zip(*(rows.fields[k] for k in FIELDS))):
-            cut += len(p) + max(len(c), len(r)) > room
+            over = len(p) + max(len(c), len(r)) > room
+            long += over
             if len(p) < room and c[:room - len(p)] != r[:room - len(p)]:
                 keep.append(i)
-        if cut and self.cfg.truncate == "error":
-            raise DataError(f"{cut} {split} records are longer than {self.max_len} tokens (the model's max_len) "
+                cut += over
+        if long and self.cfg.truncate == "error":
+            raise DataError(f"{long} {split} records are longer than {self.max_len} tokens (the model's max_len) "
                             "with their longer answer; raise max_len or set truncate=warn")
         if cut:
             self.log(f"warning: cut {cut:,} of {len(rows):,} {split} records to the first {room:,} tokens of prompt "
