@@ -911,6 +911,30 @@ def benchmarks(path: Path) -> None:
         ax.set_title(f"{model} (RESULTS.md: the questions taken)", fontsize=10)
         ax.legend(fontsize=8, loc="upper right")
         ax.grid(axis="y", alpha=0.3)
+def preferences(path: Path) -> None:
+    """Page 22: DPO's reward margin and reward accuracy over training, the training batches' (means of 10 steps) and
+    the validation split's: RESULTS.md's table "dpo curves" (the section "Preference tuning (DPO) of the
+    assistant")."""
+    text = (OUT.parents[1] / "RESULTS.md").read_text(encoding="utf-8")
+    number = lambda cell: float(cell.replace("*", "").replace("%", "").split()[0])  # noqa: E731
+    rows = _table(text, "dpo curves")
+    train = [(number(r[0].split("-")[-1]), number(r[2]), number(r[3])) for r in rows if r[2] != "-"]
+    val = [(number(r[0].split("-")[-1]), number(r[4]), number(r[5])) for r in rows if r[4] != "-"]
+    fig = Figure(figsize=(10, 3.4), dpi=DPI, layout="constrained")
+    margin, accuracy = fig.subplots(1, 2)
+    for ax, column, label in ((margin, 1, "reward margin r(chosen) - r(rejected)"),
+                              (accuracy, 2, "reward accuracy (%)")):
+        ax.plot([t[0] for t in train], [t[column] for t in train], marker="o", ms=3, color="tab:blue",
+                label="training batches (mean of 10 steps)")
+        ax.plot([v[0] for v in val], [v[column] for v in val], marker="s", ms=5, color="tab:orange",
+                label="validation split (55 pairs)")
+        ax.set_xlabel("DPO step (8 pairs each)")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right")
+    margin.set_title("the margin grows from 0: the policy starts as its reference", fontsize=10)
+    accuracy.set_ylim(0, 100)
+    accuracy.set_title("the share of pairs whose chosen answer has the higher reward", fontsize=10)
     _save(fig, path)
 
 
@@ -935,6 +959,7 @@ FIGURES: dict[str, Callable[[], None]] = {
     "lora": lambda: lora(OUT / "lora.png"),
     "instructions": lambda: instructions(OUT / "instructions.png"),
     "benchmarks": lambda: benchmarks(OUT / "benchmarks.png"),
+    "preferences": lambda: preferences(OUT / "preferences.png"),
     # from trained models (figures_learner.py): a pretrained English encoder, and a translation model trained here
     "qkv_by_numbers": lambda: learner.qkv_by_numbers(OUT / "qkv_by_numbers.png"),
     "self_attention_sentence": lambda: learner.self_attention_sentence(OUT / "self_attention_sentence.png"),

@@ -356,7 +356,8 @@ def test_find_dataset_search_order(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 def test_unknown_dataset() -> None:
     with pytest.raises(DataError) as err:
         find_dataset("imagenet")
-    assert one_line(err) == "unknown dataset 'imagenet'; known datasets: instructions, multi30k, sst2, tinyshakespeare"
+    assert one_line(err) == ("unknown dataset 'imagenet'; known datasets: instructions, multi30k, preferences, sst2, "
+                             "tinyshakespeare")
 
 
 def test_offline_without_local_copy(tmp_path: Path) -> None:
@@ -418,8 +419,9 @@ def test_dataset_table_matches_shared_sha256sums() -> None:
     if not sums.is_file():
         pytest.skip(f"{sums} not found (set SCRATCHFORMER_DATA)")
     expected = dict(reversed(line.split()) for line in sums.read_text().splitlines() if line.strip())
-    records = DATA / "instructions" / "SHA256SUMS"  # the instruction records' own, beside them
-    expected |= {f"instructions/{name}": digest for digest, name in map(str.split, records.read_text().splitlines())}
+    for folder in ("instructions", "preferences"):  # the instruction and preference records' own, beside them
+        sums = DATA / folder / "SHA256SUMS"
+        expected |= {f"{folder}/{name}": digest for digest, name in map(str.split, sums.read_text().splitlines())}
     table = {f.path: f.sha256 for _, files in named.DATASETS.values() for f in files}
     assert table == expected
     assert all(f.url.startswith("https://") for _, files in named.DATASETS.values() for f in files)

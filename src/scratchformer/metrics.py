@@ -45,3 +45,14 @@ def chrf(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[float, s
     metric = sacrebleu.metrics.CHRF()
     score = metric.corpus_score(list(hypotheses), [list(references)])
     return score.score, str(metric.get_signature())
+
+
+def closer_by_chrf(hypotheses: Sequence[str], first: Sequence[str], second: Sequence[str]) -> float:
+    """The share of ``hypotheses`` whose sentence chrF (sacreBLEU's defaults) against ``first`` is higher than against
+    ``second`` (ties count as not closer): which of two references each output resembles more."""
+    import sacrebleu
+
+    metric = sacrebleu.metrics.CHRF()
+    wins = sum(metric.sentence_score(h, [a]).score > metric.sentence_score(h, [b]).score
+               for h, a, b in zip(hypotheses, first, second))
+    return wins / max(1, len(hypotheses))

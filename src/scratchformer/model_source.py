@@ -105,6 +105,11 @@ class ModelSource:
         return f"{self.path} (a {self.hf_type} model)"
 
     @property
+    def template(self) -> dict[str, str] | None:
+        """The prompt template its model was tuned with (an instruction-tuned run's ``template``), else None."""
+        return self.meta.get("template") if self.kind == "run" else None
+
+    @property
     def lora(self) -> LoRARecord | None:
         """A LoRA run's record of its adapters and base (``adapters.py``), else None."""
         return LoRARecord.from_dict(self.meta["lora"]) if self.kind == "run" and "lora" in self.meta else None

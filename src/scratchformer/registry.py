@@ -17,6 +17,8 @@ the named datasets it can read, and the runner: the class in ``tasks/`` that mak
     mlm         encoder  texts, one a line (or a TSV/CSV's text column)    sst2              MaskedLMTask
     image       vit      a folder of class sub-folders of images           digits            ImageTask
     instruct    gpt      instruction records (JSON list or JSON Lines)     instructions      InstructTask
+    dpo         gpt      preference records: a prompt, two answers         preferences       DPOTask
+                (from a model that answers: init_from)
 
 Adding a task is adding one entry here (and, for a new kind of work, its runner). No other module compares a
 task's name: they ask its entry (``spec(name)``) instead.
@@ -87,6 +89,7 @@ class TaskSpec:
     output_name: str = "Output"  # what a person calls the model's output (the explorer's heading)
     fine_tune_defaults: dict[str, Any] = field(default_factory=dict)  # with init_from (a pretrained model)
     bases: tuple[str, ...] = ()  # the families of the runs (or folders) init_from can start it from
+    needs_base: bool = False  # it only tunes a model (init_from), never trains one from scratch
 
     def check_base(self, family: str, init_from: str) -> None:
         """Refuse, in one line that lists every pair there is, a base of a family this task cannot start from."""
@@ -218,6 +221,20 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
                                      schedule="cosine", warmup_fraction=0.1, weight_decay=0.0, eval_every=100,
                                      eval_decode=0, log_every=25),
              bases=("gpt",)),
+    # preference tuning (DPO, tasks/dpo.py): a model that answers (an instruct run, or a GPT folder with a chat
+    # template) learns to make the chosen answer more likely, the rejected one less, than its frozen start does; the
+    # book's beta 0.1 and batches of 8 for about one pass over the shared records, at the rate that did best on their
+    # validation split from the small GPT of RESULTS.md (2e-4; a large pretrained model wants far less: trl's default
+    # is 1e-6); a row a step logged, so the first row is the loss before any step (ln 2)
+    TaskSpec("dpo", ("gpt",), "a GPT that answers learns which of two answers is preferred (DPO)", "DPOTask",
+             DataForm("preferences", "a JSON list (or JSON Lines) of {\"instruction\", \"input\", \"chosen\", "
+                      "\"rejected\"} records, {\"prompt\", \"chosen\", \"rejected\"} (trl's form) or chats; a "
+                      "second file is the validation set", held="reads its records into memory"),
+             dict(beta=0.1, max_steps=120, batch_size=8, lr=2e-4, min_lr=0.0, schedule="cosine", warmup_fraction=0.1,
+                  weight_decay=0.0, eval_every=40, eval_decode=0, log_every=1),
+             metrics=("reward_accuracy", "reward_margin", "closer_to_chosen"), decoded=("closer_to_chosen",),
+             datasets=("preferences",), own_settings=("init_from", "template", "beta", "reference"),
+             output_name="Answer", bases=("gpt",), needs_base=True),
     # a small ViT for a folder of images: 32 x 32 RGB in 64 patches of 4 x 4, shifted by up to 2 pixels
     TaskSpec("image", ("vit",), "a Vision Transformer classifies labelled images", "ImageTask",
              DataForm("images", "a folder with one sub-folder of PNG/JPEG images per class (the sub-folder's name is "

@@ -1,5 +1,5 @@
-"""Named public datasets: Tiny Shakespeare, Multi30k (de-en), SST-2 and 1,100 instruction records, found locally or
-downloaded.
+"""Named public datasets: Tiny Shakespeare, Multi30k (de-en), SST-2, 1,100 instruction records and the same with a
+preferred and a dispreferred answer each, found locally or downloaded.
 
 ``find_dataset`` looks for a dataset's files, in order, in
 
@@ -20,6 +20,7 @@ tinyshakespeare    ``tinyshakespeare.txt``                                karpat
 multi30k           ``multi30k/{train,val,test_2016_flickr}.{de,en}.gz``   multi30k/dataset task1/raw
 sst2               ``sst2/{train,dev,test}.tsv``                          forest-snow/alps SST-2
 instructions       ``instructions/instruction-data.json``                 rasbt/LLMs-from-scratch ch07
+preferences        ``preferences/instruction-data-with-preference.json``  rasbt/LLMs-from-scratch ch07
 =================  =====================================================  ==========================
 """
 
@@ -96,6 +97,12 @@ DATASETS: dict[str, tuple[str, tuple[DataFile, ...]]] = {
         DataFile("instructions/instruction-data.json", "https://raw.githubusercontent.com/rasbt/LLMs-from-scratch/"
                  "main/ch07/01_main-chapter-code/instruction-data.json",
                  "7e09a9af353722ca15c18bc580f093f9c39d3178335a75177319cb1e1d163944"),
+    )),
+    # the same records with a polite (chosen) and an impolite (rejected) answer; preferences/SHA256SUMS; split as above
+    "preferences": ("preferences/instruction-data-with-preference.json", (
+        DataFile("preferences/instruction-data-with-preference.json", "https://raw.githubusercontent.com/rasbt/"
+                 "LLMs-from-scratch/main/ch07/04_preference-tuning-with-dpo/instruction-data-with-preference.json",
+                 "305315abf14f65fa42c01a0877572f832606571c2a7d49f152ac1d758b16756e"),
     )),
 }
 

@@ -7,9 +7,9 @@
 
 ``load_data`` is the only way in: the training run, ``evaluate`` and ``prepare`` all call it and receive ready
 data. The reader is the one of the task's form of data (``READERS``): text of every form is prepared into
-corpora on disk (``prepared.prepared_data``); images and instruction records are small and are read into memory
-(``image_splits``, ``records``); the built-in tasks make fresh strings at every step (``synthetic``). Each returns
-``TaskData``.
+corpora on disk (``prepared.prepared_data``); images, instruction records and preference records are small and are
+read into memory (``image_splits``, ``records``, ``preferences``); the built-in tasks make fresh strings at every
+step (``synthetic``). Each returns ``TaskData``.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from scratchformer.data.image_splits import image_data
+from scratchformer.data.preferences import preferences_data
 from scratchformer.data.prepared import prepared_data
 from scratchformer.data.records import records_data
 from scratchformer.data.roles import DataFiles
@@ -34,7 +35,7 @@ __all__ = ["READERS", "DataSettings", "load_data"]
 # The reader of each form of data (``registry.DataForm.kind``).
 READERS: dict[str, Callable[[DataRequest], TaskData]] = {
     "text": prepared_data, "pairs": prepared_data, "labelled": prepared_data, "lines": prepared_data,
-    "images": image_data, "synthetic": synthetic_data, "records": records_data,
+    "images": image_data, "synthetic": synthetic_data, "records": records_data, "preferences": preferences_data,
 }
 
 

@@ -14,6 +14,7 @@ prompt) and ``response.text`` (the answer to learn).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,10 @@ from scratchformer.data.templates import ROLES, Template, find_template, special
 from scratchformer.errors import DataError
 from scratchformer.tokenizers import Tokenizer
 
-__all__ = ["BOOK_SPLIT", "read_records", "records_data"]
+__all__ = ["BOOK_SPLIT", "Check", "prompt_template", "read_records", "records_data", "split_records"]
 
+# a record's check: (where it is, the record as read) -> the record as it is used, or a DataError in one line
+Check = Callable[[str, Any], dict[str, Any]]
 # dataset=instructions: the book's split, in file order (split, share); the last part takes what is left
 BOOK_SPLIT = (("train", 0.85), ("test", 0.10), ("val", 0.05))
 
@@ -35,22 +38,9 @@ BOOK_SPLIT = (("train", 0.85), ("test", 0.10), ("val", 0.05))
 def records_data(req: DataRequest) -> TaskData:
     """The instruction records of a run's splits, templated and tokenized: ``dataset=instructions`` (``--val`` and
     ``--test`` replace its splits) or the user's files. The tokenizer is the checkpoint's or the base's, else one
-    trained on the training split's prompts and responses; the template is the checkpoint's (``req.template``: a
-    resumed or evaluated run reads its records as it was trained), else the one ``template`` names."""
-    cfg = req.cfg
-    train, val, test = roles(req.task, req.files, cfg.dataset)
-    template = (Template.from_dict(req.template) if req.template  # a checkpoint's: as it was trained
-                else find_template(getattr(cfg, "template", None) or "auto", req.base))
-    chosen: dict[str, tuple[list[dict[str, Any]], str]] = {}
-    if cfg.dataset is not None:
-        chosen.update(_book_split(cfg.dataset, cfg.data_dir))
-    read: dict[Any, list[dict[str, Any]]] = {}
-    for split, spec in file_splits(req.task, train, val, test, cfg.val_fraction, cfg.seed).items():
-        if spec.source not in read:
-            read[spec.source] = read_records(Path(spec.source.paths[0]))
-        records = read[spec.source]
-        rows = carve_part(spec.part, len(records), cfg.val_fraction, cfg.seed)
-        chosen[split] = ([records[i] for i in rows], spec.origin)
+    trained on the training split's prompts and responses; the template is ``prompt_template``'s."""
+    cfg, template = req.cfg, prompt_template(req)
+    chosen = split_records(req)
     if req.tokenizer is None and "train" not in chosen:
         raise DataError(NO_TRAINING_DATA)
     tokenizer = req.tokenizer
@@ -73,6 +63,34 @@ def records_data(req: DataRequest) -> TaskData:
     return out
 
 
+def prompt_template(req: DataRequest) -> Template:
+    """The template a run's records are put through: the checkpoint's (``req.template``: a resumed or evaluated run
+    reads its records as it was trained; or the one the run it starts from was tuned with), else the one
+    ``template`` names (``auto``: the base folder's chat template, else Alpaca's)."""
+    if req.template:
+        return Template.from_dict(req.template)
+    return find_template(getattr(req.cfg, "template", None) or "auto", req.base)
+
+
+def split_records(req: DataRequest, check: Check | None = None) -> dict[str, tuple[list[dict[str, Any]], str]]:
+    """split -> (its records, where they came from): a named dataset split in file order (``BOOK_SPLIT``; ``--val``
+    and ``--test`` replace its splits) or the user's files, each record checked by ``check`` (an instruction
+    record's ``_check`` unless given)."""
+    cfg = req.cfg
+    train, val, test = roles(req.task, req.files, cfg.dataset)
+    chosen: dict[str, tuple[list[dict[str, Any]], str]] = {}
+    if cfg.dataset is not None:
+        chosen.update(_book_split(cfg.dataset, cfg.data_dir, check))
+    read: dict[Any, list[dict[str, Any]]] = {}
+    for split, spec in file_splits(req.task, train, val, test, cfg.val_fraction, cfg.seed).items():
+        if spec.source not in read:
+            read[spec.source] = read_records(Path(spec.source.paths[0]), check)
+        records = read[spec.source]
+        rows = carve_part(spec.part, len(records), cfg.val_fraction, cfg.seed)
+        chosen[split] = ([records[i] for i in rows], spec.origin)
+    return chosen
+
+
 def _rows(tok: Tokenizer, pairs: list[tuple[str, str]]) -> MemoryRows:
     """Each (prompt, response) as one row of ids: prompt, response, end-of-text."""
     prompts = [tok.encode(p) for p, _ in pairs]
@@ -81,12 +99,13 @@ def _rows(tok: Tokenizer, pairs: list[tuple[str, str]]) -> MemoryRows:
                        "ids.text": [p for p, _ in pairs], "response.text": [r for _, r in pairs]})
 
 
-def _book_split(dataset: str, data_dir: str | None) -> dict[str, tuple[list[dict[str, Any]], str]]:
+def _book_split(dataset: str, data_dir: str | None,
+                check: Check | None = None) -> dict[str, tuple[list[dict[str, Any]], str]]:
     """A named set of records split in file order (``BOOK_SPLIT``)."""
     from scratchformer.data.named import find_dataset
 
     path = find_dataset(dataset, data_dir)
-    records, out, start = read_records(path), {}, 0
+    records, out, start = read_records(path, check), {}, 0
     for i, (split, share) in enumerate(BOOK_SPLIT):
         end = len(records) if i == len(BOOK_SPLIT) - 1 else start + int(len(records) * share)
         out[split] = (records[start:end], f"dataset {dataset} {split} (records {start + 1:,}-{end:,} in file order)")
@@ -94,9 +113,10 @@ def _book_split(dataset: str, data_dir: str | None) -> dict[str, tuple[list[dict
     return out
 
 
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """The records of a JSON list or a JSON Lines file, each checked (``_check``); a problem is one line naming the
-    file and the record's index (JSON) or line (JSON Lines)."""
+def read_records(path: Path, check: Check | None = None) -> list[dict[str, Any]]:
+    """The records of a JSON list or a JSON Lines file, each checked (by ``check(where, record)``: an instruction
+    record's ``_check`` unless given); a problem is one line naming the file and the record's index (JSON) or line
+    (JSON Lines)."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
@@ -119,7 +139,7 @@ def read_records(path: Path) -> list[dict[str, Any]]:
                     raise DataError(f"{path} line {n} is not a JSON record ({err.msg})") from None
     if not records:
         raise DataError(f"{path} holds no records")
-    return [_check(where, record) for where, record in records]
+    return [(check or _check)(where, record) for where, record in records]
 
 
 def _check(where: str, record: Any) -> dict[str, Any]:

@@ -23,7 +23,9 @@ Shapes: ``x (..., in)`` -> ``(..., out)``.
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -32,7 +34,7 @@ from torch import Tensor, nn
 from scratchformer.nn.attention import MultiHeadAttention, RowsLinear
 from scratchformer.nn.feedforward import FeedForward
 
-__all__ = ["LORA_TARGETS", "LoRALinear", "add_lora", "lora_targets", "merge_lora"]
+__all__ = ["LORA_TARGETS", "LoRALinear", "adapters_off", "add_lora", "has_adapters", "lora_targets", "merge_lora"]
 
 LORA_TARGETS = ("query", "key", "value", "output", "ff")
 
@@ -48,6 +50,7 @@ class LoRALinear(RowsLinear):
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight, self.bias = linear.weight, linear.bias
         self.blocks, self.rank, self.scale = dict(blocks), rank, alpha / rank
+        self.active = True  # False: the frozen layer alone (``adapters_off``)
         self.lora_dropout = nn.Dropout(dropout)
         like = dict(device=linear.weight.device, dtype=linear.weight.dtype)
         self.lora_A = nn.ParameterDict({n: nn.Parameter(torch.empty(rank, self.in_features, **like)) for n in blocks})
@@ -73,8 +76,8 @@ class LoRALinear(RowsLinear):
         weight = self.weight if whole else self.weight[start:stop]
         bias = self.bias if self.bias is None or whole else self.bias[start:stop]
         y = F.linear(x, weight, bias)  # x W^T + b: the frozen path
-        factors = self.update_factors(start, stop)
-        if factors is None:  # no adapted row among those asked
+        factors = self.update_factors(start, stop) if self.active else None
+        if factors is None:  # no adapted row among those asked, or the adapters are off
             return y
         a, b = factors
         h = self.lora_dropout(x) if self.training and self.lora_dropout.p > 0 else x
@@ -163,6 +166,25 @@ def add_lora(model: nn.Module, rank: int, alpha: float, targets: tuple[str, ...]
             setattr(parent, attr, LoRALinear(getattr(parent, attr), chosen, rank, alpha, dropout))
             count += len(chosen)
     return count
+
+
+def has_adapters(model: nn.Module) -> bool:
+    """Whether ``model`` has LoRA adapters (a LoRA run's model while it trains)."""
+    return any(isinstance(m, LoRALinear) for m in model.modules())
+
+
+@contextlib.contextmanager
+def adapters_off(model: nn.Module) -> Iterator[nn.Module]:
+    """Inside the block ``model`` computes as its frozen base, every adapter switched off (peft's
+    ``disable_adapter()``): the reference of preference tuning with LoRA, with no second copy of the weights."""
+    layers = [m for m in model.modules() if isinstance(m, LoRALinear)]
+    for layer in layers:
+        layer.active = False
+    try:
+        yield model
+    finally:
+        for layer in layers:
+            layer.active = True
 
 
 def merge_lora(model: nn.Module) -> nn.Module:

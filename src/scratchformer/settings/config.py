@@ -19,6 +19,7 @@ Truncate = Literal["warn", "error"]
 OptimizerKind = Literal["adamw", "muon"]
 Device = Literal["auto", "cpu", "cuda", "mps"]
 Precision = Literal["fp32", "bf16", "fp16"]
+ReferenceKind = Literal["precomputed", "adapters"]
 
 TRAIN_CHOICES: dict[str, tuple[str, ...]] = {"task": tuple(TASKS), "tokenizer": get_args(TokenizerKind),
                                              "schedule": get_args(ScheduleKind),
@@ -77,6 +78,12 @@ class TrainConfig:
     # instruction tuning (task=instruct): the prompt template (data/templates.py): auto (unset: the base folder's chat
     # template where it has one, else Alpaca's), alpaca, chat (the base folder's, required), or a .jinja file
     template: str | None = None
+    # preference tuning (task=dpo): beta, how far the tuned model may move from its start (the reference) for a given
+    # preference (the DPO paper's beta; 0.1 when unset); reference: where the reference's log-probabilities come
+    # from: precomputed (once, for every record, before the first step; saved with the run) or adapters (with LoRA:
+    # the model with its adapters off, at every step). Unset: adapters with LoRA, else precomputed
+    beta: float | None = None
+    reference: ReferenceKind | None = None
     # masked-token pretraining (task=mlm): the fraction of tokens chosen for prediction (BERT: 0.15)
     mask_prob: float = 0.15
     # built-in synthetic tasks (copy, reverse, sort); their bounds are checked where the strings are made
@@ -195,12 +202,7 @@ class TrainConfig:
         for name, tasks in task_only_settings().items():
             if getattr(self, name) not in (None, 0) and self.task not in tasks:
                 raise ConfigError(f"{name} works with task={' or task='.join(tasks)}, not task={self.task}")
-        task = spec(self.task)
-        if self.select_by not in task.validation_metrics:
-            raise ConfigError(f"select_by={self.select_by!r} is not a validation metric of task={self.task} "
-                              f"(choose from {', '.join(task.validation_metrics)})")
-        if self.select_by in task.decoded and not self.eval_decode:
-            raise ConfigError(f"select_by={self.select_by} needs eval_decode > 0 (sentences decoded per evaluation)")
+        self._check_task()
         if not 0 <= self.ema_decay < 1:
             raise ConfigError(f"ema_decay={self.ema_decay} must be in [0, 1)")
         if self.average_last < 0:
@@ -211,6 +213,25 @@ class TrainConfig:
             raise ConfigError(f"label_smoothing={self.label_smoothing} must be in [0, 1)")
         if self.batch_size % self.grad_accum:
             raise ConfigError(f"batch_size={self.batch_size} is not divisible by grad_accum={self.grad_accum}")
+
+    def _check_task(self) -> None:
+        """What the task's entry asks of the settings: a base to tune, a metric it reports, DPO's own settings."""
+        task = spec(self.task)
+        if task.needs_base and not self.init_from:
+            raise ConfigError(f"task={self.task} tunes a model that already answers: give init_from=RUN_OR_FOLDER (a "
+                              f"{' or '.join(task.bases)} run, or a Hugging Face folder)")
+        if self.beta is not None and not self.beta > 0:
+            raise ConfigError(f"beta={self.beta} must be > 0 (0.1 is usual: larger keeps the model nearer its start)")
+        if self.reference not in (None, *get_args(ReferenceKind)):
+            raise ConfigError(f"reference={self.reference!r} is not one of {', '.join(get_args(ReferenceKind))}")
+        if self.reference == "adapters" and not self.lora_rank:
+            raise ConfigError("reference=adapters is the model with its LoRA adapters off, and this run has none: give "
+                              "lora_rank=8, say, or reference=precomputed")
+        if self.select_by not in task.validation_metrics:
+            raise ConfigError(f"select_by={self.select_by!r} is not a validation metric of task={self.task} "
+                              f"(choose from {', '.join(task.validation_metrics)})")
+        if self.select_by in task.decoded and not self.eval_decode:
+            raise ConfigError(f"select_by={self.select_by} needs eval_decode > 0 (sentences decoded per evaluation)")
 
     def _check_lora(self) -> None:
         from scratchformer.nn.lora import lora_targets

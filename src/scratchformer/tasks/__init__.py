@@ -10,6 +10,8 @@ registry (``registry.py``), which names the runner here that does the work (``bu
 - ``mlm``: masked-token prediction (BERT's pretraining objective), to pretrain an encoder that a
   classifier is then fine-tuned from (``init_from=RUN_DIR``).
 - ``image``: labelled images, for a Vision Transformer (no tokenizer: the model reads pixels).
+- ``instruct``: instruction records, the loss on the answers alone; ``dpo``: preference records, a model that answers
+  tuned by Direct Preference Optimization against its frozen start.
 
 A task is built from (settings, model, data): it receives its data ready from the data pipeline
 (``data.load_data``, ``make_task``); ``build_task`` does both steps for a caller that has settings and files.
@@ -20,8 +22,9 @@ from scratchformer.lazy import lazy_exports
 
 _EXPORTS = {  # name -> the module that defines it
     **dict.fromkeys(["Batch", "Task", "split_rows", "step_generator"], "scratchformer.tasks.base"),
-    **dict.fromkeys(["RUNNERS", "build_task", "make_task", "starting_tokenizer"], "scratchformer.tasks.build"),
+    **dict.fromkeys(["RUNNERS", "build_task", "make_task"], "scratchformer.tasks.build"),
     **dict.fromkeys(["ClassifyTask", "class_probabilities", "drop_tokens"], "scratchformer.tasks.classify"),
+    **dict.fromkeys(["DPOTask", "answer_logps", "dpo_loss"], "scratchformer.tasks.dpo"),
     **dict.fromkeys(["ImageTask"], "scratchformer.tasks.image"),
     **dict.fromkeys(["LMTask"], "scratchformer.tasks.lm"),
     **dict.fromkeys(["MaskedLMTask", "TokenPredictor", "mask_tokens"], "scratchformer.tasks.mlm"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -71,6 +72,18 @@ class Task(ABC):
         """The module whose forward ``loss_sum`` calls while training (what DDP wraps): the model itself, or
         a view of it (masked-token pretraining trains the classifier's token predictions)."""
         return model
+
+    def start(self, model: nn.Module, out: Path | None, writes: bool) -> None:
+        """Called once by a training run before its first step, with the model it starts from, on its device (also
+        when resuming: the saved weights are loaded later). What a task prepares from that model (a DPO run's
+        reference log-probabilities). ``out``: the run's directory; ``writes``: this process writes the run's files
+        (rank 0). Most tasks need nothing."""
+        return None
+
+    def train_metrics(self) -> dict[str, float]:
+        """What the task measured on the training batches since the last call, beside the loss (a DPO run's rewards),
+        for the run's train row; most tasks measure nothing else."""
+        return {}
 
     # ---- where the data came from (the run's summary and config.json)
     def split_origins(self) -> list[tuple[str, str, str]]:

@@ -15,6 +15,7 @@ from scratchformer.registry import spec
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks.base import Task
 from scratchformer.tasks.classify import ClassifyTask
+from scratchformer.tasks.dpo import DPOTask
 from scratchformer.tasks.image import ImageTask
 from scratchformer.tasks.instruct import InstructTask
 from scratchformer.tasks.lm import LMTask
@@ -22,11 +23,11 @@ from scratchformer.tasks.mlm import MaskedLMTask
 from scratchformer.tasks.seq2seq import Seq2SeqTask, TranslationTask
 from scratchformer.tokenizers import Tokenizer
 
-__all__ = ["RUNNERS", "build_task", "make_task", "starting_tokenizer"]
+__all__ = ["RUNNERS", "build_task", "make_task"]
 
 # The classes that run tasks, by the runner id a task's registry entry declares (``TaskSpec.runner``).
 RUNNERS: dict[str, type[Task]] = {cls.__name__: cls for cls in (
-    Seq2SeqTask, TranslationTask, LMTask, ClassifyTask, MaskedLMTask, ImageTask, InstructTask)}
+    Seq2SeqTask, TranslationTask, LMTask, ClassifyTask, MaskedLMTask, ImageTask, InstructTask, DPOTask)}
 
 
 def _stderr(line: str) -> None:
@@ -44,19 +45,18 @@ def build_task(cfg: TrainConfig, model: ModelConfig, files: DataFiles | list[str
                log: Callable[[str], None] = _stderr, dist: DistInfo | None = None, quiet: bool = False,
                template: dict[str, str] | None = None) -> Task:
     """The task for ``cfg.task`` on ``files`` (its data read by ``load_data``, then ``make_task``): for a caller with
-    settings and files, a checkpoint's evaluation say. ``tokenizer``: a checkpoint's (else the one a fine-tuning
-    run starts from, or one trained on the data); ``labels``: a trained classifier's classes; ``template``: an
-    instruction-tuned model's prompt template."""
-    data = load_data(spec(cfg.task), cfg, DataFiles.of(files), tokenizer=tokenizer or starting_tokenizer(cfg),
-                     labels=labels, training=False, dist=dist, say=log, quiet=quiet, template=template)
+    settings and files, a checkpoint's evaluation say. ``tokenizer``: a checkpoint's (else the one of the model a
+    fine-tuning run starts from, ``model_source``, or one trained on the data); ``labels``: a trained classifier's
+    classes; ``template``: an instruction-tuned model's prompt template (else the base's, where it has one)."""
+    base = None
+    if cfg.init_from and (tokenizer is None or template is None):
+        from scratchformer.model_source import find_source
+
+        base = find_source(cfg.init_from, cfg.data_dir)
+    if base is not None:
+        tokenizer = tokenizer or base.tokenizer()
+        template = template or (base.template if not getattr(cfg, "template", None) else None)
+    data = load_data(spec(cfg.task), cfg, DataFiles.of(files), tokenizer=tokenizer, labels=labels, training=False,
+                     dist=dist, say=log, quiet=quiet, template=template,
+                     base=base.path if base is not None else None)
     return make_task(cfg, model, data, log)
-
-
-def starting_tokenizer(cfg: TrainConfig) -> Tokenizer | None:
-    """The tokenizer a run starts from when it is not trained on the data: fine-tuning (``init_from``) uses the
-    pretrained model's or the scratchformer run's own (``model_source``). None: train one."""
-    if not cfg.init_from:
-        return None
-    from scratchformer.model_source import find_source
-
-    return find_source(cfg.init_from, cfg.data_dir).tokenizer()

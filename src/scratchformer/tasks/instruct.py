@@ -34,8 +34,9 @@ from scratchformer.metrics import chrf, exact_match, perplexity
 from scratchformer.nn.config import ModelConfig
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks.base import Batch, Task, clip
+from scratchformer.tokenizers import Tokenizer
 
-__all__ = ["IGNORE", "InstructTask", "response_targets"]
+__all__ = ["IGNORE", "InstructTask", "greedy_answers", "response_targets"]
 
 IGNORE = -100  # a target that takes no loss (cross_entropy's ignore_index)
 EVAL_TOKENS = 8192  # padded tokens per batch when a split's loss is measured
@@ -52,6 +53,25 @@ def response_targets(rows: Sequence[Sequence[int]], n_prompt: Sequence[int], pad
         start = max(n - 1, 0)  # position n - 1 reads the prompt's last token and predicts the response's first
         y[i, start:len(row) - 1] = torch.tensor(row[start + 1:], dtype=torch.long)
     return {"x": x, "mask": mask, "y": y}
+
+
+@torch.no_grad()
+def greedy_answers(model: nn.Module, tok: Tokenizer, prompts: list[list[int]], max_len: int) -> list[str]:
+    """The greedy answers of ``model`` to ``prompts`` (token ids; each cut to its last ``max_len - 1``), each until
+    the end token or ``max_len`` tokens in all; in batches of ``ANSWER_ROWS``, left-padded."""
+    from scratchformer.generation.common import cut_at_eos, eval_mode
+    from scratchformer.generation.sampling import generate
+
+    prompts = [p[-(max_len - 1):] for p in prompts]
+    device, out = next(model.parameters()).device, [""] * len(prompts)
+    with eval_mode(model):
+        for idx in sorted_batches([len(p) for p in prompts], 10**9, ANSWER_ROWS):
+            ids, mask = pad_batch([prompts[i] for i in idx], tok.pad_id, left=True)
+            new = generate(model, ids.to(device), max_len - ids.size(1), eos_id=tok.eos_id,
+                           attention_mask=mask.to(device))[:, ids.size(1):].tolist()
+            for i, row in zip(idx, new):
+                out[i] = tok.decode(cut_at_eos(row, tok.eos_id))
+    return out
 
 
 class InstructTask(Task):
@@ -127,24 +147,11 @@ class InstructTask(Task):
         return {"exact_match": exact_match([a.strip() for a in answers], [t.strip() for t in truth]),
                 "chrf": chrf(answers, truth)[0]}
 
-    @torch.no_grad()
     def answers(self, model: nn.Module, split: str, positions: Sequence[int]) -> list[str]:
         """The model's greedy answers to the prompts at ``positions`` (until its end token or ``max_len``)."""
-        from scratchformer.generation.common import cut_at_eos, eval_mode
-        from scratchformer.generation.sampling import generate
-
-        rows, tok = self.rows[split], self.tokenizer
-        prompts = [ids[:n][-(self.max_len - 1):] for ids, n in zip(rows.ids("ids", positions),
-                                                                      rows.values("n_prompt", positions))]
-        device, out = next(model.parameters()).device, [""] * len(prompts)
-        with eval_mode(model):
-            for idx in sorted_batches([len(p) for p in prompts], 10**9, ANSWER_ROWS):
-                ids, mask = pad_batch([prompts[i] for i in idx], tok.pad_id, left=True)
-                new = generate(model, ids.to(device), self.max_len - ids.size(1), eos_id=tok.eos_id,
-                               attention_mask=mask.to(device))[:, ids.size(1):].tolist()
-                for i, row in zip(idx, new):
-                    out[i] = tok.decode(cut_at_eos(row, tok.eos_id))
-        return out
+        rows = self.rows[split]
+        prompts = [ids[:n] for ids, n in zip(rows.ids("ids", positions), rows.values("n_prompt", positions))]
+        return greedy_answers(model, self.tokenizer, prompts, self.max_len)
 
     def samples(self, model: nn.Module) -> list[str]:
         """Three held-out instructions, the model's greedy answer and the record's."""

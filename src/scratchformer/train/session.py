@@ -37,6 +37,7 @@ class Session:
     tokenizer: Tokenizer | None  # the resumed checkpoint's, or the one of the model fine-tuned from
     lock: RunLock | None = None  # held by the process that writes the run (rank 0)
     base: ModelSource | None = None  # what init_from names (train/fine_tune.starting_point), found once
+    base_template: dict[str, str] | None = None  # the prompt template of the run fine-tuned from, if it has one
 
     @property
     def log(self) -> Callable[[str], None]:
@@ -44,10 +45,11 @@ class Session:
 
     @property
     def template(self) -> dict[str, str] | None:
-        """The resumed checkpoint's prompt template (an instruction-tuned run's), else None."""
+        """The resumed checkpoint's prompt template (an instruction-tuned run's), else the one the run it starts from
+        was tuned with (``base_template``), else None."""
         from scratchformer.checkpoint import read_meta
 
-        return read_meta(self.checkpoint).get("template") if self.checkpoint is not None else None
+        return read_meta(self.checkpoint).get("template") if self.checkpoint is not None else self.base_template
 
     def __enter__(self) -> Session:
         return self
@@ -79,7 +81,8 @@ def open_run(out: Path, cfg: TrainConfig, *, resume: bool = False, quiet: bool =
             check_out_dir(out, resume)
             remove_leftovers(out)
         ckpt = pick_checkpoint(out, progress.say) if resume else None
-        return Session(out, resume, device, dist, progress, ckpt, _tokenizer(ckpt, base), lock, base)
+        return Session(out, resume, device, dist, progress, ckpt, _tokenizer(ckpt, base), lock, base,
+                       _base_template(cfg, base))
     except BaseException:
         if lock is not None:
             lock.release()
@@ -100,3 +103,9 @@ def _tokenizer(ckpt: Path | None, base: ModelSource | None) -> Tokenizer | None:
     if tokenizer is None:
         raise ConfigError(f"{base.path} has no tokenizer.json: training on text needs the model's own tokenizer")
     return tokenizer
+
+
+def _base_template(cfg: TrainConfig, base: ModelSource | None) -> dict[str, str] | None:
+    """The prompt template of the run ``init_from`` names, when it was tuned with one (an instruction-tuned run) and
+    ``template`` names none: a run that tunes it further asks as it was taught. None: the settings decide."""
+    return base.template if base is not None and not getattr(cfg, "template", None) else None

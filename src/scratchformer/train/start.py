@@ -68,4 +68,5 @@ def trainer_for(session: Session, run: Resolved, data: TaskData) -> Trainer:
     elif cfg.trainable != "all":
         trained, total = apply_trainable(model, cfg.trainable)
         session.log(f"trainable={cfg.trainable}: {trained:,} of {total:,} weights train, the others are frozen")
+    task.start(model.to(session.device), session.out, session.dist.is_main)  # (a DPO run's reference)
     return Trainer(task, model, run, session)

@@ -138,7 +138,7 @@ class Trainer:
                 mean, tps = window.flush()
                 scale = {} if self.amp.loss_scale is None else {"loss_scale": self.amp.loss_scale}  # fp16
                 self.metrics.log(done, "train", loss=mean, lr=lr, grad_norm=grad_norm, tokens_per_s=tps,
-                                 time_s=self.elapsed(), **scale)
+                                 time_s=self.elapsed(), **scale, **self.task.train_metrics())
                 self.progress.log_line(done, mean, lr, tps)
             out_of_time = self.out_of_time()
             is_eval = done % cfg.eval_every == 0 or done == total or out_of_time
