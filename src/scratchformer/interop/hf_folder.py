@@ -7,7 +7,9 @@ A folder is read as data: ``config.json`` is parsed (no ``trust_remote_code``, n
 come from ``*.safetensors`` only (a ``*.bin`` file is a pickle, which can run code: refused), and every tensor's
 shape is checked against the config before anything is allocated. The model is built on the ``meta`` device (no
 memory) and the stored tensors are assigned to it as they are read (safetensors maps the files), in their stored
-dtype (bfloat16 stays bfloat16) unless a ``dtype`` is asked for.
+dtype (bfloat16 stays bfloat16) unless a ``dtype`` is asked for. Each weight is held once: used as stored, it stays
+the mapped file's pages; W^Q, W^K and W^V, stacked into one matrix, are read into it with plain file reads
+(``safetensors_files.read_stacked``), so that their mapped pages do not stay resident beside it.
 
 Each architecture is a setting of the same blocks, not a second model (``ModelConfig``)::
 
@@ -220,7 +222,7 @@ def load_folder(path: str | Path, dtype: torch.dtype | None = None) -> tuple[GPT
     ``dtype``: convert the weights (None: as stored). ``FolderError`` in one line for what cannot be read."""
     from scratchformer.errors import ConfigError
     from scratchformer.interop.huggingface import gpt2_plan
-    from scratchformer.interop.safetensors_files import WeightsError, reader, shapes, weight_map
+    from scratchformer.interop.safetensors_files import WeightsError, read_stacked, reader, shapes, weight_map
 
     folder = Path(path)
     try:
@@ -242,8 +244,10 @@ def load_folder(path: str | Path, dtype: torch.dtype | None = None) -> tuple[GPT
     with reader(files) as read:
         dtype = dtype or read(names[plan[0][1][0]]).dtype  # one dtype for the model: the embedding's, or the asked
         for ours, theirs, transpose in plan:
-            parts = [read(names[n]).to(dtype) for n in theirs]
-            tensor = parts[0] if len(parts) == 1 else torch.cat(parts)
+            if len(theirs) > 1:  # W^Q, W^K, W^V: read into one new matrix, never mapped (each weight held once)
+                tensor = read_stacked({names[n]: files[names[n]] for n in theirs}, [names[n] for n in theirs], dtype)
+            else:  # the mapped file's own pages, where the dtype is kept
+                tensor = read(names[theirs[0]]).to(dtype)
             state[ours] = (tensor.t() if transpose else tensor).contiguous()
     model.load_state_dict(state, assign=True)
     for module in model.modules():
