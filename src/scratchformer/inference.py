@@ -90,9 +90,10 @@ def generate_text(ckpt: Checkpoint, prompt: str, max_new_tokens: int = 200, *, t
     assert isinstance(model, GPT)
     ids = encode_checked(ckpt.tokenizer, prompt) or [ckpt.tokenizer.bos_id]  # an empty prompt: the bos token
     ids = ids[-model.config.max_len:]
+    stops = ckpt.tokenizer.eos_ids  # where the model's own generation ends (every id: Llama 3.1 has three)
     out = generate(model, torch.tensor([ids]), max_new_tokens, do_sample=not greedy, temperature=temperature,
-                   top_k=top_k, top_p=top_p, seed=seed)
-    return ckpt.tokenizer.decode(out[0].tolist())
+                   top_k=top_k, top_p=top_p, seed=seed, eos_id=stops)
+    return ckpt.tokenizer.decode(ids + cut_at_eos(out[0, len(ids):].tolist(), stops))
 
 
 def answer_instruction(ckpt: Checkpoint, instruction: str, input_text: str = "", max_new_tokens: int = 200, *,
@@ -113,8 +114,8 @@ def answer_instruction(ckpt: Checkpoint, instruction: str, input_text: str = "",
                         f"{model.config.max_len}: no room for an answer")
     new = min(max_new_tokens, model.config.max_len - len(ids))
     out = generate(model, torch.tensor([ids]), new, do_sample=not greedy, temperature=temperature, top_k=top_k,
-                   top_p=top_p, seed=seed, eos_id=tok.eos_id)[0, len(ids):].tolist()
-    return tok.decode(cut_at_eos(out, tok.eos_id))
+                   top_p=top_p, seed=seed, eos_id=tok.eos_ids)[0, len(ids):].tolist()
+    return tok.decode(cut_at_eos(out, tok.eos_ids))
 
 
 def translate_texts(ckpt: Checkpoint, texts: list[str], *, beam: int = 4, length_penalty: float = 0.6) -> list[str]:

@@ -57,7 +57,7 @@ class Session:
             cleanup(self.dist, finished=kind is None)
         finally:
             if self.lock is not None:
-                self.lock.release()
+                self.lock.release(failing=kind is not None)
 
 
 def open_run(out: Path, cfg: TrainConfig, *, resume: bool = False, quiet: bool = False,
@@ -82,7 +82,7 @@ def open_run(out: Path, cfg: TrainConfig, *, resume: bool = False, quiet: bool =
         return Session(out, resume, device, dist, progress, ckpt, _tokenizer(ckpt, base), lock, base)
     except BaseException:
         if lock is not None:
-            lock.release()
+            lock.release(failing=True)
         cleanup(dist)
         raise
 
