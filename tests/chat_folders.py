@@ -4,7 +4,8 @@ template, and a ``config.json`` (and ``generation_config.json``) with several en
 
 Two styles, as the open models come:
 
-    llama3   adds bos itself (a ``TemplateProcessing`` post-processor, as Llama 3's ``tokenizer.json`` does); eos
+    llama3   splits words by Llama 3's regex and adds bos itself (a ``TemplateProcessing`` post-processor), as Llama 3's
+             ``tokenizer.json`` does; eos
              ``<|turn_over|>`` (the chat's end), config eos ids [stop, call_over, turn_over], pad ``<|pad|>``
     qwen3    adds nothing (Qwen3's); no bos token; eos ``<|turn_over|>``, pad ``<|stop|>``; config eos turn_over,
              generation_config eos [turn_over, stop] and pad stop
@@ -26,6 +27,9 @@ CHAT_TEMPLATE = (
     "{{ bos_token }}{% for message in messages %}<|header|>{{ message['role'] }}<|header_end|>\n\n"
     "{{ message['content'] | trim }}<|turn_over|>{% endfor %}"
     "{% if add_generation_prompt %}<|header|>assistant<|header_end|>\n\n{% endif %}")
+# Llama 3's word-splitting regex, as its tokenizer.json holds it (llama.cpp knows it as "llama-bpe")
+LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+                r"\s*[\r\n]+|\s+(?!\S)|\s+")
 PROMPTS = ["Hello, world!", "the quick brown fox", "Café naïve 3.14\tStraße", "中文 🙂 and more", " two  spaces "]
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is the quick fox?"}]
 
@@ -37,10 +41,12 @@ def _ids(name: str) -> int:
 def write_chat_tokenizer(folder: Path, style: str = "llama3") -> dict:
     """``tokenizer.json`` and ``tokenizer_config.json`` of ``style`` in ``folder``; returns the ids the model's
     ``config.json`` should name (``bos_token_id``, ``eos_token_id``, ``pad_token_id``)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False) if style != "llama3" else \
+        pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(LLAMA3_SPLIT), behavior="isolated"),
+                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=V - len(SPECIALS), show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())

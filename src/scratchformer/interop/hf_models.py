@@ -288,6 +288,9 @@ def to_hugging_face(model: nn.Module, hf_class: str | None = None, *, labels: li
     hf = getattr(transformers, hf_class)(config)
     with torch.no_grad():
         hf.load_state_dict({k: v.detach().float().cpu().contiguous() for k, v in state.items()}, strict=True)
-    if hf_class in GPT_CLASSES:  # where generate stops, and what it pads with: the tokenizer's, every eos id
-        hf.generation_config = transformers.GenerationConfig(**ids)
+    if hf_class in GPT_CLASSES:  # where generate stops (every eos id), and what it pads with: a pad, else an eos
+        eos = ids.get("eos_token_id")
+        first = eos[0] if isinstance(eos, list) else eos
+        pad = ids.get("pad_token_id") if ids.get("pad_token_id") is not None else first
+        hf.generation_config = transformers.GenerationConfig(**{**ids, "pad_token_id": pad})
     return hf.eval()

@@ -11,8 +11,9 @@ A pretrained model's tokenizer (one read from a Hugging Face folder, or a run's 
 said of it (``interop/folder_tokenizer.py``): its ``tokenizer_config.json`` is written again as the folder had it (its
 bos, eos and pad tokens, ``add_bos_token``, the chat template, its class), less ``auto_map`` (code) and the added
 tokens (``tokenizer.json`` holds them); a folder that had none gets the token texts of its ids. The chat template is
-the run's own where it was tuned with one. ``generation_ids`` are the bos, every end-of-generation id and a pad id
-(the pad token's, else the eos: never id 0 standing in for a pad) for ``config.json`` and ``generation_config.json``.
+the run's own where it was tuned with one. ``generation_ids`` are the bos, every end-of-generation id and the pad
+token's id for ``config.json`` (``generation_config.json`` pads with the first eos where there is no pad token: never
+with id 0 standing in for one).
 """
 
 from __future__ import annotations
@@ -70,12 +71,11 @@ def backend_of(tokenizer: Tokenizer) -> Any:
 
 def generation_ids(tokenizer: Tokenizer) -> dict[str, Any]:
     """``bos_token_id``, ``eos_token_id`` (every end-of-generation id: a list where there are several) and
-    ``pad_token_id`` (the pad token's, else the first eos) as ``config.json`` and ``generation_config.json``
-    hold them; None for what the tokenizer does not have."""
+    ``pad_token_id`` (its pad token's; None where it has none, as Llama 3's) as ``config.json`` holds them."""
     eos = list(tokenizer.eos_ids)
     pretrained = isinstance(tokenizer, PretrainedTokenizer)
     bos = tokenizer.given.get("bos_id") if pretrained else tokenizer.bos_id
-    pad = tokenizer.pad_id if not pretrained or tokenizer.has_pad else (eos[0] if eos else None)
+    pad = tokenizer.pad_id if not pretrained or tokenizer.has_pad else None
     return {"bos_token_id": bos, "eos_token_id": (eos[0] if len(eos) == 1 else eos) or None, "pad_token_id": pad}
 
 
