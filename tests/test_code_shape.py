@@ -1,7 +1,8 @@
 """The shape the code keeps (issue "One task, one place"): small modules and functions, one place that compares a
 task's name, and no import circles.
 
-- every ``.py`` file in ``src/`` has at most 300 lines (``paper.py``, the whole 2017 model in one file: 400);
+- every ``.py`` file in ``src/`` has at most 300 lines (``paper.py``, the whole 2017 model in one file: 400;
+  ``onnx_decode.py``, copied alone into every ONNX export and so unable to import a second file: 330);
 - every function has at most 60 lines;
 - only the task registry (``registry.py``) compares a task's name (``task == ...``, or any name compared as a
   string: ``self.name == "copy"``);
@@ -21,7 +22,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "scratchformer"
 SOURCES = sorted(PACKAGE.rglob("*.py"))
-LIMITS = {"paper.py": 400}
+LIMITS = {"paper.py": 400, "app/export/onnx_decode.py": 330}
 
 
 def _name(path: Path) -> str:

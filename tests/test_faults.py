@@ -151,6 +151,42 @@ def test_a_real_full_disk_ends_in_one_line_and_the_run_resumes_once_there_is_roo
         subprocess.run(["umount", str(disk)], check=False)
 
 
+READ_ONLY = """
+import subprocess, sys
+import scratchformer.train.trainer as trainer
+from scratchformer.app.cli import main
+
+real_step = trainer.Trainer.train_step
+def step(self, i):
+    if i == 5:  # the file system under the run becomes read-only in the middle of the run
+        subprocess.run(["mount", "-o", "remount,ro", sys.argv[1]], check=True)
+    return real_step(self, i)
+trainer.Trainer.train_step = step
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def test_a_run_directory_made_read_only_mid_run_ends_in_one_line_and_resumes(tmp_path, text, capsys):
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small filesystem needs root")
+    disk = tmp_path / "disk"
+    _mount(disk, "64m")
+    try:
+        out = disk / "run"
+        argv = ["train", "--data", str(text), *TINY, "--out", str(out)]
+        done = subprocess.run([sys.executable, "-c", READ_ONLY, str(disk), *argv], capture_output=True, text=True)
+        err = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert err[-1].startswith("scratchformer: error: could not write") and "read-only file system" in err[-1], err
+        assert ".lock" not in err[-1]  # the lock it could not remove stays, and is not what the run ends with
+        subprocess.run(["mount", "-o", "remount,rw", str(disk)], check=True)
+        assert main(["train", "--resume", "--out", str(out)]) == 0
+        assert "taking over the lock" in capsys.readouterr().err
+        assert json.loads((out / "last" / "config.json").read_text())["step"] == 9 and leftovers(out) == []
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
+
+
 KILLER = """
 import os, signal, sys
 import scratchformer.atomic as atomic

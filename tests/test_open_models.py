@@ -300,3 +300,14 @@ def test_a_folder_without_tokenizer_json_is_refused_by_a_text_command_but_loads_
     for command in (["generate", "--prompt", "the"], ["explore", "--export", "x.html", "--text", "the"]):
         code = main([command[0], "--ckpt", str(folder), *command[1:]])
         one_line_error(capsys, code, "no tokenizer.json", f"'{command[0]}'")
+    for kind in ("hf", "gguf"):  # the export carries the tokenizer: refused before any work, nothing written
+        code = main(["export", "--ckpt", str(folder), "--format", kind, "--out", str(folder.parent / f"x-{kind}")])
+        one_line_error(capsys, code, "no tokenizer.json", f"--format {kind} carries the model's tokenizer")
+        assert not (folder.parent / f"x-{kind}").exists()
+
+
+def test_explain_titles_a_folder_by_its_own_name(folders, capsys):
+    folder = folders["qwen3"][0]
+    assert main(["explain", "--ckpt", str(folder), "--prompt", "the quick"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].startswith(f"{folder.name}: a language model (GPT), pre-LN, a "
+                                                             "Qwen3ForCausalLM folder")

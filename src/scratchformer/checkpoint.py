@@ -62,13 +62,22 @@ class Checkpoint:
     def task(self) -> str:
         return str(self.train.get("task", ""))
 
+    @property
+    def chat_template(self) -> str | None:
+        """The chat template (Jinja) its exports carry: the one an instruction-tuned run was tuned with, else its
+        tokenizer's own (a Hugging Face folder's), else None."""
+        template = self.extra.get("template") or {}
+        if template.get("name") == "chat" and template.get("source"):
+            return str(template["source"])
+        return self.tokenizer.chat_template if self.tokenizer is not None else None
+
     def check_tokenizer(self, command: str) -> None:
         """Refuse, in one line, a text command on a checkpoint without a tokenizer (a Hugging Face folder without
         ``tokenizer.json``; a ViT reads pixels and is refused by the commands for its family)."""
         if self.tokenizer is None and family(self.model_config.arch).reads == "tokens":
             where = self.extra.get("folder", "this checkpoint")
-            raise CheckpointError(f"{where} has no tokenizer.json; '{command}' reads text with it: put the model's "
-                                  "tokenizer.json in the folder")
+            raise CheckpointError(f"{where} has no tokenizer.json, which '{command}' needs (it reads text, or carries "
+                                  "the tokenizer): put the model's tokenizer.json in the folder")
 
 
 def save_checkpoint(directory: Path, model: nn.Module, tokenizer: Tokenizer | None, model_config: ModelConfig,

@@ -92,10 +92,11 @@ def generate_text(ckpt: Checkpoint, prompt: str, max_new_tokens: int = 200, *, t
     assert isinstance(model, GPT)
     ids = encode_checked(tok, prompt) or [tok.bos_id]  # an empty prompt: the bos token
     ids = ids[-model.config.max_len:]
+    stops = tok.eos_ids  # where the model's own generation ends (every id: Llama 3.1 has three)
     out = generate(model, torch.tensor([ids]), max_new_tokens, do_sample=not greedy, temperature=temperature,
-                   top_k=top_k, top_p=top_p, seed=seed, eos_id=tok.eos_id)[0].tolist()
+                   top_k=top_k, top_p=top_p, seed=seed, eos_id=stops)[0].tolist()
     new = out[len(ids):]
-    return tok.decode(ids + cut_at_eos(new, tok.eos_id))
+    return tok.decode(ids + cut_at_eos(new, stops))
 
 
 def generates_text(ckpt: Checkpoint) -> bool:
@@ -143,8 +144,8 @@ def answer_instruction(ckpt: Checkpoint, instruction: str, input_text: str = "",
                         f"{model.config.max_len}: no room for an answer")
     new = min(max_new_tokens, model.config.max_len - len(ids))
     out = generate(model, torch.tensor([ids]), new, do_sample=not greedy, temperature=temperature, top_k=top_k,
-                   top_p=top_p, seed=seed, eos_id=tok.eos_id)[0, len(ids):].tolist()
-    return tok.decode(cut_at_eos(out, tok.eos_id))
+                   top_p=top_p, seed=seed, eos_id=tok.eos_ids)[0, len(ids):].tolist()
+    return tok.decode(cut_at_eos(out, tok.eos_ids))
 
 
 def translate_texts(ckpt: Checkpoint, texts: list[str], *, beam: int = 4, length_penalty: float = 0.6) -> list[str]:

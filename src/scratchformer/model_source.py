@@ -130,7 +130,7 @@ class ModelSource:
             from scratchformer.interop.hf_folder import FolderError, load_folder
 
             try:
-                model = load_folder(self.path, dtype)[0]
+                model = load_folder(self.path, dtype)
             except FolderError as err:
                 raise CheckpointError(str(err)) from None
         return (model if dtype is None else model.to(dtype)).eval()
@@ -148,7 +148,7 @@ class ModelSource:
                 return load_tokenizer(self.path)
             except DataError as err:
                 raise CheckpointError(str(err)) from None
-        from scratchformer.interop.hf_folder import folder_tokenizer
+        from scratchformer.interop.folder_tokenizer import folder_tokenizer
 
         return folder_tokenizer(self.path, self.meta, self.config)
 

@@ -168,10 +168,14 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise ConfigError("--hf-class applies to --format hf")
     if args.gguf_type != "f32" and args.format != "gguf":
         raise ConfigError("--gguf-type applies to --format gguf")
-    entry = family(find_source(args.ckpt).family)  # which formats its family has: refused before any work
+    source = find_source(args.ckpt)
+    entry = family(source.family)  # which formats its family has: refused before any work
     if args.format not in entry.exports:
         raise ConfigError(f"this checkpoint holds {entry.title}, which has no --format {args.format} export (its "
                           f"formats: {', '.join(entry.exports) or 'none yet'})")
+    if args.format in ("hf", "gguf") and source.kind == "folder" and not (source.path / "tokenizer.json").is_file():
+        raise ConfigError(f"{source.path} has no tokenizer.json, and --format {args.format} carries the model's "
+                          "tokenizer: put the model's tokenizer.json (and its tokenizer_config.json) in the folder")
     if args.format in ("onnx", "gguf"):
         return _export_with_cache(args, out)
     if args.format == "hf":
@@ -193,10 +197,11 @@ def _export_with_cache(args: argparse.Namespace, out: Path) -> int:
     if out.exists():  # --force: replaced only once the new export is complete
         raise ConfigError(f"{out} exists; remove it first (--force does not replace a {args.format} export)")
     ckpt = load_checkpoint(args.ckpt)
+    chat = ckpt.chat_template  # an instruction-tuned run's own, else its tokenizer's (a folder's)
     if args.format == "onnx":
-        print(f"wrote {export_onnx_cached(ckpt.model, out, tokenizer=ckpt.tokenizer)}")
+        print(f"wrote {export_onnx_cached(ckpt.model, out, tokenizer=ckpt.tokenizer, chat_template=chat)}")
         return 0
-    done = export_gguf(ckpt.model, out, tokenizer=ckpt.tokenizer, gguf_type=args.gguf_type)
+    done = export_gguf(ckpt.model, out, tokenizer=ckpt.tokenizer, gguf_type=args.gguf_type, chat_template=chat)
     print(f"wrote {done.path} ({done.summary})")
     return 0
 

@@ -28,7 +28,8 @@ def explain_lens(path: str, prompt: str | None = None, limits: Limits = DEFAULT_
     of the explorer's own numbers."""
     ckpt = load_checkpoint(path)
     entry = family(ckpt.model_config.arch)
-    header = f"{checkpoint_name(path)}: {entry.title}, {ckpt.model_config.norm}-LN, step {ckpt.step}"
+    where = f"a {ckpt.extra['hf_architecture']} folder" if "folder" in ckpt.extra else f"step {ckpt.step}"
+    header = f"{checkpoint_name(path)}: {entry.title}, {ckpt.model_config.norm}-LN, {where}"
     if entry.reads == "pixels":
         if image is None or prompt is not None:
             raise ConfigError(f"explain --ckpt of {entry.title} reads an image: explain --ckpt RUN --image FILE")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor
 
@@ -20,5 +22,7 @@ def default_limits(src_mask: Tensor, max_new_tokens: int | None, max_len: int) -
     return limits.clamp(max=max_len).long()
 
 
-def cut_at_eos(row: list[int], eos_id: int) -> list[int]:
-    return row[:row.index(eos_id)] if eos_id in row else row
+def cut_at_eos(row: list[int], eos_id: int | Sequence[int]) -> list[int]:
+    """``row`` up to its first end-of-generation id (``eos_id``: one id, or several)."""
+    stops = {eos_id} if isinstance(eos_id, int) else set(eos_id)
+    return next((row[:i] for i, t in enumerate(row) if t in stops), row)

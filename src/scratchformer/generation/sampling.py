@@ -3,6 +3,8 @@ different lengths (left padding) and a sliding window past ``max_len``."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -78,7 +80,7 @@ def _buffers(input_ids: Tensor, total: int, attention_mask: Tensor | None) -> tu
 
 def generate(model: GPT, input_ids: Tensor, max_new_tokens: int, *, do_sample: bool = False,
              temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
-             eos_id: int | None = None, use_cache: bool = True, seed: int | None = None,
+             eos_id: int | Sequence[int] | None = None, use_cache: bool = True, seed: int | None = None,
              attention_mask: Tensor | None = None) -> Tensor:
     """Continue ``input_ids (B, T)``; returns ``(B, T + new)``: the prompt followed by the new tokens.
 
@@ -88,8 +90,9 @@ def generate(model: GPT, input_ids: Tensor, max_new_tokens: int, *, do_sample: b
     - Greedy by default; ``do_sample`` draws from ``softmax(logits / temperature)`` restricted to the
       ``top_k`` most likely tokens and then to the ``top_p`` nucleus. ``seed`` makes the draws depend on
       the seed only (a private generator); without it they come from torch's global generator.
-    - ``eos_id``: a row that emitted it keeps emitting it; generation stops once every row has ended,
-      so the result may hold fewer than ``max_new_tokens`` new tokens.
+    - ``eos_id``: an id, or every id that ends a generation (``tokenizer.eos_ids``: Llama 3.1 has three); a row
+      that emitted one keeps emitting the first; generation stops once every row has ended, so the result may
+      hold fewer than ``max_new_tokens`` new tokens.
     - ``use_cache``: keep the keys/values of past tokens (the prompt is encoded once, then one token per
       step). With ``attention="linear"`` the model's ``new_cache`` is its recurrent state instead: the prompt
       goes in through the parallel prefix sums, then each token updates the state at a cost that does not
@@ -109,7 +112,8 @@ def generate(model: GPT, input_ids: Tensor, max_new_tokens: int, *, do_sample: b
     tokens, mask = _buffers(input_ids, total, attention_mask)
 
     cache = model.new_cache(B, min(total, max_len)) if use_cache and T <= max_len else None
-    finished = torch.zeros(B, dtype=torch.bool, device=device) if eos_id is not None else None
+    stops = torch.tensor([eos_id] if isinstance(eos_id, int) else list(eos_id or ()), dtype=torch.long, device=device)
+    finished = torch.zeros(B, dtype=torch.bool, device=device) if len(stops) else None
     cur = T  # tokens[:, :cur] are known
     with eval_mode(model):
         out_t = output_matrix(model)  # (C, V), or None: the (V, C) weight used as it is
@@ -124,8 +128,8 @@ def generate(model: GPT, input_ids: Tensor, max_new_tokens: int, *, do_sample: b
             logits = last @ out_t if out_t is not None else F.linear(last, model.output_weight())  # (B, V)
             nxt = next_token(logits, do_sample, temperature, top_k, top_p, generator)  # (B,)
             if finished is not None:
-                nxt = nxt.masked_fill(finished, eos_id)
-                finished |= nxt == eos_id
+                nxt = nxt.masked_fill(finished, stops[0])
+                finished |= torch.isin(nxt, stops)
             tokens[:, cur] = nxt
             cur += 1
             # The only host sync per step, and only when there is an eos to wait for.

@@ -1,13 +1,16 @@
 """A Hugging Face model folder (Llama, Qwen3, GPT-2) read as a scratchformer ``GPT``: data, never code.
 
     scratchformer.load_model("Qwen3-0.6B/")            # config.json, *.safetensors (sharded or not), tokenizer.json
+                                                       # (with tokenizer_config.json ...: folder_tokenizer.py)
     scratchformer generate --ckpt Qwen3-0.6B/ --prompt "The Transformer"
 
 A folder is read as data: ``config.json`` is parsed (no ``trust_remote_code``, no Python from the folder), weights
 come from ``*.safetensors`` only (a ``*.bin`` file is a pickle, which can run code: refused), and every tensor's
 shape is checked against the config before anything is allocated. The model is built on the ``meta`` device (no
 memory) and the stored tensors are assigned to it as they are read (safetensors maps the files), in their stored
-dtype (bfloat16 stays bfloat16) unless a ``dtype`` is asked for.
+dtype (bfloat16 stays bfloat16) unless a ``dtype`` is asked for. Each weight is held once: used as stored, it stays
+the mapped file's pages; W^Q, W^K and W^V, stacked into one matrix, are read into it with plain file reads
+(``safetensors_files.read_stacked``), so that their mapped pages do not stay resident beside it.
 
 Each architecture is a setting of the same blocks, not a second model (``ModelConfig``)::
 
@@ -45,7 +48,6 @@ from torch import Tensor
 from scratchformer.models import GPT
 from scratchformer.nn.config import ModelConfig
 from scratchformer.nn.embedding import RotaryEmbedding
-from scratchformer.tokenizers.pretrained import PretrainedTokenizer
 
 ARCHITECTURES = {"LlamaForCausalLM": "llama", "Qwen3ForCausalLM": "qwen3", "GPT2LMHeadModel": "gpt2"}
 # What a GPT's settings are when it is a Llama (a Qwen3: a Llama with qk_norm): the one place this is decided. The
@@ -215,12 +217,12 @@ def _checked(plan: Plan, own: dict[str, Tensor], stored: dict[str, tuple[int, ..
                           f"({len(extra)} such)")
 
 
-def load_folder(path: str | Path, dtype: torch.dtype | None = None) -> tuple[GPT, PretrainedTokenizer | None, str]:
-    """(model in eval mode, the folder's tokenizer or None, the architecture's name) of a Hugging Face folder.
-    ``dtype``: convert the weights (None: as stored). ``FolderError`` in one line for what cannot be read."""
+def load_folder(path: str | Path, dtype: torch.dtype | None = None) -> GPT:
+    """The model of a Hugging Face folder, in eval mode (its tokenizer: ``folder_tokenizer.py``). ``dtype``: convert the
+    weights (None: as stored). ``FolderError`` in one line for what cannot be read."""
     from scratchformer.errors import ConfigError
     from scratchformer.interop.huggingface import gpt2_plan
-    from scratchformer.interop.safetensors_files import WeightsError, reader, shapes, weight_map
+    from scratchformer.interop.safetensors_files import WeightsError, read_stacked, reader, shapes, weight_map
 
     folder = Path(path)
     try:
@@ -242,35 +244,19 @@ def load_folder(path: str | Path, dtype: torch.dtype | None = None) -> tuple[GPT
     with reader(files) as read:
         dtype = dtype or read(names[plan[0][1][0]]).dtype  # one dtype for the model: the embedding's, or the asked
         for ours, theirs, transpose in plan:
-            parts = [read(names[n]).to(dtype) for n in theirs]
-            tensor = parts[0] if len(parts) == 1 else torch.cat(parts)
+            if len(theirs) > 1:  # W^Q, W^K, W^V: read into one new matrix, never mapped (each weight held once)
+                tensor = read_stacked({names[n]: files[names[n]] for n in theirs}, [names[n] for n in theirs], dtype)
+            else:  # the mapped file's own pages, where the dtype is kept
+                tensor = read(names[theirs[0]]).to(dtype)
             state[ours] = (tensor.t() if transpose else tensor).contiguous()
     model.load_state_dict(state, assign=True)
     for module in model.modules():
         if isinstance(module, RotaryEmbedding):
             module.build_tables()
-    tokenizer = folder_tokenizer(folder, hf, cfg)
-    return model.eval(), tokenizer, next(k for k, v in ARCHITECTURES.items() if v == family)
-
-
-def folder_tokenizer(folder: Path, hf: dict[str, Any], cfg: ModelConfig | None) -> PretrainedTokenizer | None:
-    """The folder's ``tokenizer.json`` with its special tokens, or None when there is none."""
-    path = folder / "tokenizer.json"
-    if not path.is_file():
-        return None
-    ids = {k: hf.get(f"{k}_token_id") for k in ("bos", "eos", "pad")}
-    ids = {k: v[0] if isinstance(v, list) and v else v for k, v in ids.items()}  # eos may be a list of ids
-    try:
-        tokenizer = PretrainedTokenizer.from_file(path, **{f"{k}_id": v for k, v in ids.items() if isinstance(v, int)})
-    except Exception as err:  # noqa: BLE001 - the tokenizers library's errors all mean "unreadable"
-        raise FolderError(f"{path} is not a tokenizer file ({str(err).splitlines()[0] if str(err) else err})") from None
-    if cfg is not None and tokenizer.vocab_size > cfg.vocab_size:
-        raise FolderError(f"{path} has {tokenizer.vocab_size:,} tokens, more than the model's vocab_size "
-                          f"{cfg.vocab_size:,}")
-    return tokenizer
+    return model.eval()
 
 
 def gpt2_from_pretrained(model_dir: str | Path, dtype: torch.dtype = torch.float32) -> GPT:
     """Load a Hugging Face GPT-2 directory (``GPT2LMHeadModel.save_pretrained``) into ``GPT``: ``load_folder``, by
     ``huggingface.gpt2_plan``."""
-    return load_folder(model_dir, dtype)[0]
+    return load_folder(model_dir, dtype)

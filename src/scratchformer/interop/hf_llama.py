@@ -56,8 +56,9 @@ def llama_state(model: GPT) -> dict[str, Tensor]:
     return state
 
 
-def llama_config(model: GPT, hf_class: str, transformers: Any, ids: dict[str, int | None]) -> Any:
-    """The ``transformers`` config of ``hf_class`` for ``model``; ``ids``: bos, eos and pad token ids (or None)."""
+def llama_config(model: GPT, hf_class: str, transformers: Any, ids: dict[str, Any]) -> Any:
+    """The ``transformers`` config of ``hf_class`` for ``model``; ``ids``: ``bos_token_id``, ``eos_token_id`` (one, or a
+    list of every end-of-generation id) and ``pad_token_id`` (each may be None)."""
     cfg = model.config
     config_class = getattr(transformers, "Qwen3Config" if hf_class == QWEN3_LM else "LlamaConfig")
     rope = {"rope_type": "default"} if cfg.rope_scaling is None else dict(cfg.rope_scaling)
@@ -71,5 +72,5 @@ def llama_config(model: GPT, hf_class: str, transformers: Any, ids: dict[str, in
         num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.kv_heads, head_dim=cfg.head_dim,
         max_position_embeddings=cfg.max_len, rms_norm_eps=cfg.layer_norm_eps, hidden_act="silu",
         tie_word_embeddings=cfg.tie_embeddings, attention_dropout=cfg.attention_dropout,
-        bos_token_id=ids.get("bos"), eos_token_id=ids.get("eos"), pad_token_id=ids.get("pad"),
+        **{k: ids.get(k) for k in ("bos_token_id", "eos_token_id", "pad_token_id")},
         architectures=[hf_class], **rotary, **biases)

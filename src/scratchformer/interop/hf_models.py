@@ -243,17 +243,17 @@ def _bert_state(model: EncoderClassifier, hf_class: str) -> dict[str, Tensor]:
     return state
 
 
-def _hf_config(model: GPT | EncoderClassifier, hf_class: str, labels: list[str] | None) -> Any:
+def _hf_config(model: GPT | EncoderClassifier, hf_class: str, labels: list[str] | None, ids: dict[str, Any]) -> Any:
     transformers = transformers_module()
     cfg = model.config
-    common = dict(vocab_size=cfg.vocab_size, pad_token_id=cfg.pad_id, architectures=[hf_class])
+    common = dict(vocab_size=cfg.vocab_size, pad_token_id=ids.get("pad_token_id", cfg.pad_id), architectures=[hf_class])
     if hf_class == GPT2_LM:
         return transformers.GPT2Config(
             n_positions=cfg.max_len, n_embd=cfg.d_model, n_layer=cfg.n_layers, n_head=cfg.n_heads, n_inner=cfg.d_ff,
             activation_function=_ACTIVATIONS[cfg.activation], resid_pdrop=cfg.dropout, embd_pdrop=cfg.dropout,  # type: ignore[index]
             attn_pdrop=cfg.attention_dropout, layer_norm_epsilon=cfg.layer_norm_eps,
-            tie_word_embeddings=cfg.tie_embeddings, bos_token_id=SPECIAL_TOKENS.index("<bos>"),
-            eos_token_id=SPECIAL_TOKENS.index("<eos>"), **common)
+            tie_word_embeddings=cfg.tie_embeddings, bos_token_id=ids.get("bos_token_id"),
+            eos_token_id=ids.get("eos_token_id"), **common)
     labels = labels or [str(i) for i in range(cfg.n_classes)]
     return transformers.BertConfig(
         hidden_size=cfg.d_model, num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads,
@@ -265,22 +265,32 @@ def _hf_config(model: GPT | EncoderClassifier, hf_class: str, labels: list[str] 
 
 
 def to_hugging_face(model: nn.Module, hf_class: str | None = None, *, labels: list[str] | None = None,
-                    special_ids: dict[str, int | None] | None = None) -> Any:
+                    special_ids: dict[str, Any] | None = None) -> Any:
     """``model`` as a ``transformers`` model (eval mode) with the same weights: ``GPT2LMHeadModel`` for a
     GPT (``LlamaForCausalLM`` or ``Qwen3ForCausalLM`` for one with their settings, ``hf_llama.py``),
     ``BertForSequenceClassification`` (or, with ``hf_class="BertModel"``, ``BertModel``) for an encoder
-    classifier. ``labels``: the class names, for ``id2label``; ``special_ids``: a Llama's bos, eos and pad ids.
-    Raises ``HFExportError`` for a setting the class cannot express (see the module docstring)."""
+    classifier. ``labels``: the class names, for ``id2label``; ``special_ids``: the tokenizer's ``bos_token_id``,
+    ``eos_token_id`` (one, or every end-of-generation id) and ``pad_token_id`` (``hf_tokenizers.generation_ids``;
+    default: scratchformer's own ``<bos>``, ``<eos>``, ``<pad>``), written into the config and, for a GPT, its
+    ``generation_config``. Raises ``HFExportError`` for a setting the class cannot express (module docstring)."""
     hf_class = check_exportable(model, hf_class)
     transformers = transformers_module()
+    ids = special_ids if special_ids is not None else {
+        "bos_token_id": SPECIAL_TOKENS.index("<bos>"), "eos_token_id": SPECIAL_TOKENS.index("<eos>"),
+        "pad_token_id": model.config.pad_id}
     if hf_class in (LLAMA_LM, QWEN3_LM):
-        config = hf_llama.llama_config(model, hf_class, transformers, special_ids or {})  # type: ignore[arg-type]
+        config = hf_llama.llama_config(model, hf_class, transformers, ids)  # type: ignore[arg-type]
         state = hf_llama.llama_state(model)  # type: ignore[arg-type]
     elif hf_class == GPT2_LM:
-        config, state = _hf_config(model, hf_class, labels), _gpt2_state(model)  # type: ignore[arg-type]
+        config, state = _hf_config(model, hf_class, labels, ids), _gpt2_state(model)  # type: ignore[arg-type]
     else:
-        config, state = _hf_config(model, hf_class, labels), _bert_state(model, hf_class)  # type: ignore[arg-type]
+        config, state = _hf_config(model, hf_class, labels, ids), _bert_state(model, hf_class)  # type: ignore[arg-type]
     hf = getattr(transformers, hf_class)(config)
     with torch.no_grad():
         hf.load_state_dict({k: v.detach().float().cpu().contiguous() for k, v in state.items()}, strict=True)
+    if hf_class in GPT_CLASSES:  # where generate stops (every eos id), and what it pads with: a pad, else an eos
+        eos = ids.get("eos_token_id")
+        first = eos[0] if isinstance(eos, list) else eos
+        pad = ids.get("pad_token_id") if ids.get("pad_token_id") is not None else first
+        hf.generation_config = transformers.GenerationConfig(**{**ids, "pad_token_id": pad})
     return hf.eval()

@@ -1,15 +1,22 @@
 """The weights of a Hugging Face folder: which ``*.safetensors`` file holds each tensor (one file, or shards named
 by ``model.safetensors.index.json``), their shapes read from the files' headers, and the tensors read one at a time
-from memory-mapped files. Pickled weights (``*.bin``, ``*.pt``) are refused: loading a pickle can run code."""
+from memory-mapped files. Pickled weights (``*.bin``, ``*.pt``) are refused: loading a pickle can run code.
+
+Each weight is held once. A tensor used as stored is the file's own mapped pages (``read``: nothing is copied, and
+a page is read from disk when first used). Tensors that become one (W^Q, W^K and W^V, stacked into one matrix per
+layer) are read with plain file reads straight into the new matrix (``read_stacked``): read through the map, their
+pages would stay resident beside the stack once touched, each weight held twice."""
 
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import Tensor
 
 INDEX = "model.safetensors.index.json"
@@ -92,3 +99,44 @@ def reader(files: dict[str, Path]) -> Iterator[Any]:
             return opened[files[name]].get_tensor(name)
 
         yield read
+
+
+# safetensors' dtype names -> torch's (the ones a model folder holds)
+_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+           "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+           "BOOL": torch.bool}
+
+
+def _header(shard: Path) -> tuple[dict[str, Any], int]:
+    """A safetensors file's header (name -> dtype, shape, data_offsets) and where its data begins."""
+    with open(shard, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        return json.loads(f.read(n)), 8 + n
+
+
+def read_stacked(files: dict[str, Path], names: list[str], dtype: torch.dtype | None = None) -> Tensor:
+    """The tensors ``names`` concatenated along their first dimension, in ``dtype`` (None: as stored), read with plain
+    file reads into one new tensor: the file's pages are never mapped into this process (module docstring)."""
+    headers = {shard: _header(shard) for shard in {files[n] for n in names}}
+    parts = [(files[n], headers[files[n]][0][n], headers[files[n]][1]) for n in names]
+    stored = {_DTYPES[info["dtype"]] for _, info, _ in parts}
+    if len(stored) != 1:
+        raise WeightsError(f"{names[0]} and the tensors stacked with it are stored in different dtypes")
+    shapes = [info["shape"] for _, info, _ in parts]
+    out = torch.empty((sum(s[0] for s in shapes), *shapes[0][1:]), dtype=stored.pop())
+    row = 0
+    for (shard, info, start), shape in zip(parts, shapes):
+        begin, end = info["data_offsets"]
+        dest = out[row:row + shape[0]].view(torch.uint8).reshape(-1)  # a view of the stack's own memory
+        if dest.numel() != end - begin:
+            raise WeightsError(f"{shard.name}: a tensor's bytes do not match its shape {shape}")
+        view, done = memoryview(dest.numpy()), 0
+        with open(shard, "rb", buffering=0) as f:
+            f.seek(start + begin)
+            while done < len(view):  # one read returns at most about 2 GB
+                got = f.readinto(view[done:])
+                if not got:
+                    raise WeightsError(f"{shard.name} is shorter than its header says")
+                done += got
+        row += shape[0]
+    return out if dtype is None or dtype == out.dtype else out.to(dtype)

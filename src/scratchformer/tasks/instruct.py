@@ -67,10 +67,10 @@ def greedy_answers(model: nn.Module, tok: Tokenizer, prompts: list[list[int]], m
     with eval_mode(model):
         for idx in sorted_batches([len(p) for p in prompts], 10**9, ANSWER_ROWS):
             ids, mask = pad_batch([prompts[i] for i in idx], tok.pad_id, left=True)
-            new = generate(model, ids.to(device), max_len - ids.size(1), eos_id=tok.eos_id,
+            new = generate(model, ids.to(device), max_len - ids.size(1), eos_id=tok.eos_ids,
                            attention_mask=mask.to(device))[:, ids.size(1):].tolist()
             for i, row in zip(idx, new):
-                out[i] = tok.decode(cut_at_eos(row, tok.eos_id))
+                out[i] = tok.decode(cut_at_eos(row, tok.eos_ids))
     return out
 
 

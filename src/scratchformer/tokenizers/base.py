@@ -63,6 +63,21 @@ class Tokenizer(ABC):
         """The id of ``<mask>`` (masked-token pretraining), or None when this tokenizer has none."""
         return MASK_ID if MASK_TOKEN in self.specials else None
 
+    @property
+    def eos_ids(self) -> tuple[int, ...]:
+        """Every id that ends a generation (a pretrained model may have several): here ``<eos>``'s alone."""
+        return (self.eos_id,)
+
+    @property
+    def chat_template(self) -> str | None:
+        """A chat template (Jinja) that came with the tokenizer (a pretrained model's): none here."""
+        return None
+
+    @property
+    def adds_bos(self) -> bool:
+        """Whether ``encode(text)`` starts with ``bos_id`` by itself: not here (``add_bos`` asks for it)."""
+        return False
+
     @abstractmethod
     def _to_json(self) -> dict[str, Any]: ...
 

@@ -31,7 +31,9 @@ def load_tokenizer(directory: str | Path) -> Tokenizer:
         from scratchformer.tokenizers.pretrained import PretrainedTokenizer
 
         hf = HFTokenizer.from_str(json.dumps(state["hf"]))
-        return BPETokenizer(hf) if kind == "bpe" else PretrainedTokenizer(hf, **state.get("ids", {}))
+        if kind == "bpe":
+            return BPETokenizer(hf)
+        return PretrainedTokenizer(hf, **state.get("ids", {}), config=state.get("config"))
     except Exception as err:  # JSON, key, type and tokenizers (Rust) errors all mean "corrupt"
         detail = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise DataError(f"{path} is not a valid tokenizer file ({detail})") from None

@@ -1,4 +1,5 @@
-"""A pretrained model's own tokenizer (BERT's WordPiece, say), for fine-tuning it."""
+"""A pretrained model's own tokenizer (BERT's WordPiece, Llama's byte-level BPE, ...), with what its folder says of it:
+its special tokens, every end-of-generation id, its chat template (``interop/folder_tokenizer.py`` reads them)."""
 
 from __future__ import annotations
 
@@ -19,34 +20,83 @@ class PretrainedTokenizer(Tokenizer):
     Its ids are the pretrained model's, so they do not follow the four fixed ids above. ``pad_id`` is its pad
     token's id (``[PAD]`` or ``<pad>``: 0 for BERT), else the one given (a model's ``pad_token_id``), else 0:
     GPT-2's, Llama 3's and Qwen3's tokenizers have no pad token, and their id 0 is a real token, so a batch's
-    padding is told by its mask (``pad_batch``), never by the id. ``bos_id`` and ``eos_id`` are the model's
-    (its ``config.json``) when given. ``encode`` adds the model's own special tokens (``[CLS] ... [SEP]`` for
-    BERT, ``<|begin_of_text|>`` for Llama 3), as the model was trained with them; ``add_bos``/``add_eos`` are not
-    supported. Padding and truncation stored in the file are switched off: batches are padded by ``pad_batch``
-    and long inputs follow the ``truncate`` setting like every other tokenizer.
+    padding is told by its mask (``pad_batch``), never by the id (``has_pad`` says whether it has a pad token).
+    ``bos_id`` and ``eos_id`` are the model's (its folder's) when given, ``eos_ids`` every id that ends a generation,
+    ``config`` its folder's ``tokenizer_config.json`` (the token texts, the chat template), kept with every run made
+    from it so that its exports carry them. ``encode`` adds the model's own special tokens (``[CLS] ... [SEP]`` for
+    BERT, ``<|begin_of_text|>`` for Llama 3: ``added_around``), as the model was trained with them;
+    ``add_bos``/``add_eos`` are not supported. Padding and truncation stored in the file are switched off: batches
+    are padded by ``pad_batch`` and long inputs follow the ``truncate`` setting like every other tokenizer.
     """
 
     kind = "pretrained"
 
     def __init__(self, hf: HFTokenizer, *, pad_id: int | None = None, bos_id: int | None = None,
-                 eos_id: int | None = None) -> None:
+                 eos_id: int | None = None, eos_ids: Sequence[int] = (), config: dict[str, Any] | None = None) -> None:
         hf.no_padding()
         hf.no_truncation()
         own = [hf.token_to_id(t) for t in ("[PAD]", "<pad>") if hf.token_to_id(t) is not None]
         self.pad_id = own[0] if own else (pad_id if pad_id is not None else PAD_ID)  # type: ignore[misc]
-        self.given = {k: v for k, v in (("pad_id", pad_id), ("bos_id", bos_id), ("eos_id", eos_id)) if v is not None}
+        self.has_pad = bool(own) or pad_id is not None  # a pad token of its own, not id 0 standing in
         if bos_id is not None:
             self.bos_id = bos_id  # type: ignore[misc]
         if eos_id is not None:
             self.eos_id = eos_id  # type: ignore[misc]
+        self._eos_ids = tuple(dict.fromkeys([*eos_ids, *([] if eos_id is None else [eos_id])]))
+        self.given: dict[str, Any] = {k: v for k, v in (("pad_id", pad_id), ("bos_id", bos_id), ("eos_id", eos_id))
+                                      if v is not None}
+        if len(self._eos_ids) > 1:
+            self.given["eos_ids"] = list(self._eos_ids)
+        self.config = dict(config or {})  # tokenizer_config.json as the model's folder wrote it (chat template in it)
         self.hf = hf
         self.specials = [t.content for _, t in sorted(hf.get_added_tokens_decoder().items()) if t.special]
         self.unk_id = hf.token_to_id("[UNK]") if hf.token_to_id("[UNK]") is not None else UNK_ID  # type: ignore[misc]
 
     @classmethod
-    def from_file(cls, path: str | Path, **ids: int) -> PretrainedTokenizer:
-        """A ``tokenizer.json`` as ``transformers`` writes it; ``ids``: ``pad_id``, ``bos_id``, ``eos_id``."""
+    def from_file(cls, path: str | Path, **ids: Any) -> PretrainedTokenizer:
+        """A ``tokenizer.json`` as ``transformers`` writes it; ``ids``: ``pad_id``, ``bos_id``, ``eos_id``, ``eos_ids``
+        (a folder's whole tokenizer: ``interop.folder_tokenizer``)."""
         return cls(HFTokenizer.from_file(str(path)), **ids)
+
+    @property
+    def eos_ids(self) -> tuple[int, ...]:
+        """Every id that ends a generation (Llama 3.1's three), in its folder's order, ``eos_id`` among them; none
+        where its folder named none (BERT's)."""
+        return self._eos_ids
+
+    @property
+    def chat_template(self) -> str | None:
+        """The folder's chat template (Jinja), the default one where it names several; None where it has none."""
+        template = self.config.get("chat_template")
+        if isinstance(template, list):  # several named templates
+            template = next((t.get("template") for t in template if t.get("name") == "default"), None)
+        return template if isinstance(template, str) and template else None
+
+    def added_around(self) -> tuple[list[int], list[int]]:
+        """The ids the tokenizer itself puts before and after a text's own (Llama 3's ``<|begin_of_text|>``; BERT's
+        ``[CLS]`` and ``[SEP]``): its post-processor's, as ``encode`` applies it."""
+        bare = self.hf.encode("a", add_special_tokens=False).ids
+        full = self.hf.encode("a").ids
+        for start in range(len(full) - len(bare) + 1):
+            if full[start:start + len(bare)] == bare:
+                return full[:start], full[start + len(bare):]
+        return full, []
+
+    @property
+    def adds_bos(self) -> bool:
+        return self.added_around()[0] == [self.bos_id]
+
+    def special_text(self, role: str) -> str | None:
+        """The text of its ``role`` token (bos, eos, pad, unk): as its folder names it, else its id's, else None."""
+        named = self.config.get(f"{role}_token")
+        if isinstance(named, dict):  # an AddedToken as transformers serialises it
+            named = named.get("content")
+        if isinstance(named, str):
+            return named
+        if f"{role}_token" in self.config or (role == "pad" and not self.has_pad):
+            return None  # named as none (Qwen3's bos), or no pad of its own
+        i = self.given.get(f"{role}_id")
+        return self.hf.id_to_token(i) if isinstance(i, int) and 0 <= i < self.vocab_size else None
 
     @property
     def vocab_size(self) -> int:
@@ -89,4 +139,5 @@ class PretrainedTokenizer(Tokenizer):
         return self.id_to_token(i)
 
     def _to_json(self) -> dict[str, Any]:
-        return {"hf": json.loads(self.hf.to_str()), **({"ids": self.given} if self.given else {})}
+        return {"hf": json.loads(self.hf.to_str()), **({"ids": self.given} if self.given else {}),
+                **({"config": self.config} if self.config else {})}

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from scratchformer.atomic import writing
-from scratchformer.errors import RunDirError
+from scratchformer.errors import RunDirError, WriteError
 
 __all__ = ["LOCK", "RunLock"]
 
@@ -83,10 +83,19 @@ class RunLock:
         say(f"note: taking over the lock of process {pid}, which no longer runs ({self.path})")
         self.path.unlink(missing_ok=True)
 
-    def release(self) -> None:
+    def release(self, failing: bool = False) -> None:
+        """Remove the lock (and the run directory this run made, if it stayed empty). ``failing``: the run is already
+        ending with an error, which is the one to tell: a lock that cannot be removed (a directory made read-only, a
+        full disk) then stays, to be taken over by the next run since its process is gone; otherwise that is one
+        ``WriteError`` line, like every other failed write."""
         if not self.held:
             return
         self.held = False
-        self.path.unlink(missing_ok=True)
-        if self.made_dir and self.out.is_dir() and not any(self.out.iterdir()):
-            self.out.rmdir()  # a run that ended before it wrote anything leaves nothing behind
+        try:
+            with writing("the run's lock file", self.out):
+                self.path.unlink(missing_ok=True)
+                if self.made_dir and self.out.is_dir() and not any(self.out.iterdir()):
+                    self.out.rmdir()  # a run that ended before it wrote anything leaves nothing behind
+        except WriteError:
+            if not failing:
+                raise

@@ -59,7 +59,7 @@ class Session:
             cleanup(self.dist, finished=kind is None)
         finally:
             if self.lock is not None:
-                self.lock.release()
+                self.lock.release(failing=kind is not None)
 
 
 def open_run(out: Path, cfg: TrainConfig, *, resume: bool = False, quiet: bool = False,
@@ -85,7 +85,7 @@ def open_run(out: Path, cfg: TrainConfig, *, resume: bool = False, quiet: bool =
                        _base_template(cfg, base))
     except BaseException:
         if lock is not None:
-            lock.release()
+            lock.release(failing=True)
         cleanup(dist)
         raise
 

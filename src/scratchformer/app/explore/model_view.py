@@ -279,9 +279,12 @@ def load_explorable(path: str | Path) -> Checkpoint:
 
 
 def checkpoint_name(path: str | Path) -> str:
-    """A short name for the page's header: the run's and the checkpoint's folder (``copy/best``)."""
+    """A short name for the page's header: the run's and the checkpoint's folder (``copy/best``); a Hugging Face
+    folder's own name (``Qwen3-0.6B``), not its parent's."""
+    from scratchformer.interop.hf_folder import is_hf_folder
+
     path = Path(path).resolve()
-    return "/".join(path.parts[-2:])
+    return path.name if is_hf_folder(path) else "/".join(path.parts[-2:])
 
 
 __all__ = ["DECIMALS", "DEFAULT_LIMITS", "MAX_CHARS", "MAX_TOKENS", "OPTIONS", "Limits", "RequestError",

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from scratchformer.app.export.formats import ExportError, _atomic_dir, _destination
-from scratchformer.app.export.gguf_vocab import gguf_vocab, pre_tokenizer
+from scratchformer.app.export.gguf_vocab import GGUFVocab, gguf_vocab, pre_tokenizer
 from scratchformer.extras import require
 from scratchformer.interop.hf_folder import LLAMA_SETTINGS
 from scratchformer.models import GPT
@@ -209,7 +209,7 @@ def _keys(writer, target: CppArch, model: GPT) -> None:
         writer.add_vocab_size(cfg.vocab_size)
 
 
-def _tokenizer_keys(writer, tokenizer: object, vocab_size: int) -> None:
+def _tokenizer_keys(writer, tokenizer: object, vocab_size: int, chat_template: str | None) -> GGUFVocab:
     vocab = gguf_vocab(tokenizer)
     if getattr(tokenizer, "kind", None) == "pretrained":  # a model's output rows past its tokenizer (Qwen3's)
         unused = range(len(vocab.tokens), vocab_size)
@@ -224,12 +224,16 @@ def _tokenizer_keys(writer, tokenizer: object, vocab_size: int) -> None:
     # llama.cpp's gpt2 tokenizer needs the key, and the gguf package writes no empty array: a character vocabulary
     # without merges gets one that never applies ("ĠĠ" would come only from a merge "Ġ Ġ", which is not there)
     writer.add_token_merges(vocab.merges or ["ĠĠ ĠĠ"])
-    for name, add in (("bos", writer.add_bos_token_id), ("eos", writer.add_eos_token_id),
-                      ("unk", writer.add_unk_token_id), ("pad", writer.add_pad_token_id)):
+    keys = {"bos": writer.add_bos_token_id, "eos": writer.add_eos_token_id, "unk": writer.add_unk_token_id,
+            "pad": writer.add_pad_token_id, "eot": writer.add_eot_token_id, "eom": writer.add_eom_token_id}
+    for name, add in keys.items():
         if name in vocab.specials:  # a pretrained byte-level tokenizer has no <unk>, often no pad
             add(vocab.specials[name])
-    writer.add_add_bos_token(False)
+    writer.add_add_bos_token(vocab.add_bos)  # a prompt starts as the tokenizer starts it (Llama 3: with bos)
     writer.add_add_eos_token(False)
+    if chat_template:
+        writer.add_chat_template(chat_template)
+    return vocab
 
 
 def _add_tensor(writer, name: str, data: np.ndarray, gguf_type: str) -> str:
@@ -248,13 +252,15 @@ def _add_tensor(writer, name: str, data: np.ndarray, gguf_type: str) -> str:
 
 
 def export_gguf(model: torch.nn.Module, path: str | os.PathLike, *, tokenizer: object | None,
-                gguf_type: str = "f32") -> GGUFExport:
-    """Write ``model`` (a GPT) and ``tokenizer`` to the GGUF file ``path`` (atomically); see the module docstring."""
+                gguf_type: str = "f32", chat_template: str | None = None) -> GGUFExport:
+    """Write ``model`` (a GPT) and ``tokenizer`` to the GGUF file ``path`` (atomically); see the module docstring.
+    ``chat_template``: the Jinja chat template to carry (default: the tokenizer's own, a pretrained model's)."""
     if gguf_type not in GGUF_TYPES:
         raise ExportError(f"gguf_type={gguf_type!r} is not one of {', '.join(GGUF_TYPES)}")
     target = gguf_arch(model)
     if tokenizer is None:
-        raise ExportError("a GGUF file carries its tokenizer: pass the checkpoint's")
+        raise ExportError("a GGUF file carries the model's tokenizer, and none was given (tokenizer=None): pass the "
+                          "checkpoint's (load_checkpoint(path).tokenizer)")
     gguf_vocab(tokenizer)  # refuse an unmappable tokenizer before any work
     require("gguf", "gguf")
     import gguf
@@ -271,7 +277,8 @@ def export_gguf(model: torch.nn.Module, path: str | os.PathLike, *, tokenizer: o
         writer.add_name("scratchformer")
         writer.add_file_type(file_type)
         _keys(writer, target, model)
-        _tokenizer_keys(writer, tokenizer, model.config.vocab_size)
+        template = chat_template or getattr(tokenizer, "chat_template", None)
+        vocab = _tokenizer_keys(writer, tokenizer, model.config.vocab_size, template)
         kinds = [_add_tensor(writer, name, data, gguf_type) for name, data in tensors.items()]
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
@@ -280,4 +287,5 @@ def export_gguf(model: torch.nn.Module, path: str | os.PathLike, *, tokenizer: o
         os.replace(tmp / path.name, path)
     if gguf_type == "q8_0" and "f16" in kinds:
         notes.append(f"{kinds.count('f16')} matrices with rows not a multiple of 32 kept as f16")
+    notes += vocab.notes() + (["chat template"] if template else [])
     return GGUFExport(path, target.name, "; ".join(notes))

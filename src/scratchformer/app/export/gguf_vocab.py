@@ -14,9 +14,13 @@ by rank. Two of this project's tokenizers map onto that exactly:
 
 The special tokens (``<pad>``, ``<bos>``, ``<eos>``, ``<unk>``, ``<mask>``) are control tokens at their ids;
 no bos is added to a prompt (the language models here are trained without one). A pretrained model's own
-byte-level BPE (GPT-2's, Llama 3's, Qwen3's) is copied with its special tokens and the ids its config names, its
+byte-level BPE (GPT-2's, Llama 3's, Qwen3's) is copied with its special tokens and the ids its folder names, its
 word-splitting regex named for llama.cpp (``pre_tokenizer``); WordPiece (BERT's) has no llama.cpp counterpart and is
-refused.
+refused. What the folder's tokenizer does by itself, llama.cpp is told to do: ``add_bos_token`` is true where its
+post-processor puts bos before every text (Llama 3's ``<|begin_of_text|>``), and a tokenizer that adds anything
+else around a text is refused. Its end-of-generation ids go in the keys llama.cpp stops at: the eos, then the others
+as ``eot`` and ``eom`` (llama.cpp has these three; it also stops at any token it knows by name, ``<|eot_id|>``,
+``<|im_end|>``, ...); ``stops`` says which of the tokenizer's ids a file holds.
 """
 
 from __future__ import annotations
@@ -46,7 +50,19 @@ class GGUFVocab:
     tokens: list[str]
     types: list[int]
     merges: list[str]
-    specials: dict[str, int]  # bos, eos, unk, pad -> id
+    specials: dict[str, int]  # bos, eos, unk, pad, eot, eom -> id
+    add_bos: bool = False  # llama.cpp puts bos before a prompt, as the tokenizer does
+    unkept: tuple[int, ...] = ()  # end-of-generation ids beyond the three keys (llama.cpp may know them by name)
+
+    def notes(self) -> list[str]:
+        """What the export says of the tokenizer's special ids."""
+        stops = [str(self.specials[k]) for k in ("eos", "eot", "eom") if k in self.specials]
+        notes = [f"adds bos {self.specials['bos']}"] if self.add_bos else []
+        notes += [f"stops at {', '.join(stops)}"] if stops else []
+        if self.unkept:
+            notes.append(f"end-of-generation ids {list(self.unkept)} have no key left (llama.cpp stops at them only if "
+                         "it knows their names)")
+        return notes
 
 
 def gguf_vocab(tokenizer: object) -> GGUFVocab:
@@ -59,12 +75,30 @@ def gguf_vocab(tokenizer: object) -> GGUFVocab:
     else:
         raise ExportError(f"tokenizer={kind} has no llama.cpp counterpart (byte-level BPE and characters do): "
                           "export without a tokenizer is not supported for GGUF")
-    if kind == "pretrained":  # a model's own (Llama's, Qwen3's, GPT-2's): the ids its config names, no others
-        vocab.specials = {k.removesuffix("_id"): v for k, v in tokenizer.given.items()}
+    if kind == "pretrained":  # a model's own (Llama's, Qwen3's, GPT-2's): the ids its folder names, no others
+        _pretrained_specials(vocab, tokenizer)
     else:
         vocab.specials = {"bos": tokenizer.bos_id, "eos": tokenizer.eos_id, "unk": tokenizer.unk_id,
                           "pad": tokenizer.pad_id}
     return vocab
+
+
+def _pretrained_specials(vocab: GGUFVocab, tokenizer) -> None:
+    """A folder's bos, pad and end-of-generation ids, and whether its tokenizer adds bos (module docstring)."""
+    before, after = tokenizer.added_around()
+    if after or before not in ([], [tokenizer.bos_id]):
+        raise ExportError(f"this tokenizer adds ids {before} before and {after} after every text, which llama.cpp "
+                          "does not (it can add bos only)")
+    vocab.add_bos = bool(before)
+    given = tokenizer.given
+    vocab.specials = {"bos": given["bos_id"]} if "bos_id" in given else {}
+    if tokenizer.has_pad:
+        vocab.specials["pad"] = tokenizer.pad_id
+    stops = list(tokenizer.eos_ids)
+    if stops:
+        others = [i for i in stops if i != tokenizer.eos_id]
+        vocab.specials |= {"eos": tokenizer.eos_id, **dict(zip(("eot", "eom"), others))}
+        vocab.unkept = tuple(others[2:])
 
 
 # llama.cpp's names for the word-splitting regexes of byte-level BPE tokenizers (tokenizer.ggml.pre): a fragment of

@@ -44,7 +44,7 @@ from scratchformer.interop.hf_models import (
     to_hugging_face,
     transformers_module,
 )
-from scratchformer.interop.hf_tokenizers import check_tokenizer, hf_tokenizer_files
+from scratchformer.interop.hf_tokenizers import check_tokenizer, generation_ids, hf_tokenizer_files
 from scratchformer.nn.config import ModelConfig
 from scratchformer.tokenizers import SPECIAL_TOKENS
 
@@ -226,17 +226,19 @@ def export_hf(ckpt: str | os.PathLike, out: str | os.PathLike, *, hf_class: str 
     if out.exists() and not force:
         raise HFExportError(f"{out} exists; choose another --out or add --force")
     loaded = load_checkpoint(ckpt)
+    loaded.check_tokenizer("export --format hf")  # the export carries the tokenizer: refused before any work
     model = loaded.model
     hf_class = check_exportable(model, hf_class, loaded.task)
     transformers = transformers_module()
     ckpt_dir = resolve(ckpt)
     labels = loaded.extra.get("labels")
+    chat = loaded.chat_template  # an instruction-tuned run's own, else its tokenizer's (a folder's)
 
     out.parent.mkdir(parents=True, exist_ok=True)
     with staging_dir(out) as tmp, _quiet(transformers):
-        ids = {k: getattr(loaded.tokenizer, f"{k}_id") for k in ("bos", "eos", "pad")}  # a Llama's config names them
+        ids = generation_ids(loaded.tokenizer) if hf_class in GPT_CLASSES else None  # bos, every eos, a pad
         to_hugging_face(model, hf_class, labels=labels, special_ids=ids).save_pretrained(str(tmp))
-        for name, text in hf_tokenizer_files(loaded.tokenizer, loaded.model_config).items():
+        for name, text in hf_tokenizer_files(loaded.tokenizer, loaded.model_config, chat).items():
             (tmp / name).write_text(text, encoding="utf-8")
 
         reloaded = getattr(transformers, hf_class).from_pretrained(str(tmp)).eval()
@@ -245,7 +247,7 @@ def export_hf(ckpt: str | os.PathLike, out: str | os.PathLike, *, hf_class: str 
         if not diff <= TOLERANCE * max(1.0, scale):  # also catches NaN
             raise HFExportError(f"the exported {hf_class} differs from the checkpoint by {diff:.2e} (largest output "
                                 f"{scale:.3g}); nothing was written")
-        check_tokenizer(loaded.tokenizer, tmp)
+        check_tokenizer(loaded.tokenizer, tmp, chat)
         result = HFExport(out, hf_class, diff, scale)
         meta = {"model": loaded.model_config.to_dict(), **loaded.extra} if "folder" in loaded.extra else None
         card = model_card(ckpt_dir, meta or read_meta(ckpt_dir), hf_class, result, _exact_notes(loaded.model_config,

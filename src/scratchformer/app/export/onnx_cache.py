@@ -11,7 +11,11 @@ decodes from:
                                        values are projected once per sentence
                         decoder.onnx   input_ids (B, T), src_mask (B, S), past_key_i / past_value_i,
                                        cross_key_i / cross_value_i  ->  logits (B, V), present_key_i / present_value_i
-    both                manifest.json  the shapes and ids the loop needs (and a character vocabulary, if any)
+    both                manifest.json  the shapes and ids the loop needs (every end-of-generation id; a character
+                                       vocabulary, if any)
+                        tokenizer.json the tokenizer as the ``tokenizers`` library reads it, with tokenizer_config.json
+                                       and special_tokens_map.json (its special tokens, its chat template: the files
+                                       of a Hugging Face export, ``interop/hf_tokenizers.py``), given a tokenizer
 
 One decoder graph serves the prompt and every later step: the first call passes a past of length P = 0.
 Every axis but H and D is dynamic (batch, prompt, past, source). Masks are int64, 1 = real token (left padding
@@ -142,22 +146,26 @@ def manifest_of(model: GPT | Seq2SeqTransformer, tokenizer: object | None = None
             # "n_heads": the heads of the cache (n_kv_heads, with grouped-query attention)
             "n_layers": len(model.decoder.layers), "n_heads": cfg.kv_heads, "head_dim": cfg.head_dim,
             "max_len": cfg.max_len, "vocab_size": cfg.target_vocab_size, "pad_id": cfg.pad_id,
-            "bos_id": 1, "eos_id": 2, "tokenizer": None}
+            "bos_id": 1, "eos_id": 2, "eos_ids": [2], "tokenizer": None}
     if tokenizer is not None:
         info["bos_id"], info["eos_id"] = tokenizer.bos_id, tokenizer.eos_id
-        if getattr(tokenizer, "kind", None) == "char":  # small enough to carry: text in, text out without torch
-            info["tokenizer"] = {"kind": "char", "tokens": [tokenizer.id_to_token(i)
-                                                            for i in range(tokenizer.vocab_size)],
-                                 "n_special": len(tokenizer.specials), "unk_id": tokenizer.unk_id}
-        else:
-            info["tokenizer"] = {"kind": getattr(tokenizer, "kind", "unknown"), "file": "tokenizer.json"}
+        info["eos_ids"] = list(tokenizer.eos_ids)  # where a generation stops: every id (Llama 3.1 has three)
+        kind = getattr(tokenizer, "kind", "unknown")
+        # text in and out: tokenizer.json, through the tokenizers library; a scratchformer tokenizer reads text that
+        # spells "<eos>" as characters (split_special_tokens), a pretrained one as its token
+        info["tokenizer"] = {"kind": kind, "file": "tokenizer.json", "split_special_tokens": kind != "pretrained"}
+        if kind == "char":  # small enough to carry: text in, text out with numpy alone
+            info["tokenizer"] |= {"tokens": [tokenizer.id_to_token(i) for i in range(tokenizer.vocab_size)],
+                                  "n_special": len(tokenizer.specials), "unk_id": tokenizer.unk_id}
     return info
 
 
 def export_onnx_cached(model: nn.Module, folder: str | os.PathLike, *, tokenizer: object | None = None,
-                       opset: int | None = None) -> Path:
+                       opset: int | None = None, chat_template: str | None = None) -> Path:
     """Write ``folder`` (which must not exist): the cached graphs, ``manifest.json``, a copy of the torch-free
-    decoding loop (``onnx_decode.py``) and, given a tokenizer, its ``tokenizer.json``. Returns the folder."""
+    decoding loop (``onnx_decode.py``) and, given a tokenizer, its files (``tokenizer.json`` as the ``tokenizers``
+    library reads it, ``tokenizer_config.json`` with ``chat_template``, default the tokenizer's own). Returns the
+    folder."""
     model = _check(model)
     require("onnxscript", "onnx")
     folder = Path(folder)
@@ -191,7 +199,10 @@ def export_onnx_cached(model: nn.Module, folder: str | os.PathLike, *, tokenizer
         (tmp / MANIFEST).write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         loop = Path(__file__).with_name("onnx_decode.py")
         (tmp / "onnx_decode.py").write_bytes(loop.read_bytes())
-        if tokenizer is not None and hasattr(tokenizer, "save"):
-            tokenizer.save(tmp)
+        if tokenizer is not None:
+            from scratchformer.interop.hf_tokenizers import hf_tokenizer_files
+
+            for name, text in hf_tokenizer_files(tokenizer, cfg, chat_template).items():
+                (tmp / name).write_text(text, encoding="utf-8")
         publish_dir(tmp, folder)  # the whole folder appears at once
     return folder

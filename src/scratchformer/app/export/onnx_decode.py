@@ -2,8 +2,11 @@
 
 It imports nothing from scratchformer: the export copies it next to ``manifest.json`` and the ``.onnx`` files::
 
-    python onnx_decode.py FOLDER --prompt "ROMEO:" --max-new-tokens 100     # a GPT with a character vocabulary
+    python onnx_decode.py FOLDER --prompt "ROMEO:" --max-new-tokens 100     # text in and out (a GPT)
     python onnx_decode.py FOLDER --ids 1 17 23 --beam 4                     # any model, token ids in and out
+
+Text goes through the folder's ``tokenizer.json`` and the ``tokenizers`` library (a character vocabulary, carried in
+the manifest, needs numpy alone); a GPT stops at any of its end-of-generation ids.
 
     model = CachedModel("FOLDER")
     generate(model, [[5, 6, 7]], 128)  # GPT: greedy, or do_sample=True, temperature, top_k, top_p, seed
@@ -61,18 +64,33 @@ class CachedModel:
         logits, *present = self.sessions["decoder"].run(None, feeds)
         return logits, present
 
-    def encode_text(self, text: str) -> list[int]:
-        """A character vocabulary's ids of ``text`` (unknown characters -> ``<unk>``)."""
-        stoi = {t: i for i, t in enumerate(self._chars()["tokens"]) if i >= self._chars()["n_special"]}
-        return [stoi.get(c, self._chars()["unk_id"]) for c in text]
 
-    def decode_text(self, ids: list[int]) -> str:
-        return "".join(self._chars()["tokens"][i] for i in ids if i >= self._chars()["n_special"])
+class Text:
+    """Text to ids and back: ``tokenizer.json`` through the ``tokenizers`` library, or the manifest's characters."""
 
-    def _chars(self) -> dict:
-        if (self.manifest.get("tokenizer") or {}).get("kind") != "char":
-            raise ValueError("this export has no character vocabulary: pass token ids (see its tokenizer.json)")
-        return self.manifest["tokenizer"]
+    def __init__(self, folder: str | Path, info: dict) -> None:
+        self.info, self.backend, path = info, None, Path(folder) / info.get("file", "tokenizer.json")
+        if info.get("kind") == "char":  # numpy alone
+            self.stoi = {t: i for i, t in enumerate(info["tokens"]) if i >= info["n_special"]}
+            return
+        if not info or not path.is_file():
+            raise SystemExit("error: this export has no tokenizer.json: pass token ids (--ids)")
+        try:
+            from tokenizers import Tokenizer
+        except ImportError:  # one line, no traceback
+            raise SystemExit("error: text needs the tokenizers package (pip install tokenizers); or --ids") from None
+        self.backend = Tokenizer.from_file(str(path))
+        self.backend.encode_special_tokens = bool(info.get("split_special_tokens"))  # "<eos>" in text: text
+
+    def encode(self, text: str) -> list[int]:  # with the tokenizer's own special tokens (Llama 3's bos)
+        if self.backend is None:
+            return [self.stoi.get(c, self.info["unk_id"]) for c in text]  # an unknown character: <unk>
+        return self.backend.encode(text).ids
+
+    def decode(self, ids: list[int]) -> str:
+        if self.backend is None:
+            return "".join(self.info["tokens"][i] for i in ids if i >= self.info["n_special"])
+        return self.backend.decode(ids, skip_special_tokens=True)
 
 
 def filter_logits(logits: np.ndarray, top_k: int | None, top_p: float | None) -> np.ndarray:
@@ -113,11 +131,12 @@ def next_token(logits: np.ndarray, do_sample: bool, temperature: float, top_k: i
 
 def generate(model: CachedModel, input_ids, max_new_tokens: int, *, do_sample: bool = False,
              temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
-             eos_id: int | None = None, seed: int | None = None, attention_mask=None,
+             eos_id=None, seed: int | None = None, attention_mask=None,
              step_logits: list | None = None) -> np.ndarray:
     """Continue ``input_ids (B, T)`` -> ``(B, T + new)``, as ``scratchformer.generation.generate``. ``attention_mask
     (B, T)``: 1 = real token, 0 = left padding. Past ``max_len``, a sliding window of the last ``max_len`` tokens.
-    ``step_logits``: a list to append each step's ``(B, V)`` logits to."""
+    ``eos_id``: one id or several (a row that emitted one keeps emitting the first). ``step_logits``: a list to append
+    each step's ``(B, V)`` logits to."""
     ids = np.asarray(input_ids, dtype=np.int64)
     B, T = ids.shape
     if T == 0:
@@ -126,7 +145,8 @@ def generate(model: CachedModel, input_ids, max_new_tokens: int, *, do_sample: b
     tokens = np.concatenate([ids, np.zeros((B, max_new_tokens), np.int64)], 1)
     mask = np.ones_like(tokens)
     mask[:, :T] = 1 if attention_mask is None else np.asarray(attention_mask, dtype=np.int64)
-    finished = np.zeros(B, bool) if eos_id is not None else None
+    stops = np.atleast_1d(np.asarray([] if eos_id is None else eos_id, np.int64))
+    finished = np.zeros(B, bool) if len(stops) else None
     past, cur = None, T
     for _ in range(max_new_tokens):
         if cur <= model.max_len:  # what the cache has not seen yet: the whole prompt at first
@@ -139,8 +159,8 @@ def generate(model: CachedModel, input_ids, max_new_tokens: int, *, do_sample: b
             step_logits.append(logits)
         nxt = next_token(logits, do_sample, temperature, top_k, top_p, rng)
         if finished is not None:
-            nxt = np.where(finished, eos_id, nxt)
-            finished |= nxt == eos_id
+            nxt = np.where(finished, stops[0], nxt)
+            finished |= np.isin(nxt, stops)
         tokens[:, cur] = nxt
         cur += 1
         if finished is not None and finished.all():
@@ -277,7 +297,7 @@ class _BeamState:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description="Decode an exported scratchformer model with onnxruntime (no PyTorch).")
     p.add_argument("folder")
-    p.add_argument("--prompt", help="text (a character vocabulary only)")
+    p.add_argument("--prompt", help="text (read with the export's tokenizer)")
     p.add_argument("--ids", type=int, nargs="+", help="prompt (GPT) or source (encoder-decoder) token ids")
     for flag, kind, default in (("--max-new-tokens", int, 100), ("--temperature", float, 0.0), ("--top-k", int, None),
                                 ("--top-p", float, None), ("--seed", int, None)):
@@ -285,15 +305,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--beam", type=int, default=1, help="encoder-decoder: beam size (1 = greedy)")
     a = p.parse_args(argv)
     model = CachedModel(a.folder)
-    ids = a.ids if a.ids else model.encode_text(a.prompt or "")
+    text = Text(a.folder, model.manifest.get("tokenizer") or {}) if a.prompt is not None else None
+    ids = a.ids if text is None else text.encode(a.prompt) or [model.bos_id]  # an empty prompt: the bos token
     if model.manifest["decoder_only"]:  # a decoder alone continues a prompt; an encoder-decoder translates
-        out = generate(model, [ids], a.max_new_tokens, do_sample=a.temperature > 0, temperature=a.temperature,
-                       top_k=a.top_k, top_p=a.top_p, seed=a.seed)[0].tolist()
+        stops = model.manifest.get("eos_ids", [model.eos_id])  # where the model's generation ends
+        new = generate(model, [ids], a.max_new_tokens, do_sample=a.temperature > 0, temperature=a.temperature,
+                       top_k=a.top_k, top_p=a.top_p, seed=a.seed, eos_id=stops)[0, len(ids):].tolist()
+        out = ids + new[:next((i for i, t in enumerate(new) if t in stops), len(new))]  # up to the end
     else:
         src, mask = np.array([ids]), np.ones((1, len(ids)), np.int64)
         out = beam_search(model, src, mask, beam_size=a.beam) if a.beam > 1 else greedy_translate(model, src, mask)
         out = out[0]
-    print(model.decode_text(out) if a.prompt is not None else " ".join(map(str, out)))
+    print(text.decode(out) if text is not None else " ".join(map(str, out)))
 
 
 if __name__ == "__main__":

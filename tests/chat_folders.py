@@ -1,0 +1,93 @@
+"""Hugging Face folders whose tokenizer is whole, as a real download's is: a small byte-level BPE with its special
+tokens at the end of the vocabulary, a ``tokenizer_config.json`` that names bos, eos and pad and holds a Jinja chat
+template, and a ``config.json`` (and ``generation_config.json``) with several end-of-generation ids.
+
+Two styles, as the open models come:
+
+    llama3   splits words by Llama 3's regex and adds bos itself (a ``TemplateProcessing`` post-processor), as Llama 3's
+             ``tokenizer.json`` does; eos
+             ``<|turn_over|>`` (the chat's end), config eos ids [stop, call_over, turn_over], pad ``<|pad|>``
+    qwen3    adds nothing (Qwen3's); no bos token; eos ``<|turn_over|>``, pad ``<|stop|>``; config eos turn_over,
+             generation_config eos [turn_over, stop] and pad stop
+
+The special tokens' names are none that llama.cpp recognises by name (``<|eot_id|>``, ``<|im_end|>``, ...), so a test
+that llama.cpp stops on each of them proves the GGUF file says so. Weights: random, saved by ``transformers``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+V = 300
+SPECIALS = ["<|start|>", "<|stop|>", "<|call_over|>", "<|turn_over|>", "<|pad|>", "<|header|>", "<|header_end|>"]
+TEXT = ("the quick brown fox jumps over the lazy dog, and then some more words. Café, naïve, Straße; 3.14 + 2 = 5.14! "
+        "中文 字符 🙂 tabs\tand  spaces\n")
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}<|header|>{{ message['role'] }}<|header_end|>\n\n"
+    "{{ message['content'] | trim }}<|turn_over|>{% endfor %}"
+    "{% if add_generation_prompt %}<|header|>assistant<|header_end|>\n\n{% endif %}")
+# Llama 3's word-splitting regex, as its tokenizer.json holds it (llama.cpp knows it as "llama-bpe")
+LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+                r"\s*[\r\n]+|\s+(?!\S)|\s+")
+PROMPTS = ["Hello, world!", "the quick brown fox", "Café naïve 3.14\tStraße", "中文 🙂 and more", " two  spaces "]
+MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is the quick fox?"}]
+
+
+def _ids(name: str) -> int:
+    return V - len(SPECIALS) + SPECIALS.index(name)
+
+
+def write_chat_tokenizer(folder: Path, style: str = "llama3") -> dict:
+    """``tokenizer.json`` and ``tokenizer_config.json`` of ``style`` in ``folder``; returns the ids the model's
+    ``config.json`` should name (``bos_token_id``, ``eos_token_id``, ``pad_token_id``)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False) if style != "llama3" else \
+        pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(LLAMA3_SPLIT), behavior="isolated"),
+                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=V - len(SPECIALS), show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator([TEXT] * 50, trainer)
+    assert tok.get_vocab_size() == V - len(SPECIALS)
+    tok.add_special_tokens(SPECIALS)  # at the end, as Llama 3's and Qwen3's are
+    assert [tok.token_to_id(s) for s in SPECIALS] == [_ids(s) for s in SPECIALS]
+    if style == "llama3":
+        tok.post_processor = processors.TemplateProcessing(
+            single="<|start|> $A", pair="<|start|> $A <|start|> $B", special_tokens=[("<|start|>", _ids("<|start|>"))])
+        config = {"bos_token": "<|start|>", "eos_token": "<|turn_over|>", "pad_token": "<|pad|>"}
+        ids = {"bos_token_id": _ids("<|start|>"), "pad_token_id": _ids("<|pad|>"),
+               "eos_token_id": [_ids("<|stop|>"), _ids("<|call_over|>"), _ids("<|turn_over|>")]}
+    else:
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+        config = {"bos_token": None, "eos_token": "<|turn_over|>", "pad_token": "<|stop|>", "add_bos_token": False}
+        ids = {"bos_token_id": _ids("<|stop|>"), "eos_token_id": _ids("<|turn_over|>"), "pad_token_id": None}
+    tok.save(str(folder / "tokenizer.json"))
+    config |= {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 256,
+               "clean_up_tokenization_spaces": False, "chat_template": CHAT_TEMPLATE}
+    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return ids
+
+
+def make_chat_folder(folder: Path, style: str = "llama3", seed: int = 0) -> Path:
+    """A random Llama (``llama3``: grouped-query attention, untied) or Qwen3 folder of ``V`` tokens whose tokenizer is
+    whole (``write_chat_tokenizer``), with a ``generation_config.json`` naming the same end-of-generation ids."""
+    import torch
+    import transformers
+
+    folder.mkdir(parents=True, exist_ok=True)
+    ids = write_chat_tokenizer(folder, style)
+    small = dict(vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, max_position_embeddings=256, **ids)
+    torch.manual_seed(seed)
+    if style == "llama3":
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**small, tie_word_embeddings=False))
+    else:
+        model = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**small, head_dim=32, tie_word_embeddings=True))
+    generation = ids if style == "llama3" else {**ids, "eos_token_id": [_ids("<|turn_over|>"), _ids("<|stop|>")],
+                                                 "pad_token_id": _ids("<|stop|>")}  # as Qwen3's folders have it
+    model.generation_config = transformers.GenerationConfig(**generation)
+    model.eval().save_pretrained(folder)
+    return folder
