@@ -38,10 +38,14 @@ def train(run: Resolved, out_dir: str | Path, *, resume: bool = False, echo: Cal
 
     ``run``: the settings, resolved (``settings.resolve``, or for ``resume`` the run's own,
     ``settings.resume_settings``), with the data files. ``echo``: where the run's lines go (standard error)."""
+    from scratchformer.distributed import launched_processes
     from scratchformer.train.fine_tune import starting_point
+    from scratchformer.train.fsdp import sharded_run
 
+    sharded = sharded_run(run, launched_processes())  # shard=fsdp: what cannot be, refused before anything starts
     base = starting_point(run) if run.train.init_from else None  # refused here, before any file is written or read
-    with open_run(Path(out_dir), run.train, resume=resume, quiet=quiet, echo=echo, base=base) as session:
+    with open_run(Path(out_dir), run.train, resume=resume, quiet=quiet, echo=echo, base=base,
+                  sharded=sharded) as session:
         data = load_data(run.task, run.train, run.data, tokenizer=session.tokenizer, dist=session.dist,
                          say=session.log, quiet=quiet, template=session.template,
                          base=base.path if base is not None else None)
@@ -68,4 +72,6 @@ def trainer_for(session: Session, run: Resolved, data: TaskData) -> Trainer:
     elif cfg.trainable != "all":
         trained, total = apply_trainable(model, cfg.trainable)
         session.log(f"trainable={cfg.trainable}: {trained:,} of {total:,} weights train, the others are frozen")
+    if cfg.shard == "fsdp" and not session.sharded:
+        session.log("shard=fsdp on one process: the model is whole here; the run's checkpoints stay sharded")
     return Trainer(task, model, run, session)
