@@ -64,7 +64,13 @@ def trainer_for(session: Session, run: Resolved, data: TaskData) -> Trainer:
     base = session.base
     run = fitted_to_base(run, base) if base is not None else run  # inputs no longer than the base reads
     task = make_task(cfg, run.model, data, session.log)
-    model = fine_tuned(run, task, base, session.log) if base is not None else build_model(task.model_config)
+    model, fill = None, None
+    if base is not None and session.sharded:  # a large base: built on the meta device, filled once sharded
+        from scratchformer.train.fsdp_init import sharded_start
+
+        model, fill = sharded_start(run, task, base, session.log)
+    if model is None:
+        model = fine_tuned(run, task, base, session.log) if base is not None else build_model(task.model_config)
     if cfg.lora_rank:
         from scratchformer.train.lora import apply_lora
 
@@ -74,4 +80,4 @@ def trainer_for(session: Session, run: Resolved, data: TaskData) -> Trainer:
         session.log(f"trainable={cfg.trainable}: {trained:,} of {total:,} weights train, the others are frozen")
     if cfg.shard == "fsdp" and not session.sharded:
         session.log("shard=fsdp on one process: the model is whole here; the run's checkpoints stay sharded")
-    return Trainer(task, model, run, session)
+    return Trainer(task, model, run, session, fill)

@@ -26,9 +26,9 @@ def accumulate_gradients(task: Task, model: nn.Module, shards: list[Batch], coun
 
     Each micro-batch's summed loss is divided by ``count``, the number of loss terms in the *global*
     batch, so micro-batches of different sizes (or token counts) add up to exactly the full-batch
-    gradient. With DDP (FSDP), gradients are only all-reduced (reduce-scattered) on the last micro-batch
-    (``sync_paused``). ``amp``: the
-    run's precision (autocast, and fp16's loss scaling; ``precision.py``); None = fp32.
+    gradient. Across processes (DDP, or FSDP2's shards), gradients are only averaged on the last micro-batch
+    (``sync_paused``). ``amp``: the run's precision (autocast, and fp16's loss scaling; ``precision.py``); None =
+    fp32.
     """
     amp = amp or MixedPrecision("fp32", device)
     total = 0.0
@@ -40,7 +40,7 @@ def accumulate_gradients(task: Task, model: nn.Module, shards: list[Batch], coun
         with sync_paused(model) if world_size > 1 and not last else contextlib.nullcontext():
             with amp.autocast():
                 loss_sum = task.loss_sum(model, shard, label_smoothing)
-            # DDP averages gradients over ranks, hence the factor world_size
+            # DDP (and FSDP2) average gradients over ranks, hence the factor world_size
             amp.backward(loss_sum * (world_size / count))
         total += loss_sum.item()
     return total

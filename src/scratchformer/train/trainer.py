@@ -27,6 +27,7 @@ import dataclasses
 import math
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -59,11 +60,13 @@ __all__ = ["Trainer"]
 class Trainer:
     """One run. ``run()`` goes through the stages of the module docstring in order."""
 
-    def __init__(self, task: Task, model: nn.Module, run: Resolved, session: Session) -> None:
+    def __init__(self, task: Task, model: nn.Module, run: Resolved, session: Session,
+                 fill: Callable[[nn.Module], None] | None = None) -> None:
+        """``fill``: what gives a model built on the meta device its weights once it is sharded (``fsdp_init.py``)."""
         self.task, self.run_settings, self.session = task, run, session
         self.cfg, self.out, self.device, self.info = run.train, session.out, session.device, session.dist
         self.progress, self.log = session.progress, session.progress.say
-        self.model, self.model_cfg = model.to(self.device), model.config
+        self.model, self.model_cfg = model if fill else model.to(self.device), model.config
         self.started, self.step = time.perf_counter(), 0  # step: optimizer steps taken
         self.best_score, self.bad_evals = math.inf, 0  # best_score: lower is better (see score)
         self.spent_before = 0.0  # training seconds of earlier sessions (a resumed run's time budget)
@@ -75,6 +78,8 @@ class Trainer:
         self.root = self.task.training_module(self.model)  # what the steps call (sharded first: the optimizer's)
         self.train_model = training_module(self.root, self.info, self.device, self.cfg.compile,
                                            (self.model, self.cfg.precision) if self.sharded else None)
+        if fill is not None:  # each process allocates its rows, then reads them from the base
+            fill(self.model.to_empty(device=self.device))
         self.fresh_optimizer()
         self.history = CheckpointHistory(self.out / "history", self.cfg.average_last) if self.cfg.average_last else None
 
