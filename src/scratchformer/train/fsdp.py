@@ -6,9 +6,10 @@ process, and so are its gradient and its AdamW moments. A block's weights are ga
 (forward, and again for the backward) and freed right after, its gradient reduced and scattered back to the pieces.
 Per process, in float32 with AdamW (4 bytes a weight, 4 a gradient, 8 the two moments), for P weights on N processes:
 
-    DDP        16 P                          (Qwen3-0.6B: about 9.6 GB in every process)
-    fsdp       16 P / N + 8 B                (B: the weights of the largest block, whole while it runs and its
-                                              gradient before it is reduced; 2 processes: about 4.9 GB each)
+    DDP        16 P                          (Qwen3-0.6B: 9.5 GB in every process)
+    fsdp       16 P / N + 8 (R + B)          R: the root's weights, which FSDP2 keeps gathered from the forward to
+                                             the backward pass; B: the largest block's, gathered while it runs; each
+                                             with its gradient until it is reduced (Qwen3-0.6B on 4: 3.8 GB each)
 
 Each process takes an equal share of every batch, as under DDP, and the gradients are averaged the same way, so
 a sharded run computes what one process computes (``tests/test_fsdp.py``). ``precision=bf16`` is FSDP2's own mixed

@@ -9,19 +9,16 @@ optimizer's moments) on however many processes it runs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from scratchformer.checkpoint import save_checkpoint, write_beside_weights
-
-if TYPE_CHECKING:
-    from scratchformer.train.trainer import Trainer
 
 __all__ = ["load_run_state", "save_run"]
 
 
-def save_run(trainer: Trainer, name: str, step: int, extra: dict[str, Any]) -> None:
-    """Save ``trainer``'s checkpoint ``name`` (``extra``: an averaged/ checkpoint's record, saved without the
-    trainer's state). Rank 0 alone, or every process for a sharded run."""
+def save_run(trainer: Any, name: str, step: int, extra: dict[str, Any]) -> None:
+    """Save the checkpoint ``name`` of ``trainer`` (the run's ``trainer.Trainer``); ``extra``: an averaged/
+    checkpoint's record, saved without the trainer's state. Rank 0 alone, or every process for a sharded run."""
     sharded = trainer.cfg.shard == "fsdp"  # the run's layout, whatever the number of processes now
     if not (trainer.info.is_main or trainer.sharded):
         return
@@ -45,7 +42,7 @@ def save_run(trainer: Trainer, name: str, step: int, extra: dict[str, Any]) -> N
                                                             full if state is not None else None, extra), trainer.info)
 
 
-def load_run_state(trainer: Trainer, state: dict[str, Any]) -> None:
+def load_run_state(trainer: Any, state: dict[str, Any]) -> None:
     """Put a resumed run's ``trainer`` where its checkpoint's ``state`` left it (its weights are loaded already)."""
     if "optimizer" in state:  # a sharded checkpoint's was restored with the weights (fsdp_checkpoint.py)
         trainer.optimizer.load_state_dict(state["optimizer"])
