@@ -7,6 +7,7 @@
             paper_train.py (trains paper.py on the copy task: it imports torch and paper, run beside it)
     rank -1.5 families.py (the family registry: what each model family is)
     rank -1 registry.py (the task registry: what each task is)   distributed.py (torchrun's processes)
+            sharded.py (a shard=fsdp run's checkpoint: each process's shard, read back whole or by rows)
     rank 0  nn/ (the paper's blocks)   tokenizers/   metrics.py
     rank 1  models/ (the families' models, from nn/)   data/ (files by role -> tokenizer -> prepared corpora -> views)
     rank 1.5 interop/ (weights between scratchformer and other implementations: torch.nn, Hugging Face)
@@ -35,7 +36,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "scratchformer"
 RANKS = {"lazy": -2, "extras": -2, "errors": -3, "atomic": -2, "paper": -2, "families": -1.5, "registry": -1,
-         "distributed": -1, "nn": 0,
+         "distributed": -1, "sharded": -1, "nn": 0,
          "tokenizers": 0, "metrics": 0, "models": 1, "data": 1, "settings": 2, "checkpoint": 2, "generation": 2,
          "interop": 1.5, "adapters": 1.75, "model_source": 1.9, "tasks": 3, "train": 4, "inference": 4,
          "benchmarks": 4.5, "app": 5}

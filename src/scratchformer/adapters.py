@@ -33,6 +33,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from scratchformer.errors import ConfigError
+from scratchformer.sharded import SHARDS
 
 __all__ = ["BaseRecord", "LoRARecord", "check_base", "fill_from_base", "fingerprint", "header_digest", "lora_record",
            "own_state"]
@@ -87,8 +88,11 @@ def own_state(model: nn.Module) -> dict[str, Tensor]:
 
 
 def weight_files(folder: Path) -> list[Path]:
-    """The weight files of a checkpoint or model folder: its ``*.safetensors`` (a pickle is never read)."""
-    return sorted(folder.glob("*.safetensors"))
+    """The weight files of a checkpoint or model folder: its ``*.safetensors`` (a pickle is never read), or a sharded
+    checkpoint's shards and their index (``sharded.py``)."""
+    shards = folder / SHARDS
+    return sorted(folder.glob("*.safetensors")) + (sorted(p for p in shards.iterdir() if p.is_file())
+                                                   if shards.is_dir() else [])
 
 
 def fingerprint(folder: Path) -> str:
@@ -109,6 +113,8 @@ def header_digest(folder: Path) -> str:
     for file in weight_files(folder):
         stat = file.stat()
         digest.update(json.dumps([file.name, stat.st_size, stat.st_mtime_ns]).encode())
+        if file.suffix != ".safetensors":  # a shard: its size and time alone
+            continue
         with file.open("rb") as f:
             head = f.read(8)
             size = struct.unpack("<Q", head)[0] if len(head) == 8 else 0

@@ -7,6 +7,8 @@ folder of a Llama, Qwen3 or GPT-2 model loads as a checkpoint too (``interop/hf_
     CKPT/config.json         {"model": ModelConfig, "train": training settings, "step": ..., "labels": [...]}
     CKPT/tokenizer.json      the tokenizer (none for a ViT: it reads pixels; its image size is in the model config)
     CKPT/trainer_state.pt    optimizer state, step, early-stopping state (torch.load(weights_only=True))
+    CKPT/shards/             instead of model.safetensors, a ``shard=fsdp`` run's weights and optimizer state, a file
+                             per process (``sharded.py``), read back whole by the loaders here
 
 A run directory keeps ``last/`` (the most recent) and ``best/`` (best validation ``select_by``). Writing goes
 to a temporary sibling directory that is renamed into place, so a crash (even SIGKILL) mid-write leaves
@@ -44,7 +46,7 @@ from scratchformer.tokenizers import Tokenizer
 
 __all__ = ["Checkpoint", "CheckpointError", "ModelSource", "checkpoint_tokenizer", "find_checkpoint", "find_source",
            "load_checkpoint", "load_model", "load_trainer_state", "load_weights", "read_meta", "resolve",
-           "save_checkpoint"]
+           "save_checkpoint", "write_beside_weights"]
 
 
 @dataclass
@@ -89,18 +91,27 @@ def save_checkpoint(directory: Path, model: nn.Module, tokenizer: Tokenizer | No
 
     directory = Path(directory)
     with atomic_dir(directory, f"the checkpoint {directory.name}/", _nbytes(own_state(model), trainer_state)) as tmp:
-        lora = lora_record(model)
-        if lora is None:
+        if lora_record(model) is None:
             save_model(model, str(tmp / "model.safetensors"))
         else:  # the adapters and what trained beside them; the base is named, not copied (adapters.py)
             save_file({n: t.contiguous() for n, t in own_state(model).items()}, str(tmp / "model.safetensors"))
-        meta = {"model": model_config.to_dict(), "train": dict(train), "step": step, **(extra or {}),
-                **({"lora": lora.to_dict()} if lora else {})}
-        (tmp / "config.json").write_text(json.dumps(meta, indent=2))
-        if tokenizer is not None:
-            tokenizer.save(tmp)
-        if trainer_state is not None:
-            torch.save(trainer_state, tmp / "trainer_state.pt")
+        write_beside_weights(tmp, model, tokenizer, model_config, train, step, trainer_state, extra)
+
+
+def write_beside_weights(tmp: Path, model: nn.Module, tokenizer: Tokenizer | None, model_config: ModelConfig,
+                         train: dict[str, Any], step: int, trainer_state: dict[str, Any] | None = None,
+                         extra: dict[str, Any] | None = None) -> None:
+    """A checkpoint's files other than its weights, into the directory ``tmp``: ``config.json`` (with a LoRA run's
+    record), the tokenizer and the trainer's state. The weights are ``model.safetensors`` or, for a sharded run,
+    its shards (``sharded.py``)."""
+    lora = lora_record(model)
+    meta = {"model": model_config.to_dict(), "train": dict(train), "step": step, **(extra or {}),
+            **({"lora": lora.to_dict()} if lora else {})}
+    (tmp / "config.json").write_text(json.dumps(meta, indent=2))
+    if tokenizer is not None:
+        tokenizer.save(tmp)
+    if trainer_state is not None:
+        torch.save(trainer_state, tmp / "trainer_state.pt")
 
 
 def _nbytes(*values: Any) -> int:

@@ -32,9 +32,14 @@ class DistInfo:
         return self.world_size > 1
 
 
+def launched_processes() -> int:
+    """How many processes torchrun started for this run (1 without torchrun), before any group is joined."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def init_distributed(device: torch.device) -> DistInfo:
     """Join the process group if launched by torchrun; a single process otherwise."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    world = launched_processes()
     if world <= 1:
         return DistInfo()
     rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))

@@ -47,6 +47,7 @@ class Parts:
     final_norm: str  # the norm after the blocks (pre-LN); a post-LN model has none
     head: tuple[str, ...]  # the output layer: the first of these the model has (a tied one is the token embedding)
     pooler: str = ""  # BERT's pooler before the head, where the model has one
+    earlier_blocks: tuple[str, ...] = ()  # the blocks of the stacks before ``blocks`` (an encoder-decoder's encoder)
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            module="seq2seq", reads="tokens", stacks=("encoder", "decoder"), output="translation",
            defaults=dict(PAPER_DEFAULTS, tie_embeddings=True),
            parts=Parts(embeddings="tgt_embed", blocks="decoder.layers", final_norm="decoder.norm",
-                       head=("lm_head", "tgt_embed.token")),
+                       head=("lm_head", "tgt_embed.token"), earlier_blocks=("encoder.layers",)),
            exports=("onnx", "onnx-single", "torchscript"), paper="make_model"),
     Family(name="gpt", title="a language model (GPT)", structure="a decoder-only GPT", model="GPT", module="gpt",
            reads="tokens", stacks=("decoder",), output="next-token", defaults=GPT2_DEFAULTS,
@@ -175,7 +176,8 @@ def parts(model: Any) -> _ModelParts:
 
 class _ModelParts:
     """A model's parts by role: ``blocks`` (a ``ModuleList``), ``final_norm`` and ``pooler`` (None where it has
-    none), ``head`` (the output layer: a module, or the tied embedding it reuses) and ``embeddings``."""
+    none), ``head`` (the output layer: a module, or the tied embedding it reuses), ``embeddings``, and
+    ``every_block`` (the blocks of every stack, an encoder's before a decoder's)."""
 
     def __init__(self, model: Any, where: Parts) -> None:
         self.embeddings = model.get_submodule(where.embeddings)
@@ -183,6 +185,8 @@ class _ModelParts:
         self.final_norm = _optional(model, where.final_norm)
         self.pooler = _optional(model, where.pooler)
         self.head = next(m for m in (_optional(model, path) for path in where.head) if m is not None)
+        # every block of every stack, in the order they run (what sharded training splits one by one)
+        self.every_block = [b for path in (*where.earlier_blocks, where.blocks) for b in model.get_submodule(path)]
 
     def head_parameters(self) -> list[Any]:
         """The weights of the output layer and, where the model has one, of the pooler before it."""

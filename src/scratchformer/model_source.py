@@ -31,6 +31,7 @@ from scratchformer.families import FAMILIES, family
 from scratchformer.models import build_model
 from scratchformer.nn.config import ModelConfig
 from scratchformer.nn.lora import add_lora, merge_lora
+from scratchformer.sharded import ShardsError, is_sharded, read_tensors
 
 __all__ = ["CheckpointError", "ModelSource", "find_checkpoint", "find_source", "load_weights", "read_meta",
            "resolve"]
@@ -50,7 +51,8 @@ def resolve(path: str | Path) -> Path:
         if old.is_dir():
             return old
         raise CheckpointError(f"no checkpoint at {path}")
-    if (path / "model.safetensors").is_file() or not (path / "best").exists() and not (path / "last").exists():
+    if (path / "model.safetensors").is_file() or is_sharded(path) or not (path / "best").exists() \
+            and not (path / "last").exists():
         if not (path / "config.json").is_file():
             raise CheckpointError(f"{path} is not a checkpoint (no config.json)")
         return path
@@ -155,7 +157,7 @@ class ModelSource:
     def _load_run(self) -> nn.Module:
         model = build_model(self.config)
         weights = self.path / "model.safetensors"
-        if not weights.is_file():
+        if not weights.is_file() and not is_sharded(self.path):
             raise CheckpointError(f"{weights} is missing")
         record = self.lora
         if record is not None:  # the base, then the adapters; the run's own weights loaded into them, then folded
@@ -165,7 +167,7 @@ class ModelSource:
                                .state_dict(), set(record.trained), base.path)
             add_lora(model, record.rank, record.alpha, record.targets, record.dropout)
             model.lora = record
-        load_weights(model, weights)
+        load_weights(model, weights) if weights.is_file() else load_shards(model, self.path)
         if record is not None:
             model = merge_lora(model)
             del model.lora
@@ -195,6 +197,17 @@ def load_weights(model: nn.Module, path: Path, device: str | torch.device = "cpu
         model.load_state_dict(state, strict=False)
     except RuntimeError as err:
         raise CheckpointError(f"{path} does not match config.json: {str(err).splitlines()[0]}") from None
+
+
+def load_shards(model: nn.Module, ckpt: Path) -> None:
+    """Load a sharded checkpoint's weights (``sharded.py``: a ``shard=fsdp`` run's) into ``model``, whole: the shards
+    of every process put together. Raises ``CheckpointError``."""
+    state = {name: torch.empty_like(t) for name, t in own_state(model).items()}
+    try:
+        read_tensors(ckpt, {"model": state})
+    except ShardsError as err:
+        raise CheckpointError(str(err)) from None
+    model.load_state_dict(state, strict=False)
 
 
 def find_source(given: str | Path, data_dir: str | Path | None = None) -> ModelSource:

@@ -31,6 +31,7 @@ from scratchformer.registry import pretrains
 from scratchformer.settings.config import TrainConfig
 from scratchformer.settings.resolve import resolve
 from scratchformer.settings.values import parse_overrides
+from scratchformer.sharded import is_sharded, shard_files
 from scratchformer.train.optim import Schedule
 
 
@@ -57,6 +58,9 @@ def cmd_info(args: argparse.Namespace) -> int:
               f"of {cfg.patch_size} x {cfg.patch_size} and a class token")
     if "labels" in ckpt.extra:
         print(f"labels: {', '.join(ckpt.extra['labels'])}")
+    if is_sharded(resolve_ckpt(args.ckpt)):  # a shard=fsdp run's: put together whole on loading
+        files = len(shard_files(resolve_ckpt(args.ckpt)))
+        print(f"weights: sharded (shard=fsdp), {files} shard file{'s' * (files > 1)} put together on loading")
     if "lora" in ckpt.extra:  # a LoRA run: its file holds the adapters, loaded here onto the base and merged
         lora, base = ckpt.extra["lora"], ckpt.extra["lora"]["base"]
         print(f"LoRA: rank {lora['rank']} (alpha {lora['alpha']:g}) on {', '.join(lora['targets'])}, merged into the "

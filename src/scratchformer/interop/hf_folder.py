@@ -39,6 +39,8 @@ than ``llama3``, a missing shard or a shard without the tensors its index names,
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -217,9 +219,11 @@ def _checked(plan: Plan, own: dict[str, Tensor], stored: dict[str, tuple[int, ..
                           f"({len(extra)} such)")
 
 
-def load_folder(path: str | Path, dtype: torch.dtype | None = None) -> GPT:
-    """The model of a Hugging Face folder, in eval mode (its tokenizer: ``folder_tokenizer.py``). ``dtype``: convert the
-    weights (None: as stored). ``FolderError`` in one line for what cannot be read."""
+@contextmanager
+def folder_tensors(path: str | Path) -> Iterator[tuple[ModelConfig, dict[str, Callable[[], Tensor]]]]:
+    """``with folder_tensors(folder) as (config, tensors):`` the folder's model config and, for each of our tensor
+    names, a function that reads it (stacked, transposed, as stored), one at a time: nothing is read until it is
+    called. Checked first, shapes against the config; ``FolderError`` in one line."""
     from scratchformer.errors import ConfigError
     from scratchformer.interop.huggingface import gpt2_plan
     from scratchformer.interop.safetensors_files import WeightsError, read_stacked, reader, shapes, weight_map
@@ -237,19 +241,34 @@ def load_folder(path: str | Path, dtype: torch.dtype | None = None) -> GPT:
                           f"{folder / 'config.json'}: {err}") from None
     plan = gpt2_plan(cfg) if family == "gpt2" else llama_plan(cfg)
     with torch.device("meta"):
-        model = GPT(cfg)  # shapes only: no memory, no initialisation
+        own = dict(GPT(cfg).state_dict())  # shapes only: no memory, no initialisation
     names = _their_names(files, family)
-    _checked(plan, dict(model.state_dict()), shapes(files), names, cfg, family)
-    state: dict[str, Tensor] = {}
+    _checked(plan, own, shapes(files), names, cfg, family)
     with reader(files) as read:
-        dtype = dtype or read(names[plan[0][1][0]]).dtype  # one dtype for the model: the embedding's, or the asked
-        for ours, theirs, transpose in plan:
-            if len(theirs) > 1:  # W^Q, W^K, W^V: read into one new matrix, never mapped (each weight held once)
-                tensor = read_stacked({names[n]: files[names[n]] for n in theirs}, [names[n] for n in theirs], dtype)
-            else:  # the mapped file's own pages, where the dtype is kept
-                tensor = read(names[theirs[0]]).to(dtype)
-            state[ours] = (tensor.t() if transpose else tensor).contiguous()
-    model.load_state_dict(state, assign=True)
+        def reading(theirs: list[str], transpose: bool) -> Callable[[], Tensor]:
+            def tensor() -> Tensor:
+                if len(theirs) > 1:  # W^Q, W^K, W^V: read into one new matrix, never mapped (each weight held once)
+                    whole = read_stacked({names[n]: files[names[n]] for n in theirs}, [names[n] for n in theirs])
+                else:  # the mapped file's own pages
+                    whole = read(names[theirs[0]])
+                return (whole.t() if transpose else whole).contiguous()
+            return tensor
+
+        yield cfg, {ours: reading(theirs, transpose) for ours, theirs, transpose in plan}
+
+
+def load_folder(path: str | Path, dtype: torch.dtype | None = None) -> GPT:
+    """The model of a Hugging Face folder, in eval mode (its tokenizer: ``folder_tokenizer.py``). ``dtype``: convert the
+    weights (None: as stored). ``FolderError`` in one line for what cannot be read."""
+    with folder_tensors(path) as (cfg, tensors):
+        with torch.device("meta"):
+            model = GPT(cfg)  # shapes only: no memory, no initialisation
+        state: dict[str, Tensor] = {}
+        for name, tensor in tensors.items():
+            state[name] = tensor()
+            dtype = dtype or state[name].dtype  # one dtype for the model: the embedding's (the first), or the asked
+            state[name] = state[name].to(dtype)
+        model.load_state_dict(state, assign=True)
     for module in model.modules():
         if isinstance(module, RotaryEmbedding):
             module.build_tables()

@@ -38,27 +38,33 @@ def check_family(model: nn.Module, cfg: ModelConfig) -> None:
 
 
 def init_weights(model: nn.Module, cfg: ModelConfig) -> None:
+    for name, module in model.named_modules():
+        init_module(name, module, cfg)
+    if family(cfg.arch).zero_head:
+        nn.init.zeros_(parts(model).head.weight)
+
+
+def init_module(name: str, module: nn.Module, cfg: ModelConfig) -> None:
+    """Initialise the module called ``name`` in a model of ``cfg`` (its own weights, not its children's) as the
+    module docstring says (a zero head aside: ``init_weights``)."""
     entry = family(cfg.arch)
     n_layers = max(cfg.n_encoder_layers or 0, cfg.n_decoder_layers or 0) if entry.two_stacks else cfg.n_layers
-    for name, module in model.named_modules():
-        if isinstance(module, nn.Linear):
-            residual_out = name.endswith("out_proj") or name.endswith("linear2")
-            if residual_out and cfg.init == "zero_out":
-                nn.init.zeros_(module.weight)
-            elif entry.init == "normal":
-                std = 0.02 / math.sqrt(2 * max(n_layers, 1)) if residual_out else 0.02
-                nn.init.normal_(module.weight, std=std)
-            else:
-                nn.init.xavier_uniform_(module.weight)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            std = cfg.d_model ** -0.5 if cfg.scale_embeddings else 0.02
+    if isinstance(module, nn.Linear):
+        residual_out = name.endswith("out_proj") or name.endswith("linear2")
+        if residual_out and cfg.init == "zero_out":
+            nn.init.zeros_(module.weight)
+        elif entry.init == "normal":
+            std = 0.02 / math.sqrt(2 * max(n_layers, 1)) if residual_out else 0.02
             nn.init.normal_(module.weight, std=std)
-        elif isinstance(module, nn.LayerNorm):
-            if module.weight is not None:
-                nn.init.ones_(module.weight)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-    if entry.zero_head:
-        nn.init.zeros_(parts(model).head.weight)
+        else:
+            nn.init.xavier_uniform_(module.weight)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.Embedding):
+        std = cfg.d_model ** -0.5 if cfg.scale_embeddings else 0.02
+        nn.init.normal_(module.weight, std=std)
+    elif isinstance(module, nn.LayerNorm):
+        if module.weight is not None:
+            nn.init.ones_(module.weight)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)

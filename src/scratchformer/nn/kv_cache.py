@@ -111,6 +111,10 @@ class DecoderCache:
         """How many positions have been decoded (and cached) so far."""
         return self.self_attn[0].length if self.self_attn else 0
 
+    def keep_memory_kv(self, layer: int, kv: tuple[Tensor, Tensor]) -> None:
+        """Keep layer ``layer``'s cross-attention keys and values, projected at the first step."""
+        self.cross_attn[layer] = kv
+
     def reset(self) -> None:
         for c in self.self_attn:
             c.reset()

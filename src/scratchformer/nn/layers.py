@@ -19,6 +19,7 @@ A decoder-only model (GPT) uses decoder layers without the cross-attention.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import torch
 from torch import Tensor, nn
@@ -93,10 +94,12 @@ class DecoderLayer(nn.Module):
     def forward(self, x: Tensor, memory: Tensor | None = None, *, self_mask: Tensor | None = None,
                 memory_mask: Tensor | None = None, positions: Tensor | None = None,
                 cache: KVCache | LinearAttentionState | None = None,
-                memory_kv: tuple[Tensor, Tensor] | None = None) -> Tensor:
+                memory_kv: tuple[Tensor, Tensor] | None = None,
+                keep_memory_kv: Callable[[tuple[Tensor, Tensor]], None] | None = None) -> Tensor:
         """``x (B, T, C)``; ``memory (B, S, C)`` the encoder output (or ``memory_kv``, its projected keys
-        and values). ``self_mask`` (broadcastable to ``(B, H, T, T_total)``) and ``memory_mask``
-        (to ``(B, H, T, S)``) are boolean, ``True`` = may attend; self-attention is always causal.
+        and values; ``keep_memory_kv`` receives them when they are projected here, for a cache to keep).
+        ``self_mask`` (broadcastable to ``(B, H, T, T_total)``) and ``memory_mask`` (to ``(B, H, T, S)``) are
+        boolean, ``True`` = may attend; self-attention is always causal.
         """
         x = self.self_attn_block(x, lambda h: self.self_attn(
             h, mask=self_mask, is_causal=True, positions=positions, cache=cache))
@@ -105,6 +108,8 @@ class DecoderLayer(nn.Module):
                 if memory is None:
                     raise ValueError("this decoder layer has cross-attention: pass the encoder memory")
                 memory_kv = self.cross_attn.project_kv(memory)  # (B, H, S, D) keys and values
+                if keep_memory_kv is not None:  # decoding: projected once per sentence, at its first step
+                    keep_memory_kv(memory_kv)
             cross_attn, kv = self.cross_attn, memory_kv
             x = self.cross_attn_block(x, lambda h: cross_attn(h, kv, mask=memory_mask))
         return self.ffn_block(x, self.ffn)
@@ -174,13 +179,9 @@ class Decoder(nn.Module):
         self_mask = None if key_mask is None else key_padding_to_attention_mask(key_mask)  # (B, 1, 1, T_total)
         memory_mask = None if memory_key_mask is None else key_padding_to_attention_mask(memory_key_mask)
         for i, layer in enumerate(self.layers):
-            layer_cache, memory_kv = None, None
-            if cache is not None:
-                layer_cache = cache.self_attn[i]
-                if layer.cross_attn is not None:
-                    if cache.cross_attn[i] is None:  # first step: project the memory once
-                        cache.cross_attn[i] = layer.cross_attn.project_kv(memory)
-                    memory_kv = cache.cross_attn[i]
+            layer_cache, memory_kv, keep = None, None, None
+            if cache is not None:  # the layer projects the memory at the first step, the cache keeps it
+                layer_cache, memory_kv, keep = cache.self_attn[i], cache.cross_attn[i], partial(cache.keep_memory_kv, i)
             x = layer(x, memory, self_mask=self_mask, memory_mask=memory_mask, positions=positions,
-                      cache=layer_cache, memory_kv=memory_kv)
+                      cache=layer_cache, memory_kv=memory_kv, keep_memory_kv=keep)
         return x if self.norm is None else self.norm(x)

@@ -34,9 +34,18 @@ from torch import Tensor, nn
 from scratchformer.nn.attention import MultiHeadAttention, RowsLinear
 from scratchformer.nn.feedforward import FeedForward
 
-__all__ = ["LORA_TARGETS", "LoRALinear", "adapters_off", "add_lora", "has_adapters", "lora_targets", "merge_lora"]
+__all__ = ["LORA_TARGETS", "LoRALinear", "adapters_off", "add_lora", "has_adapters", "init_adapters", "lora_targets",
+           "merge_lora"]
 
 LORA_TARGETS = ("query", "key", "value", "output", "ff")
+
+
+def init_adapters(a_matrices: list[Tensor], b_matrices: list[Tensor]) -> None:
+    """A as ``nn.Linear`` initialises its weight (as peft does), B at zero."""
+    for a in a_matrices:
+        nn.init.kaiming_uniform_(a, a=math.sqrt(5))
+    for b in b_matrices:
+        nn.init.zeros_(b)
 
 
 class LoRALinear(RowsLinear):
@@ -61,10 +70,7 @@ class LoRALinear(RowsLinear):
     def reset_parameters(self) -> None:
         """The adapters started anew (A as ``nn.Linear`` initialises its weight, as peft does; B at zero, so the
         layer is its base again); the frozen base's weight and bias are never touched."""
-        for a in self.lora_A.values():
-            nn.init.kaiming_uniform_(a, a=math.sqrt(5))
-        for b in self.lora_B.values():
-            nn.init.zeros_(b)
+        init_adapters(list(self.lora_A.values()), list(self.lora_B.values()))
 
     def forward(self, x: Tensor) -> Tensor:
         return self.rows(x, 0, self.out_features)

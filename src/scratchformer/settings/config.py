@@ -20,12 +20,14 @@ OptimizerKind = Literal["adamw", "muon"]
 Device = Literal["auto", "cpu", "cuda", "mps"]
 Precision = Literal["fp32", "bf16", "fp16"]
 ReferenceKind = Literal["precomputed", "adapters"]
+Shard = Literal["none", "fsdp"]
 
 TRAIN_CHOICES: dict[str, tuple[str, ...]] = {"task": tuple(TASKS), "tokenizer": get_args(TokenizerKind),
                                              "schedule": get_args(ScheduleKind),
                                              "decay_shape": get_args(DecayShape), "truncate": get_args(Truncate),
                                              "device": get_args(Device), "precision": get_args(Precision),
-                                             "optimizer": get_args(OptimizerKind)}
+                                             "optimizer": get_args(OptimizerKind),
+                                             "shard": get_args(Shard)}
 
 
 def trainable_blocks(value: str) -> int | None:
@@ -160,6 +162,10 @@ class TrainConfig:
     compile: bool = False
     device: Device = "auto"
     num_threads: int = 0  # 0 = torch's default
+    # under torchrun: none (DDP: every process holds the whole model) or fsdp (PyTorch's FSDP2: each block's
+    # weights, gradients and optimizer state split across the processes, gathered as the block runs; checkpoints
+    # saved by every process, its own shard: train/fsdp.py)
+    shard: Shard = "none"
 
     def __post_init__(self) -> None:
         for name, allowed in TRAIN_CHOICES.items():
@@ -213,6 +219,25 @@ class TrainConfig:
             raise ConfigError(f"label_smoothing={self.label_smoothing} must be in [0, 1)")
         if self.batch_size % self.grad_accum:
             raise ConfigError(f"batch_size={self.batch_size} is not divisible by grad_accum={self.grad_accum}")
+        self._check_shard()
+
+    def _check_shard(self) -> None:
+        """What ``shard=fsdp`` cannot go with, refused in one line (train/fsdp.py says why each)."""
+        if self.shard != "fsdp":
+            return
+        if self.task == "dpo":
+            raise ConfigError("task=dpo computes its reference on the whole model, which shard=fsdp splits: train DPO "
+                              "without shard (DDP), with LoRA if the model is large")
+        if self.optimizer == "muon":
+            raise ConfigError("optimizer=muon orthogonalises whole weight matrices and shard=fsdp splits each across "
+                              "the processes: use optimizer=adamw with shard=fsdp, or Muon without shard (DDP)")
+        if self.precision == "fp16":
+            raise ConfigError("precision=fp16 needs a gradient scaler across the shards, which shard=fsdp does not "
+                              "have: use precision=bf16 (FSDP2's own mixed precision) or fp32")
+        averaging = "ema_decay" if self.ema_decay else "average_last" if self.average_last else ""
+        if averaging:
+            raise ConfigError(f"{averaging} keeps a whole copy of the weights, which shard=fsdp splits: leave "
+                              f"{averaging} out with shard=fsdp")
 
     def _check_task(self) -> None:
         """What the task's entry asks of the settings: a base to tune, a metric it reports, DPO's own settings."""

@@ -10,7 +10,8 @@
   optimizer step alone was measured 2.0x (d 128, 4 layers) and 4.4x (d 384, 6 layers) faster
   (``bench/adamw_speed.py``; RESULTS.md, "GPU path"). Where torch has no fused AdamW for a device, its own
   default is used.
-- In a distributed run the training module is wrapped by DDP (``training_module``).
+- In a distributed run the training module is wrapped by DDP, or sharded by FSDP2 (``shard=fsdp``: ``fsdp.py``)
+  (``training_module``).
 - ``compile=true`` (``torch.compile``) needs a C++ compiler on the CPU; without one the run is refused in
   one line rather than failing at its first step with the compiler's traceback.
 """
@@ -79,9 +80,15 @@ def compile_unavailable(device: torch.device) -> str | None:
     return None
 
 
-def training_module(module: nn.Module, info: DistInfo, device: torch.device, compile: bool) -> nn.Module:
-    """What the training steps call: ``module`` wrapped by DDP in a distributed run, and compiled when asked."""
-    if info.enabled:
+def training_module(module: nn.Module, info: DistInfo, device: torch.device, compile: bool,
+                    shard: tuple[nn.Module, str] | None = None) -> nn.Module:
+    """What the training steps call: ``module`` wrapped by DDP in a distributed run, or sharded (``shard``: the model
+    whose blocks are sharded, and the run's precision; ``fsdp.py``), and compiled when asked."""
+    if shard is not None:
+        from scratchformer.train.fsdp import shard_model
+
+        module = shard_model(module, *shard)
+    elif info.enabled:
         ids = [device.index] if device.type == "cuda" else None
         module = nn.parallel.DistributedDataParallel(module, device_ids=ids)
     if compile:

@@ -30,7 +30,7 @@ from scratchformer.registry import spec
 from scratchformer.settings.resolve import Resolved
 from scratchformer.tasks.base import Task
 
-__all__ = ["fine_tuned", "fitted_to_base", "starting_point"]
+__all__ = ["fine_tuned", "fitted_to_base", "start_config", "starting_point"]
 
 # The settings a base brings with it, which a run from it may not set for itself
 _BROUGHT = ("tokenizer", "bpe_vocab_size", "lowercase", "tokenizer_sample")
@@ -82,14 +82,8 @@ def _whole_model(run: Resolved, task: Task, base: ModelSource, given: dict[str, 
     """A model to train further as it is: a scratchformer run's GPT or encoder-decoder, or a Hugging Face folder's
     GPT (in float32, for training). Its architecture is its own; ``max_len`` here is the length of the training
     windows or sentences (the model keeps its own)."""
-    cfg, have = run.train, base.config
-    clash = [f"{k}={v!r} (it has {getattr(have, k)!r})" for k, v in sorted(given.items())
-             if k not in ("arch", "max_len") and getattr(have, k) != v]
-    if clash:
-        raise ConfigError(f"init_from={cfg.init_from} fixes the architecture; remove or match {', '.join(clash)}")
-    if given.get("max_len", 0) > have.max_len:
-        raise ConfigError(f"max_len={given['max_len']} is longer than the max_len={have.max_len} of "
-                          f"init_from={cfg.init_from}")
+    have = base.config
+    _whole_model_checks(run, have, given)
     n = given.get("max_len", have.max_len)
     unit = {"text": f"windows of {n} tokens", "records": f"records (a prompt and its answer) of up to {n} tokens",
             "pairs": f"sentences of up to {n} tokens",
@@ -97,6 +91,18 @@ def _whole_model(run: Resolved, task: Task, base: ModelSource, given: dict[str, 
     model = base.load(torch.float32)
     log(f"initialised from {base.described}; trained further on {unit}")
     return model
+
+
+def _whole_model_checks(run: Resolved, have: ModelConfig, given: dict[str, Any]) -> None:
+    """A model trained further keeps its architecture; its windows are no longer than its ``max_len``."""
+    init_from = run.train.init_from
+    clash = [f"{k}={v!r} (it has {getattr(have, k)!r})" for k, v in sorted(given.items())
+             if k not in ("arch", "max_len") and getattr(have, k) != v]
+    if clash:
+        raise ConfigError(f"init_from={init_from} fixes the architecture; remove or match {', '.join(clash)}")
+    if given.get("max_len", 0) > have.max_len:
+        raise ConfigError(f"max_len={given['max_len']} is longer than the max_len={have.max_len} of "
+                          f"init_from={init_from}")
 
 
 def _from_encoder_folder(base: ModelSource, given: dict[str, Any], task: Task,
@@ -116,16 +122,8 @@ def _classifier(base: nn.Module, where: str, given: dict[str, Any], task: Task,
     family that classifies with that body (a GPT's: a GPT classifier, which reads the last real token; a classifier's
     or an encoder's: its own). What only the base has (a language model's ``lm_head``) is left behind; ``dropout``
     and ``pooling`` may be chosen anew (a pooling the family lacks is refused)."""
-    have: ModelConfig = base.config  # type: ignore[assignment]
-    clash = [f"{k}={v!r} (it has {getattr(have, k)!r})" for k, v in sorted(given.items())
-             if k not in ("arch", "pooling", "dropout", "max_len") and getattr(have, k) != v]
-    if clash:
-        raise ConfigError(f"init_from={where.split(' (')[0]} fixes the architecture; remove or match "
-                          f"{', '.join(clash)}")
-    target = family(have.arch).classifier or have.arch
-    fields = {**have.to_dict(), "arch": target, "n_classes": task.model_config.n_classes,
-              "pooling": given.get("pooling", have.pooling), "dropout": given.get("dropout", have.dropout)}
-    model = build_model(ModelConfig(**fields))
+    model = build_model(_classifier_config(base.config, where, given, task))  # type: ignore[arg-type]
+    target = model.config.arch
     new = {name for name, p in model.named_parameters() if id(p) in {id(q) for q in parts(model).head_parameters()}}
     own = model.state_dict()
     body = {k: v for k, v in base.state_dict().items() if k in own and k not in new}
@@ -134,6 +132,34 @@ def _classifier(base: nn.Module, where: str, given: dict[str, Any], task: Task,
     log(f"initialised from {where}; {family(target).title}: the classification head"
         + (" and the pooler are" if parts(model).pooler is not None else " is") + " new")
     return model
+
+
+def _classifier_config(have: ModelConfig, where: str, given: dict[str, Any], task: Task) -> ModelConfig:
+    """The config of a classifier with the body of a model of config ``have`` (``_classifier``)."""
+    clash = [f"{k}={v!r} (it has {getattr(have, k)!r})" for k, v in sorted(given.items())
+             if k not in ("arch", "pooling", "dropout", "max_len") and getattr(have, k) != v]
+    if clash:
+        raise ConfigError(f"init_from={where.split(' (')[0]} fixes the architecture; remove or match "
+                          f"{', '.join(clash)}")
+    target = family(have.arch).classifier or have.arch
+    return ModelConfig(**{**have.to_dict(), "arch": target, "n_classes": task.model_config.n_classes,
+                          "pooling": given.get("pooling", have.pooling), "dropout": given.get("dropout", have.dropout)})
+
+
+def start_config(run: Resolved, task: Task, base: ModelSource) -> ModelConfig | None:
+    """The config of the model ``fine_tuned`` starts, with its checks, without building it: for a sharded run that
+    builds it on the meta device (``fsdp_init.py``). None for a pretrained encoder's folder (BERT: read whole)."""
+    given = run.model_settings()
+    if not task.spec.labels:
+        _whole_model_checks(run, base.config, given)
+        return base.config
+    if base.kind == "folder" and family(base.family).classifies:
+        return None
+    config = _classifier_config(base.config, base.described, given, task)
+    if task.max_len > config.max_len:
+        raise ConfigError(f"max_len={task.max_len} is longer than the max_len={config.max_len} of "
+                          f"init_from={base.given}; set max_len={config.max_len} or less")
+    return dataclasses.replace(config, max_len=task.max_len)
 
 
 def _inputs_up_to(model: nn.Module, max_len: int, base: ModelSource) -> nn.Module:

@@ -20,6 +20,7 @@ from torch import nn
 from scratchformer.adapters import LoRARecord, check_base
 from scratchformer.checkpoint import CheckpointError, checkpoint_tokenizer, load_trainer_state, load_weights, read_meta
 from scratchformer.errors import RunDirError
+from scratchformer.sharded import is_sharded, problem
 from scratchformer.train.lock import LOCK
 
 
@@ -70,11 +71,16 @@ def _check(ckpt: Path) -> None:
     from safetensors.torch import load_file
 
     read_meta(ckpt)
-    try:
-        load_file(str(ckpt / "model.safetensors"))
-    except (SafetensorError, OSError, RuntimeError) as err:
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise CheckpointError(f"{ckpt / 'model.safetensors'} is unreadable ({first})") from None
+    if is_sharded(ckpt):  # a shard=fsdp run's: every shard its index names, whole (sharded.py)
+        wrong = problem(ckpt)
+        if wrong:
+            raise CheckpointError(wrong)
+    else:
+        try:
+            load_file(str(ckpt / "model.safetensors"))
+        except (SafetensorError, OSError, RuntimeError) as err:
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise CheckpointError(f"{ckpt / 'model.safetensors'} is unreadable ({first})") from None
     load_trainer_state(ckpt)
     checkpoint_tokenizer(ckpt)  # raises CheckpointError for a missing or damaged tokenizer file
 
@@ -99,11 +105,28 @@ def pick_checkpoint(out: Path, log: Callable[[str], None]) -> Path | None:
     raise CheckpointError(f"cannot resume: {problems[0]}, and no earlier good checkpoint is kept")
 
 
-def restore_weights(ckpt: Path, model: nn.Module, device: torch.device) -> dict[str, Any]:
+def restore_weights(ckpt: Path, model: nn.Module, device: torch.device,
+                    optimizer: torch.optim.Optimizer | None = None) -> dict[str, Any]:
     """Load a checked checkpoint's weights into ``model``; return its trainer state. A LoRA run's adapters go on
-    their base only if it is still where it was, unchanged."""
+    their base only if it is still where it was, unchanged. A sharded checkpoint (``shard=fsdp``) holds the
+    ``optimizer``'s state too, restored here, on every process (``fsdp_checkpoint.py``)."""
     lora = read_meta(ckpt).get("lora")
     if lora is not None:
         check_base(LoRARecord.from_dict(lora), str(ckpt))
+    if is_sharded(ckpt) and optimizer is not None:
+        from scratchformer.train.fsdp_checkpoint import restore_sharded
+
+        return restore_sharded(ckpt, model, optimizer)
     load_weights(model, ckpt / "model.safetensors", device)
     return load_trainer_state(ckpt)
+
+
+def load_kept(ckpt: Path, model: nn.Module, device: torch.device) -> None:
+    """Load the weights of a run's own checkpoint ``ckpt`` (its best/) into ``model``: ``model.safetensors``, or a
+    sharded run's shards, on every process (``fsdp_checkpoint.py``)."""
+    if is_sharded(ckpt):
+        from scratchformer.train.fsdp_checkpoint import load_sharded_weights
+
+        load_sharded_weights(ckpt, model)
+    else:
+        load_weights(model, ckpt / "model.safetensors", device)

@@ -27,13 +27,14 @@ from scratchformer.train.optim import Schedule
 __all__ = ["run_json", "summary"]
 
 def summary(run: Resolved, task: Task, model: nn.Module, schedule: Schedule, info: DistInfo,
-            device: torch.device) -> list[str]:
+            device: torch.device, sharded: bool = False) -> list[str]:
     """The lines a run prints at its start (module docstring)."""
     cfg, model_cfg = run.train, model.config
     n = sum(p.numel() for p in model.parameters())
     lines = [f"task={cfg.task}: {family(model_cfg.arch).structure}, {n:,} parameters (d_model {model_cfg.d_model}, "
              f"{plural(model_cfg.n_layers, 'layer')}, {plural(model_cfg.n_heads, 'head')}, d_ff {model_cfg.d_ff}, "
-             f"{_inputs(task, model_cfg)}; {plural(info.world_size, 'process', 'processes')} on {device}"]
+             f"{_inputs(task, model_cfg)}; {plural(info.world_size, 'process', 'processes')} on {device}"
+             + (", the model sharded across them (FSDP2)" if sharded else "")]
     changed = run.changed()
     lines.append(f"settings beyond task={cfg.task}'s defaults:" + ("" if changed else " none"))
     lines += [f"  {source}: {' '.join(items)}" for source, items in changed.items()]

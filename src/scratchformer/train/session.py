@@ -38,6 +38,7 @@ class Session:
     lock: RunLock | None = None  # held by the process that writes the run (rank 0)
     base: ModelSource | None = None  # what init_from names (train/fine_tune.starting_point), found once
     base_template: dict[str, str] | None = None  # the prompt template of the run fine-tuned from, if it has one
+    sharded: bool = False  # the model split across the processes (shard=fsdp under torchrun: train/fsdp.py)
 
     @property
     def log(self) -> Callable[[str], None]:
@@ -63,7 +64,8 @@ class Session:
 
 
 def open_run(out: Path, cfg: TrainConfig, *, resume: bool = False, quiet: bool = False,
-             echo: Callable[[str], None] | None = None, base: ModelSource | None = None) -> Session:
+             echo: Callable[[str], None] | None = None, base: ModelSource | None = None,
+             sharded: bool = False) -> Session:
     """Pick the device; join the process group when started by ``torchrun``; on rank 0, take the run directory's
     lock (``lock.py``: one writer), refuse a directory that holds another run (or, resuming, nothing) and remove
     what a killed write left; find the checkpoint a resumed run continues from."""
@@ -82,7 +84,7 @@ def open_run(out: Path, cfg: TrainConfig, *, resume: bool = False, quiet: bool =
             remove_leftovers(out)
         ckpt = pick_checkpoint(out, progress.say) if resume else None
         return Session(out, resume, device, dist, progress, ckpt, _tokenizer(ckpt, base), lock, base,
-                       _base_template(cfg, base))
+                       _base_template(cfg, base), sharded)
     except BaseException:
         if lock is not None:
             lock.release(failing=True)

@@ -38,10 +38,14 @@ def train(run: Resolved, out_dir: str | Path, *, resume: bool = False, echo: Cal
 
     ``run``: the settings, resolved (``settings.resolve``, or for ``resume`` the run's own,
     ``settings.resume_settings``), with the data files. ``echo``: where the run's lines go (standard error)."""
+    from scratchformer.distributed import launched_processes
     from scratchformer.train.fine_tune import starting_point
+    from scratchformer.train.fsdp import sharded_run
 
+    sharded = sharded_run(run, launched_processes())  # shard=fsdp: what cannot be, refused before anything starts
     base = starting_point(run) if run.train.init_from else None  # refused here, before any file is written or read
-    with open_run(Path(out_dir), run.train, resume=resume, quiet=quiet, echo=echo, base=base) as session:
+    with open_run(Path(out_dir), run.train, resume=resume, quiet=quiet, echo=echo, base=base,
+                  sharded=sharded) as session:
         data = load_data(run.task, run.train, run.data, tokenizer=session.tokenizer, dist=session.dist,
                          say=session.log, quiet=quiet, template=session.template,
                          base=base.path if base is not None else None)
@@ -60,7 +64,13 @@ def trainer_for(session: Session, run: Resolved, data: TaskData) -> Trainer:
     base = session.base
     run = fitted_to_base(run, base) if base is not None else run  # inputs no longer than the base reads
     task = make_task(cfg, run.model, data, session.log)
-    model = fine_tuned(run, task, base, session.log) if base is not None else build_model(task.model_config)
+    model, fill = None, None
+    if base is not None and session.sharded:  # a large base: built on the meta device, filled once sharded
+        from scratchformer.train.fsdp_init import sharded_start
+
+        model, fill = sharded_start(run, task, base, session.log)
+    if model is None:
+        model = fine_tuned(run, task, base, session.log) if base is not None else build_model(task.model_config)
     if cfg.lora_rank:
         from scratchformer.train.lora import apply_lora
 
@@ -68,5 +78,8 @@ def trainer_for(session: Session, run: Resolved, data: TaskData) -> Trainer:
     elif cfg.trainable != "all":
         trained, total = apply_trainable(model, cfg.trainable)
         session.log(f"trainable={cfg.trainable}: {trained:,} of {total:,} weights train, the others are frozen")
-    task.start(model.to(session.device), session.out, session.dist.is_main)  # (a DPO run's reference)
-    return Trainer(task, model, run, session)
+    if cfg.shard == "fsdp" and not session.sharded:
+        session.log("shard=fsdp on one process: the model is whole here; the run's checkpoints stay sharded")
+    if fill is None:  # (a model built on the meta device has no weights yet; train/fsdp_init.py fills it)
+        task.start(model.to(session.device), session.out, session.dist.is_main)  # (a DPO run's reference)
+    return Trainer(task, model, run, session, fill)

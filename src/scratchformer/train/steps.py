@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Iterator
 
 import torch
 from torch import nn
@@ -25,8 +26,9 @@ def accumulate_gradients(task: Task, model: nn.Module, shards: list[Batch], coun
 
     Each micro-batch's summed loss is divided by ``count``, the number of loss terms in the *global*
     batch, so micro-batches of different sizes (or token counts) add up to exactly the full-batch
-    gradient. With DDP, gradients are only all-reduced on the last micro-batch (``no_sync``). ``amp``: the
-    run's precision (autocast, and fp16's loss scaling; ``precision.py``); None = fp32.
+    gradient. Across processes (DDP, or FSDP2's shards), gradients are only averaged on the last micro-batch
+    (``sync_paused``). ``amp``: the run's precision (autocast, and fp16's loss scaling; ``precision.py``); None =
+    fp32.
     """
     amp = amp or MixedPrecision("fp32", device)
     total = 0.0
@@ -35,14 +37,34 @@ def accumulate_gradients(task: Task, model: nn.Module, shards: list[Batch], coun
             continue  # fewer rows than micro-batches: nothing to add
         shard = to_device(shard, device)
         last = i == len(shards) - 1
-        ctx = model.no_sync() if world_size > 1 and not last else contextlib.nullcontext()  # type: ignore[operator]
-        with ctx:
+        with sync_paused(model) if world_size > 1 and not last else contextlib.nullcontext():
             with amp.autocast():
                 loss_sum = task.loss_sum(model, shard, label_smoothing)
-            # DDP averages gradients over ranks, hence the factor world_size
+            # DDP (and FSDP2) average gradients over ranks, hence the factor world_size
             amp.backward(loss_sum * (world_size / count))
         total += loss_sum.item()
     return total
+
+
+@contextlib.contextmanager
+def sync_paused(model: nn.Module) -> Iterator[None]:
+    """Inside, backward passes accumulate gradients without averaging them across processes: DDP's ``no_sync``, or
+    FSDP2's ``set_requires_gradient_sync(False)``."""
+    if not hasattr(model, "set_requires_gradient_sync"):
+        with model.no_sync():  # type: ignore[operator]
+            yield
+        return
+    model.set_requires_gradient_sync(False)  # type: ignore[operator]
+    try:
+        yield
+    finally:
+        model.set_requires_gradient_sync(True)  # type: ignore[operator]
+
+
+def as_float(value: torch.Tensor) -> float:
+    """A scalar tensor's value; a sharded one (a ``DTensor``: the gradient norm of a sharded model) whole."""
+    full = getattr(value, "full_tensor", None)
+    return float(full() if full is not None else value)
 
 
 def evaluate(task: Task, model: nn.Module, split: str) -> dict[str, float]:

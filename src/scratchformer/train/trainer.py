@@ -27,6 +27,7 @@ import dataclasses
 import math
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -34,22 +35,24 @@ import torch.distributed as dist
 from torch import nn
 
 from scratchformer.atomic import atomic_write_text
-from scratchformer.checkpoint import load_weights, read_meta, save_checkpoint
+from scratchformer.checkpoint import read_meta
 from scratchformer.distributed import broadcast_object, reduce_flags
 from scratchformer.settings.resolve import Resolved
 from scratchformer.tasks.base import Task, split_rows
 from scratchformer.train.averaging import CheckpointHistory, WeightAverage
 from scratchformer.train.budget import TimeBudget, estimate_steps
 from scratchformer.train.device import training_module
+from scratchformer.train.fsdp import gathered
 from scratchformer.train.interrupt import Interrupted, stop_on_signals
 from scratchformer.train.logger import MetricsLogger, prune
 from scratchformer.train.optim import Schedule, make_optimizer, set_lr
 from scratchformer.train.precision import MixedPrecision
 from scratchformer.train.result import TrainingError, TrainResult
-from scratchformer.train.resume import restore_weights
+from scratchformer.train.resume import load_kept, restore_weights
 from scratchformer.train.run_info import run_json, summary
+from scratchformer.train.run_state import load_run_state, save_run
 from scratchformer.train.session import Session
-from scratchformer.train.steps import Window, accumulate_gradients, evaluate, score, seed_step
+from scratchformer.train.steps import Window, accumulate_gradients, as_float, evaluate, score, seed_step
 
 __all__ = ["Trainer"]
 
@@ -57,11 +60,13 @@ __all__ = ["Trainer"]
 class Trainer:
     """One run. ``run()`` goes through the stages of the module docstring in order."""
 
-    def __init__(self, task: Task, model: nn.Module, run: Resolved, session: Session) -> None:
+    def __init__(self, task: Task, model: nn.Module, run: Resolved, session: Session,
+                 fill: Callable[[nn.Module], None] | None = None) -> None:
+        """``fill``: what gives a model built on the meta device its weights once it is sharded (``fsdp_init.py``)."""
         self.task, self.run_settings, self.session = task, run, session
         self.cfg, self.out, self.device, self.info = run.train, session.out, session.device, session.dist
         self.progress, self.log = session.progress, session.progress.say
-        self.model, self.model_cfg = model.to(self.device), model.config
+        self.model, self.model_cfg = model if fill else model.to(self.device), model.config
         self.started, self.step = time.perf_counter(), 0  # step: optimizer steps taken
         self.best_score, self.bad_evals = math.inf, 0  # best_score: lower is better (see score)
         self.spent_before = 0.0  # training seconds of earlier sessions (a resumed run's time budget)
@@ -69,20 +74,24 @@ class Trainer:
         self.best_val: dict[str, float] = {}  # stays empty after a resume until validation improves again
         self.stop_reason, self.interrupt = "", False
         self.budget: TimeBudget | None = None  # a fresh run's length fitted to max_time (budget.py)
+        self.sharded = session.sharded  # shard=fsdp under torchrun: every process holds a piece (fsdp.py)
+        self.root = self.task.training_module(self.model)  # what the steps call (sharded first: the optimizer's)
+        self.train_model = training_module(self.root, self.info, self.device, self.cfg.compile,
+                                           (self.model, self.cfg.precision) if self.sharded else None)
+        if fill is not None:  # each process allocates its rows, then reads them from the base
+            fill(self.model.to_empty(device=self.device))
         self.fresh_optimizer()
         self.history = CheckpointHistory(self.out / "history", self.cfg.average_last) if self.cfg.average_last else None
-        self.train_model = training_module(self.task.training_module(self.model), self.info, self.device,
-                                           self.cfg.compile)
 
     def fresh_optimizer(self) -> None:
         """The optimizer, the precision's loss scale and the moving average, as at the start of a run."""
         self.optimizer = make_optimizer(self.model, self.cfg, self.device)
-        self.amp = MixedPrecision(self.cfg.precision, self.device)
+        self.amp = MixedPrecision("fp32" if self.sharded else self.cfg.precision, self.device)  # FSDP2's own bf16
         self.average = WeightAverage(self.model, self.cfg.ema_decay) if self.cfg.ema_decay else None
 
     def run(self) -> TrainResult:
         ckpt = self.session.checkpoint
-        self.plan(restore_weights(ckpt, self.model, self.device) if ckpt is not None else None)
+        self.plan(restore_weights(ckpt, self.model, self.device, self.optimizer) if ckpt is not None else None)
         self.begin()
         with stop_on_signals(self.request_stop, self.log):
             try:
@@ -111,7 +120,7 @@ class Trainer:
         out = self.out
         self.resolved_cfg = dataclasses.replace(self.cfg, max_steps=self.schedule.total,
                                                 warmup_steps=self.schedule.warmup, warmup_fraction=None)
-        lines = summary(self.run_settings, self.task, self.model, self.schedule, self.info, self.device)
+        lines = summary(self.run_settings, self.task, self.model, self.schedule, self.info, self.device, self.sharded)
         for line in [f"resuming {out} at step {self.step:,}"] if self.session.resume else lines:
             self.log(line)
         if self.info.is_main:
@@ -168,20 +177,21 @@ class Trainer:
                              stop_reason=self.stop_reason, is_main=self.info.is_main)
         if self.average is not None and self.average.updates:  # the model returned is the average (best/'s, if any)
             model.load_state_dict({**model.state_dict(), **self.average.average})
-        if self.info.is_main:
+        if self.info.is_main or self.sharded:  # sharded: every process takes part
             kept_step = result.step  # the step of the checkpoint the test metrics are measured on
-            if (out / "best" / "model.safetensors").is_file():
-                load_weights(model, out / "best" / "model.safetensors", self.device)
+            if (out / "best" / "config.json").is_file():
+                load_kept(out / "best", model, self.device)
                 kept_step = read_meta(out / "best")["step"]
             if self.history is not None and self.history.steps():
                 result.before_averaging = result.val
                 result.averaged_steps, result.val = self.write_average()
                 kept_step = result.step
             if self.cfg.test_at_end and self.task.has_split("test"):
-                result.test = evaluate(self.task, model, "test")
-                MetricsLogger(out, tensorboard=False).log(kept_step, "test", **result.test)
+                result.test = self.evaluate("test")
+                MetricsLogger(out, tensorboard=False, enabled=self.info.is_main).log(kept_step, "test", **result.test)
             model.eval()
-            result.samples = self.task.samples(model)
+            with gathered(self.root):
+                result.samples = self.task.samples(model)
         result.seconds = time.perf_counter() - self.started
         return result
 
@@ -197,7 +207,7 @@ class Trainer:
         loss = accumulate_gradients(self.task, self.train_model, shards, count, cfg.label_smoothing, self.device,
                                     info.world_size, self.amp)
         self.amp.unscale(self.optimizer)  # fp16: the gradients' true size, for clipping
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip or math.inf))
+        grad_norm = as_float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip or math.inf))
         if info.enabled:
             t = torch.tensor([loss], device=self.device)
             dist.all_reduce(t)
@@ -216,9 +226,9 @@ class Trainer:
     def evaluate_and_select(self, done: int) -> bool:
         """Evaluate on the validation split, keep best/; returns whether early stopping says stop."""
         stop, started = False, time.perf_counter()
-        if self.info.is_main:
+        if self.info.is_main or self.sharded:  # sharded: every process takes part, rank 0 alone writes
             with self.averaged():
-                self.val = evaluate(self.task, self.model, "val")
+                self.val = self.evaluate("val")
             if self.budget is not None:
                 self.budget.evaluated(time.perf_counter() - started)  # max_time: its time is not a step's
             self.metrics.log(done, "val", **self.val, time_s=self.elapsed())
@@ -238,33 +248,15 @@ class Trainer:
 
     def save(self, name: str, step: int, **extra: Any) -> None:
         """Save the checkpoint ``name`` (last/, best/: with the trainer's state; averaged/: ``extra``, no state)."""
-        if not self.info.is_main:
-            return
-        state = None if extra else {
-            "optimizer": self.optimizer.state_dict(), "step": step, "best_score": self.best_score,
-            "bad_evals": self.bad_evals, "schedule": self.schedule.to_dict(), "elapsed_s": self.elapsed(),
-            **self.amp.state_dict()}
-        extra = {**self.task.extra_meta, "data": self.run_settings.data.to_dict(), **extra}
-        with self.averaged() as trained:
-            if self.average is not None and state is not None:
-                state.update(trained_weights=trained, weight_average=self.average.state())
-            save_checkpoint(self.out / name, self.model, self.task.tokenizer, self.model_cfg,
-                            {**self.resolved_cfg.__dict__, "max_steps": self.schedule.total}, step, state, extra)
+        save_run(self, name, step, extra)
 
     def load_state(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.amp.load_state_dict(state)  # fp16: the loss scale where the run left it
-        self.step, self.bad_evals = state["step"], state["bad_evals"]
-        self.best_score, self.spent_before = state["best_score"], state["elapsed_s"]
-        if "trained_weights" in state:  # model.safetensors holds their average (ema_decay)
-            self.model.load_state_dict(state["trained_weights"])
-        if self.average is not None and "weight_average" in state:
-            self.average.load_state(state["weight_average"])
+        load_run_state(self, state)
 
     def write_average(self) -> tuple[list[int], dict[str, float]]:
         """``average_last``: the mean of the kept saves, measured on validation and saved as ``averaged/``."""
         steps = self.history.load_mean(self.model)  # type: ignore[union-attr]
-        val = evaluate(self.task, self.model, "val")
+        val = self.evaluate("val")
         MetricsLogger(self.out, tensorboard=False).log(self.step, "val_averaged", **val, steps=steps)
         self.save("averaged", self.step, averaged_steps=steps)
         self.log(f"averaged/: the mean of the weights of steps {', '.join(f'{s:,}' for s in steps)}")
@@ -275,11 +267,16 @@ class Trainer:
         weights = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         self.schedule = Schedule.of(self.cfg, 10_000)  # any schedule: these steps are undone
         self.budget = estimate_steps(self.cfg, self.elapsed(), self.train_step,
-                                     lambda: evaluate(self.task, self.model, "val"), self.info, self.log,
+                                     lambda: self.evaluate("val"), self.info, self.log,
                                      tested=self.cfg.test_at_end and self.task.has_split("test"))
         self.model.load_state_dict(weights)
         self.fresh_optimizer()
         return self.budget.start(self.cfg, self.elapsed())  # the run's own steps begin
+
+    def evaluate(self, split: str) -> dict[str, float]:
+        """The task's metrics on ``split`` (a sharded model's root gathered meanwhile: ``fsdp.gathered``)."""
+        with gathered(self.root):
+            return evaluate(self.task, self.model, split)
 
     def elapsed(self) -> float:
         """Training seconds of this run, earlier sessions of a resumed run included."""

@@ -29,8 +29,8 @@ class ServedModel:
 
     @property
     def stop_ids(self) -> frozenset[int]:
-        """The tokens that end an answer: the tokenizer's end of text."""
-        return frozenset({self.ckpt.tokenizer.eos_id})
+        """The tokens that end an answer: every end-of-generation id of the tokenizer (Llama 3.1 has three)."""
+        return frozenset(self.ckpt.tokenizer.eos_ids)
 
     def chat_ids(self, messages: list[dict[str, str]]) -> list[int]:
         """The prompt of a conversation, in the model's template (``inference.chat_prompt_ids``, as ``generate
