@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Iterable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 from tqdm.auto import tqdm
@@ -26,6 +27,9 @@ from scratchformer.registry import pretrains
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks.classify import CLASSIFY_TOKENS, class_probabilities
 from scratchformer.tokenizers import UNK_ID, CharTokenizer, Tokenizer
+
+if TYPE_CHECKING:
+    from scratchformer.data.templates import Template
 
 
 def require(ckpt: Checkpoint, output: str, command: str, reads: str = "tokens") -> None:
@@ -95,19 +99,43 @@ def generate_text(ckpt: Checkpoint, prompt: str, max_new_tokens: int = 200, *, t
     return ckpt.tokenizer.decode(out[0].tolist())
 
 
+def chat_template(ckpt: Checkpoint) -> Template | None:
+    """The template a checkpoint was taught to answer in: an instruction-tuned run's (``task=instruct``: Alpaca's or
+    a chat template), a Hugging Face folder's own chat template; None for any other model."""
+    from scratchformer.data.templates import Template, find_template
+
+    if "template" in ckpt.extra:  # a run that learnt to answer in a template keeps it
+        return Template.from_dict(ckpt.extra["template"])
+    folder = ckpt.extra.get("folder")
+    if folder is not None:
+        found = find_template("auto", Path(folder))
+        return found if found.name == "chat" else None
+    return None
+
+
+def chat_prompt(ckpt: Checkpoint, messages: list[dict[str, str]], record: dict[str, Any] | None = None) -> str:
+    """THE rendering of a conversation for a model to answer (``generate --instruction``, GSM8K's chat form): the
+    text it reads, ending where its answer begins, in its own template (``chat_template``; Alpaca's for a model
+    without one). ``record``: an Alpaca record asked in Alpaca's own words (its input under its heading)."""
+    from scratchformer.data.templates import Template, special_texts
+
+    template = chat_template(ckpt) or Template("alpaca")
+    assert ckpt.tokenizer is not None
+    return template.prompt(messages, record, special_texts(ckpt.tokenizer))
+
+
 def answer_instruction(ckpt: Checkpoint, instruction: str, input_text: str = "", max_new_tokens: int = 200, *,
                        temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
                        seed: int | None = None, greedy: bool = False) -> str:
     """A language model's answer to an instruction (and its input), asked in the template the model was tuned with
-    (``task=instruct``; Alpaca's for any other GPT): the new text, up to the end-of-text token."""
-    from scratchformer.data.templates import Template, special_texts
+    (``chat_prompt``): the new text, up to the end-of-text token."""
+    from scratchformer.data.templates import as_messages
 
     require(ckpt, "next-token", "generate")
     model, tok = ckpt.model, ckpt.tokenizer
-    template = Template.from_dict(ckpt.extra.get("template"))
-    special = special_texts(tok)
+    record = {"instruction": instruction, "input": input_text, "output": ""}
     encode_checked(tok, instruction + input_text)  # what the user typed must be known; the template's words were
-    ids = tok.encode(template.instruction(instruction, input_text, special))  # read in training as they encode
+    ids = tok.encode(chat_prompt(ckpt, as_messages(record)[:-1], record))  # read in training as they encode
     if len(ids) >= model.config.max_len:
         raise DataError(f"the instruction in its template is {len(ids)} tokens, and the model reads at most "
                         f"{model.config.max_len}: no room for an answer")

@@ -1,11 +1,13 @@
-"""``scratchformer evaluate --ckpt X --benchmark NAMES [--limit N] [--shots K] [--output OUT.json]``: a language
-model's scores on benchmarks, printed as a table and merged into the results file (``benchmarks/results.py``)."""
+"""``scratchformer evaluate --ckpt X --benchmark NAMES [--limit N] [--shots K] [--chat auto|yes|no]
+[--output OUT.json]``: a language model's scores on benchmarks, printed as a table and merged into the results file
+(``benchmarks/results.py``)."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+from scratchformer.benchmarks.gsm8k import MAX_NEW_TOKENS
 from scratchformer.benchmarks.results import merge_results, read_results, results_path
 from scratchformer.benchmarks.run import evaluate_benchmarks
 from scratchformer.checkpoint import find_checkpoint, load_checkpoint
@@ -36,7 +38,8 @@ def evaluate_on_benchmarks(args: argparse.Namespace) -> int:
         result["checkpoint"] = where
         merge_results(path, {name: result})
 
-    results = evaluate_benchmarks(ckpt, names, shots=args.shots, limit=args.limit, data_dir=args.data_dir, done=save)
+    results = evaluate_benchmarks(ckpt, names, shots=args.shots, limit=args.limit, data_dir=args.data_dir,
+                                  chat=args.chat, done=save)
     print(benchmark_table(results))
     if beside:
         print(f"wrote {path} (a Hugging Face folder is not written into: the results are in the current directory)")
@@ -48,21 +51,30 @@ def evaluate_on_benchmarks(args: argparse.Namespace) -> int:
 def _score(result: dict[str, Any], metric: str) -> str:
     if metric not in result:
         return "-"
-    error = result.get(f"{metric}_stderr")
+    name, _, filter_name = metric.partition(",")  # exact_match,strict-match: its error is exact_match_stderr,...
+    error = result.get(f"{name}_stderr" + (f",{filter_name}" if filter_name else ""))
     return f"{100 * result[metric]:.2f} %" + (f" ± {100 * error:.2f}" if error is not None else "")
 
 
 def benchmark_table(results: dict[str, dict[str, Any]]) -> str:
     """The results as a person reads them: each benchmark's questions, scores (± standard error), chance level,
-    what was scored, and MMLU's four groups under it."""
+    what was scored, and MMLU's four groups under it; GSM8K's exact match by each of its filters."""
     lines = [f"{'benchmark':<20} {'questions':>9}  {'acc':<17} {'acc_norm':<17} {'chance':>7}  scored on"]
     for name, r in results.items():
         shots = f", {r['shots']}-shot" if r["shots"] else ""
-        lines.append(f"{name:<20} {r['n']:>9,}  {_score(r, 'acc'):<17} {_score(r, 'acc_norm'):<17} "
-                     f"{100 * r['chance']:>5.2f} %  {r['split']}{shots}")
+        if "chance" not in r:  # generated answers (GSM8K): exact match after each filter
+            form = ", chat form" if r.get("chat") else ""
+            lines.append(f"{name:<20} {r['n']:>9,}  exact match: strict {_score(r, 'exact_match,strict-match')}, "
+                         f"flexible {_score(r, 'exact_match,flexible-extract')}  {r['split']}{shots}{form}")
+        else:
+            lines.append(f"{name:<20} {r['n']:>9,}  {_score(r, 'acc'):<17} {_score(r, 'acc_norm'):<17} "
+                         f"{100 * r['chance']:>5.2f} %  {r['split']}{shots}")
         for group, g in r.get("groups", {}).items():
             lines.append(f"  {group:<18} {g['n']:>9,}  {_score(g, 'acc'):<17}")
         notes = [f"{r[key]:,} {words}" for key, words in NOTES.items() if r.get(key)]
+        if r.get("new_tokens") is not None and r["new_tokens"] < MAX_NEW_TOKENS:
+            notes.append(f"answers cut at {r['new_tokens']} tokens, half the model's window (the harness's 256 do "
+                         "not fit)")
         if notes:
             lines.append(f"  ({name}: {'; '.join(notes)})")
     return "\n".join(lines)
