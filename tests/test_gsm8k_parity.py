@@ -129,7 +129,7 @@ def test_prompts_answers_filters_and_scores_equal_the_harness(harness, form):
         assert text == sample["strict-match"]["arguments"][0][0], k
     assert texts[0].startswith("<|bos|><|user|>\nQuestion: ") if form == "chat" else texts[0].startswith("Question: ")
     outputs, counts = answer_problems(ckpt, texts, max_new_tokens=NEW)
-    assert counts["new_tokens"] == NEW
+    assert counts["new_tokens"] == NEW and counts["unknown_characters"] == 0
     assert (counts["truncated"] > 0) == (form == "chat")  # the longest chats lose their first tokens, as there
     assert outputs == [s["strict-match"]["resps"][0][0] for s in samples]
     metrics, rows = score_answers(problems, outputs)

@@ -198,7 +198,8 @@ def classify_images(ckpt: Checkpoint, files: list[str], batch_size: int = 64) ->
     return out
 
 
-def _held_out(ckpt: Checkpoint, split: str, data: list[str] | None, whose: str) -> tuple[Any, str]:
+def _held_out(ckpt: Checkpoint, split: str, data: list[str] | None, whose: str, quiet: bool = False
+              ) -> tuple[Any, str]:
     """The checkpoint's task rebuilt with its own tokenizer (and labels) on its own data, or on ``data``: a
     test set scored whole. Returns the task and the split to evaluate."""
     from scratchformer.data.roles import DataFiles
@@ -211,10 +212,18 @@ def _held_out(ckpt: Checkpoint, split: str, data: list[str] | None, whose: str) 
     else:
         files = DataFiles.from_dict(ckpt.extra.get("data"))
     task = build_task(cfg, ckpt.model_config, files, tokenizer=ckpt.tokenizer, labels=ckpt.extra.get("labels"),
-                      log=lambda s: print(s, file=sys.stderr), template=ckpt.extra.get("template"))
+                      log=(lambda s: None) if quiet else (lambda s: print(s, file=sys.stderr)),
+                      template=ckpt.extra.get("template"))
     if not task.has_split(split):
         raise DataError(f"{whose} has no {split!r} split; use --split val or --data PATH")
     return task, split
+
+
+def task_samples(ckpt: Checkpoint) -> list[str]:
+    """The few held-out examples a run shows at its end (``Task.samples``: a continuation and the real text,
+    answers beside the records', ...), its task rebuilt on its own data."""
+    task, _ = _held_out(ckpt, "val", None, "this checkpoint's data", quiet=True)
+    return task.samples(ckpt.model)
 
 
 def evaluate_checkpoint(ckpt: Checkpoint, *, split: str = "test", data: list[str] | None = None, beam: int = 4,

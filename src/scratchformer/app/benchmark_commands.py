@@ -30,13 +30,20 @@ def evaluate_on_benchmarks(args: argparse.Namespace) -> int:
     if not names:
         raise ConfigError("--benchmark names no benchmark (e.g. --benchmark arc_easy,hellaswag)")
     path, beside = results_path(args.ckpt[0], args.output)
-    read_results(path)  # an unreadable results file is said now, not after the scoring
+    paths = [path]
+    if args.output is not None:  # a run keeps every result it took, for its report, beside the file asked for
+        own, own_beside = results_path(args.ckpt[0])
+        if not own_beside and own.resolve() != path.resolve():
+            paths.append(own)
+    for p in paths:
+        read_results(p)  # an unreadable results file is said now, not after the scoring
     ckpt = load_checkpoint(args.ckpt[0])
     where = {"path": str(find_checkpoint(args.ckpt[0]) or args.ckpt[0]), "step": ckpt.step}
 
     def save(name: str, result: dict[str, Any]) -> None:  # each benchmark as it is scored
         result["checkpoint"] = where
-        merge_results(path, {name: result})
+        for p in paths:
+            merge_results(p, {name: result})
 
     results = evaluate_benchmarks(ckpt, names, shots=args.shots, limit=args.limit, data_dir=args.data_dir,
                                   chat=args.chat, done=save)
@@ -44,7 +51,7 @@ def evaluate_on_benchmarks(args: argparse.Namespace) -> int:
     if beside:
         print(f"wrote {path} (a Hugging Face folder is not written into: the results are in the current directory)")
     else:
-        print(f"wrote {path}")
+        print(f"wrote {' and '.join(map(str, paths))}")
     return 0
 
 
@@ -58,23 +65,36 @@ def _score(result: dict[str, Any], metric: str) -> str:
 
 def benchmark_table(results: dict[str, dict[str, Any]]) -> str:
     """The results as a person reads them: each benchmark's questions, scores (± standard error), chance level,
-    what was scored, and MMLU's four groups under it; GSM8K's exact match by each of its filters."""
-    lines = [f"{'benchmark':<20} {'questions':>9}  {'acc':<17} {'acc_norm':<17} {'chance':>7}  scored on"]
-    for name, r in results.items():
-        shots = f", {r['shots']}-shot" if r["shots"] else ""
-        if "chance" not in r:  # generated answers (GSM8K): exact match after each filter
-            form = ", chat form" if r.get("chat") else ""
-            lines.append(f"{name:<20} {r['n']:>9,}  exact match: strict {_score(r, 'exact_match,strict-match')}, "
-                         f"flexible {_score(r, 'exact_match,flexible-extract')}  {r['split']}{shots}{form}")
-        else:
-            lines.append(f"{name:<20} {r['n']:>9,}  {_score(r, 'acc'):<17} {_score(r, 'acc_norm'):<17} "
-                         f"{100 * r['chance']:>5.2f} %  {r['split']}{shots}")
+    what was scored, and MMLU's four groups under it; GSM8K's exact match by each of its filters, under a heading
+    of its own."""
+    chosen = {n: r for n, r in results.items() if "chance" in r}
+    generated = {n: r for n, r in results.items() if "chance" not in r}
+    lines = [f"{'benchmark':<20} {'questions':>9}  {'acc':<17} {'acc_norm':<17} {'chance':>7}  scored on"] \
+        if chosen else []
+    for name, r in chosen.items():
+        lines.append(f"{name:<20} {r['n']:>9,}  {_score(r, 'acc'):<17} {_score(r, 'acc_norm'):<17} "
+                     f"{100 * r['chance']:>5.2f} %  {r['split']}{_shots(r)}")
         for group, g in r.get("groups", {}).items():
             lines.append(f"  {group:<18} {g['n']:>9,}  {_score(g, 'acc'):<17}")
-        notes = [f"{r[key]:,} {words}" for key, words in NOTES.items() if r.get(key)]
-        if r.get("new_tokens") is not None and r["new_tokens"] < MAX_NEW_TOKENS:
-            notes.append(f"answers cut at {r['new_tokens']} tokens, half the model's window (the harness's 256 do "
-                         "not fit)")
-        if notes:
-            lines.append(f"  ({name}: {'; '.join(notes)})")
+        lines += _notes(name, r)
+    if generated:
+        lines.append(f"{'benchmark':<20} {'problems':>9}  {'strict-match':<17} {'flexible-extract':<17} "
+                     "(exact match)  scored on")
+    for name, r in generated.items():
+        form = ", chat form" if r.get("chat") else ""
+        lines.append(f"{name:<20} {r['n']:>9,}  {_score(r, 'exact_match,strict-match'):<17} "
+                     f"{_score(r, 'exact_match,flexible-extract'):<17} {'':<13}  {r['split']}{_shots(r)}{form}")
+        lines += _notes(name, r)
     return "\n".join(lines)
+
+
+def _shots(r: dict[str, Any]) -> str:
+    return f", {r['shots']}-shot" if r["shots"] else ""
+
+
+def _notes(name: str, r: dict[str, Any]) -> list[str]:
+    notes = [f"{r[key]:,} {words}" for key, words in NOTES.items() if r.get(key)]
+    if r.get("new_tokens") is not None and r["new_tokens"] < MAX_NEW_TOKENS:
+        notes.append(f"answers cut at {r['new_tokens']} tokens, half the model's window (the harness's "
+                     f"{MAX_NEW_TOKENS} do not fit)")
+    return [f"  ({name}: {'; '.join(notes)})"] if notes else []

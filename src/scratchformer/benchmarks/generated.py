@@ -22,6 +22,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from scratchformer.benchmarks.gsm8k import GSM8K_STOP, MAX_NEW_TOKENS, Problem, cut_at_stop
+from scratchformer.benchmarks.loglikelihood import unknown_id
 from scratchformer.checkpoint import Checkpoint
 from scratchformer.generation.until import generate_until
 from scratchformer.inference import chat_prompt, chat_template
@@ -54,18 +55,21 @@ def encode_prompt(tokenizer: Tokenizer, text: str) -> list[int]:
 def answer_problems(ckpt: Checkpoint, texts: Sequence[str], *, max_new_tokens: int = MAX_NEW_TOKENS,
                     max_tokens: int = 16384, stops: Sequence[str] = GSM8K_STOP) -> tuple[list[str], dict[str, Any]]:
     """The model's greedy answer to each prompt text (cut before the first stop sequence), and what was not as the
-    harness would have it: ``truncated`` prompts, ``new_tokens`` (the answers' budget)."""
+    harness would have it: ``truncated`` prompts, prompts with ``unknown_characters`` (read as the unknown token of a
+    vocabulary that lacks them), ``new_tokens`` (the answers' budget)."""
     model, tokenizer = ckpt.model, ckpt.tokenizer
     assert tokenizer is not None
     window = model.config.max_len
     new = max_new_tokens if window > max_new_tokens else window // 2
     eos = tokenizer.id_to_token(tokenizer.eos_id)
     stops = [*stops, eos] if eos not in stops else list(stops)
-    prompts, truncated = [], 0
+    prompts, truncated, unknown = [], 0, 0
+    unk = unknown_id(tokenizer)
     for text in texts:
         ids = encode_prompt(tokenizer, text)
         truncated += len(ids) > window - new
         prompts.append(ids[-(window - new):])
+        unknown += unk is not None and unk in prompts[-1]
 
     def stopped(_: int, ids: list[int]) -> bool:
         text = tokenizer.decode(ids)
@@ -76,4 +80,4 @@ def answer_problems(ckpt: Checkpoint, texts: Sequence[str], *, max_new_tokens: i
                              progress=bar.update)
     bar.close()
     answers = [cut_at_stop(tokenizer.decode(ids), stops) for ids in outputs]
-    return answers, {"truncated": truncated, "new_tokens": new}
+    return answers, {"truncated": truncated, "unknown_characters": unknown, "new_tokens": new}

@@ -23,7 +23,14 @@ from tqdm.auto import tqdm
 from scratchformer.benchmarks.catalog import Benchmark, Generation, MultipleChoice, find_benchmark
 from scratchformer.benchmarks.generated import answer_problems, prompt_texts, uses_chat
 from scratchformer.benchmarks.gsm8k import Problem, score_answers
-from scratchformer.benchmarks.loglikelihood import Request, encode_pairs, fit, loglikelihoods, scores_text
+from scratchformer.benchmarks.loglikelihood import (
+    Request,
+    encode_pairs,
+    fit,
+    loglikelihoods,
+    scores_text,
+    unknown_id,
+)
 from scratchformer.benchmarks.metrics import item_scores, pooled, summary
 from scratchformer.benchmarks.mmlu_subjects import GROUPS
 from scratchformer.benchmarks.questions import Question
@@ -31,7 +38,6 @@ from scratchformer.checkpoint import Checkpoint, CheckpointError
 from scratchformer.data.benchmark_files import find_benchmark_file, read_jsonl
 from scratchformer.errors import ConfigError
 from scratchformer.families import family
-from scratchformer.tokenizers import CharTokenizer, Tokenizer
 
 __all__ = ["choice_scores", "evaluate_benchmarks", "load_questions", "score_problems", "score_questions"]
 
@@ -117,7 +123,7 @@ def choice_scores(ckpt: Checkpoint, items: list[Question], *, max_tokens: int = 
     model, tokenizer = ckpt.model, ckpt.tokenizer
     assert tokenizer is not None
     window = model.config.max_len
-    unknown = _unknown_id(tokenizer)
+    unknown = unknown_id(tokenizer)
     requests: list[Request] = []
     owners: list[int] = []  # the question of each request
     counts = {"truncated": 0, "unknown_characters": 0, "skipped": 0}
@@ -169,14 +175,3 @@ def _by_subject(rows: list[dict[str, float]], subjects: list[str | None], metric
     groups = {g: pooled([each[s] for s in names if s in each], metrics) for g, names in GROUPS.items()
               if any(s in each for s in names)}
     return {**pooled(list(each.values()), metrics), "groups": groups, "subjects": each}
-
-
-def _unknown_id(tokenizer: Tokenizer) -> int | None:
-    """The id a character outside the vocabulary becomes: a character tokenizer's ``<unk>``, a pretrained
-    tokenizer's own unknown token if its model has one; None for byte-level tokenizers, which write every
-    character in bytes."""
-    if isinstance(tokenizer, CharTokenizer):
-        return tokenizer.unk_id
-    hf = getattr(tokenizer, "hf", None)
-    token = getattr(getattr(hf, "model", None), "unk_token", None)
-    return hf.token_to_id(token) if token else None
