@@ -78,10 +78,14 @@ def test_the_results_file_gathers_benchmarks_by_name_and_output_goes_where_asked
     again = json.loads((run / "benchmarks.json").read_text())
     assert again["mine"]["n"] == 2 and again["mine"]["limit"] == 2 and again["other"] == kept["other"]
     out = tmp_path / "o.json"
-    assert main(["evaluate", "--ckpt", str(run), "--benchmark", str(other), "--output", str(out)]) == 0
-    assert set(json.loads(out.read_text())) == {"other"}
-    assert json.loads((run / "benchmarks.json").read_text()) == again  # --output leaves the run's file alone
     capsys.readouterr()
+    assert main(["evaluate", "--ckpt", str(run), "--benchmark", str(other), "--limit", "1", "--output", str(out)]) == 0
+    assert f"wrote {out} and {run / 'benchmarks.json'}" in capsys.readouterr().out
+    assert set(json.loads(out.read_text())) == {"other"}
+    # the run keeps every result it took (its report reads them), the others as they were
+    kept = json.loads((run / "benchmarks.json").read_text())
+    assert kept["other"]["limit"] == 1 and {k: v for k, v in kept.items() if k != "other"} == {
+        k: v for k, v in again.items() if k != "other"}
 
 
 @needs_data("benchmarks/arc_easy_validation.jsonl.gz", "benchmarks/mmlu_test.jsonl.gz", "benchmarks/mmlu_dev.jsonl.gz")

@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Iterable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 from tqdm.auto import tqdm
@@ -27,6 +28,9 @@ from scratchformer.registry import pretrains
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks.classify import CLASSIFY_TOKENS, class_probabilities
 from scratchformer.tokenizers import UNK_ID, CharTokenizer, Tokenizer
+
+if TYPE_CHECKING:
+    from scratchformer.data.templates import Template
 
 
 def require(ckpt: Checkpoint, output: str, command: str, reads: str = "tokens") -> None:
@@ -115,19 +119,27 @@ def chat_template(ckpt: Checkpoint) -> Template | None:
     return folder_template(ckpt.extra["folder"]) if "folder" in ckpt.extra else None
 
 
-def chat_prompt_ids(ckpt: Checkpoint, messages: list[dict[str, str]], template: Template | None = None,
-                    record: dict[str, Any] | None = None) -> list[int]:
-    """The token ids of ``messages`` (those before the answer) written in ``template`` (default: the model's own,
-    ``chat_template``), ending where the answer begins: the one helper through which ``generate --instruction`` and
-    ``serve`` ask a model. ``record``: an Alpaca record the messages came from (its own text, with "### Input:").
-    A character the model's vocabulary lacks is refused in one line (``DataError``)."""
+def chat_prompt(ckpt: Checkpoint, messages: list[dict[str, str]], template: Template | None = None,
+                record: dict[str, Any] | None = None) -> str:
+    """THE rendering of a conversation for a model to answer, through which ``generate --instruction``, ``serve`` and
+    GSM8K's chat form ask a model: ``messages`` (those before the answer) written in ``template`` (default: the
+    model's own, ``chat_template``), ending where the answer begins. ``record``: an Alpaca record the messages came
+    from (its own text, with "### Input:"). A model with no template is refused in one line (``DataError``)."""
     template = template if template is not None else chat_template(ckpt)
     if template is None:
         raise DataError("this model has no chat template (it was not instruction-tuned, and its folder has none); "
                         "continue a text instead")
+    assert ckpt.tokenizer is not None
+    return template.prompt(messages, record, special_texts(ckpt.tokenizer))
+
+
+def chat_prompt_ids(ckpt: Checkpoint, messages: list[dict[str, str]], template: Template | None = None,
+                    record: dict[str, Any] | None = None) -> list[int]:
+    """The token ids of ``chat_prompt``. A character the model's vocabulary lacks is refused in one line
+    (``DataError``)."""
     tok = ckpt.tokenizer
     encode_checked(tok, "".join(m["content"] for m in messages))  # the user's words must be known; the template's
-    return tok.encode(template.prompt(messages, record, special_texts(tok)))  # were read in training as they encode
+    return tok.encode(chat_prompt(ckpt, messages, template, record))  # were read in training as they encode
 
 
 def answer_instruction(ckpt: Checkpoint, instruction: str, input_text: str = "", max_new_tokens: int = 200, *,
@@ -201,7 +213,8 @@ def classify_images(ckpt: Checkpoint, files: list[str], batch_size: int = 64) ->
     return out
 
 
-def _held_out(ckpt: Checkpoint, split: str, data: list[str] | None, whose: str) -> tuple[Any, str]:
+def _held_out(ckpt: Checkpoint, split: str, data: list[str] | None, whose: str, quiet: bool = False
+              ) -> tuple[Any, str]:
     """The checkpoint's task rebuilt with its own tokenizer (and labels) on its own data, or on ``data``: a
     test set scored whole. Returns the task and the split to evaluate."""
     from scratchformer.data.roles import DataFiles
@@ -214,10 +227,18 @@ def _held_out(ckpt: Checkpoint, split: str, data: list[str] | None, whose: str) 
     else:
         files = DataFiles.from_dict(ckpt.extra.get("data"))
     task = build_task(cfg, ckpt.model_config, files, tokenizer=ckpt.tokenizer, labels=ckpt.extra.get("labels"),
-                      log=lambda s: print(s, file=sys.stderr), template=ckpt.extra.get("template"))
+                      log=(lambda s: None) if quiet else (lambda s: print(s, file=sys.stderr)),
+                      template=ckpt.extra.get("template"))
     if not task.has_split(split):
         raise DataError(f"{whose} has no {split!r} split; use --split val or --data PATH")
     return task, split
+
+
+def task_samples(ckpt: Checkpoint) -> list[str]:
+    """The few held-out examples a run shows at its end (``Task.samples``: a continuation and the real text,
+    answers beside the records', ...), its task rebuilt on its own data."""
+    task, _ = _held_out(ckpt, "val", None, "this checkpoint's data", quiet=True)
+    return task.samples(ckpt.model)
 
 
 def evaluate_checkpoint(ckpt: Checkpoint, *, split: str = "test", data: list[str] | None = None, beam: int = 4,

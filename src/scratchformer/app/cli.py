@@ -9,7 +9,8 @@ runs it; a thin layer over importable functions.
     scratchformer translate --ckpt DIR [TEXT ... | --input FILE] [--beam N --length-penalty A]
     scratchformer classify --ckpt DIR [TEXT ... | IMAGE ... | --input FILE]
     scratchformer evaluate --ckpt DIR [DIR ...] [--split test | --data PATH ...]   (several DIRs: an ensemble)
-    scratchformer evaluate --ckpt DIR --benchmark NAMES [--limit N] [--shots K] [--output OUT.json]
+    scratchformer evaluate --ckpt DIR --benchmark NAMES [--limit N] [--shots K] [--chat auto|yes|no] [--output FILE]
+    scratchformer report --ckpt RUN   (RUN/report.md and its figures)
     scratchformer export --ckpt DIR --format onnx|onnx-single|gguf|torchscript|hf --out PATH [--gguf-type f32|f16|q8_0]
     scratchformer plot attention|positions|schedule|curves --out FILE.png|FILE.svg ...
     scratchformer explore --ckpt DIR [--port N]   (or --text TEXT --export FILE.html|.png|.svg [--layer L --head H])

@@ -140,14 +140,23 @@ def cmd_classify(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from scratchformer.app.report import write_report
+
+    out = write_report(args.ckpt)
+    print(f"wrote {out} (figures in {out.parent / 'report'})")
+    return 0
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.benchmark is not None:
         from scratchformer.app.benchmark_commands import evaluate_on_benchmarks
 
         return evaluate_on_benchmarks(args)
-    alone = [name for name in ("limit", "output", "data_dir") if getattr(args, name) is not None]
-    if alone or args.shots:
-        raise ConfigError(f"--{(alone or ['shots'])[0].replace('_', '-')} goes with --benchmark NAMES")
+    alone = [name for name in ("limit", "output", "data_dir", "shots") if getattr(args, name) is not None]
+    alone += ["chat"] if args.chat != "auto" else []
+    if alone:
+        raise ConfigError(f"--{alone[0].replace('_', '-')} goes with --benchmark NAMES")
     words = [p for p in args.data or () if "=" in Path(p).name and not Path(p).exists()]
     if words:  # not a file to score: a setting, which a checkpoint brings with it
         raise ConfigError(f"evaluate takes no settings ({words[0]}): a checkpoint is scored with its own")

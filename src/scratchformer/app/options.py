@@ -19,13 +19,18 @@ _DECODING = [
 
 _BENCHMARK = [
     opt("--benchmark", metavar="NAMES", help="instead of --split/--data: score a language model on benchmarks, "
-        "comma-separated, each as lm-evaluation-harness 0.4.13 scores it: arc_easy, arc_challenge, hellaswag, mmlu "
+        "comma-separated, each as lm-evaluation-harness 0.4.13 scores it: arc_easy, arc_challenge, hellaswag, mmlu, "
+        "gsm8k "
         "(read from benchmarks/ in $SCRATCHFORMER_DATA or --data-dir), or the path of a .jsonl/.jsonl.gz file of "
         'multiple-choice questions, a line each: {"context": ..., "choices": [...], "answer": index}'),
     opt("--limit", type=at_least(1), help="with --benchmark: only the first N questions of each (of each subject "
         "for mmlu, as the harness's --limit)"),
-    opt("--shots", type=at_least(0), default=0, help="with --benchmark: examples answered before each question "
-        "(mmlu: 0 to 5, the first of its dev split; default 0)"),
+    opt("--shots", type=at_least(0), help="with --benchmark: examples answered before each question (default: the "
+        "harness task's own, 5 for gsm8k, else 0; mmlu: 0 to 5, the first of its dev split; gsm8k: drawn from its "
+        "train split as the harness draws them)"),
+    opt("--chat", choices=["auto", "yes", "no"], default="auto", help="with --benchmark gsm8k: ask each problem as "
+        "a conversation in the model's own template, the harness's --apply_chat_template --fewshot_as_multiturn "
+        "(auto, the default: when the model has one, an instruction-tuned run or a folder with a chat template)"),
     opt("--output", metavar="OUT.json", help="with --benchmark: the results file (default: benchmarks.json in the "
         "run directory, or in the current directory for a Hugging Face folder); results are merged into it by name"),
     opt("--data-dir", help="with --benchmark: where benchmarks/ is looked for first; then $SCRATCHFORMER_DATA, "
@@ -66,7 +71,7 @@ INFERENCE = [
     Command("classify", "label texts, or image files with an image classifier (ViT): label and probability per "
             "line", _inputs("for an image classifier, image files"), _RUN + "cmd_classify"),
     Command("evaluate", "metrics of a checkpoint on held-out data, as JSON; or a language model's scores on "
-            "benchmarks (ARC, HellaSwag, MMLU, a file of yours)", [
+            "benchmarks (ARC, HellaSwag, MMLU, GSM8K, a file of yours)", [
         opt("--ckpt", required=True, nargs="+", metavar="DIR", help="checkpoint or run directory (or a Hugging Face "
             "folder); several classifiers: evaluate them as an ensemble (the mean of their class probabilities)"),
         opt("--split", help="the run's own split: test (default) or val"),
@@ -75,6 +80,14 @@ INFERENCE = [
         *_DECODING,
         *_BENCHMARK,
     ], _RUN + "cmd_evaluate"),
+    Command("report", "write RUN/report.md: what a training run was and how it scored, one page with its figures", [
+        opt("--ckpt", required=True, metavar="RUN", help="a training run directory (what train --out wrote)"),
+    ], _RUN + "cmd_report",
+        description="Write RUN/report.md and its figures in RUN/report/: what was trained (model, parameters, "
+                    "settings and where each came from), the data (splits, sizes, each file's sha256), where and "
+                    "when, the curves (loss, learning rate, throughput), the final metrics, every benchmark result in "
+                    "RUN/benchmarks.json (evaluate --benchmark), a few samples and the command that makes the run "
+                    "again. It writes nothing else."),
     Command("export", "export a checkpoint's model to ONNX, GGUF (llama.cpp), TorchScript or Hugging Face "
             "transformers", [
         _CKPT,

@@ -1,9 +1,11 @@
 """The benchmarks ``evaluate --benchmark`` knows, one entry each, and a user's multiple-choice file as one more.
 
-An entry says which files it reads (the scored split, then the pool of few-shot examples), how its questions are
-written (``questions.py``), which metrics the harness reports for it, and what is scored, in words, wherever a
-score is shown: the ARC files here are the validation splits, while the harness's ``arc_easy`` and
-``arc_challenge`` score ARC's test split.
+Two kinds: a ``MultipleChoice`` benchmark is scored by the log-likelihood of each choice (``loglikelihood.py``); a
+``Generation`` benchmark (GSM8K) by what the model writes, generated greedily and filtered for its answer
+(``generated.py``, ``gsm8k.py``). An entry says which files it reads (the scored split, then the pool of few-shot
+examples), how its questions are written (``questions.py``, ``gsm8k.py``), which metrics the harness reports for
+it, and what is scored, in words, wherever a score is shown: the ARC files here are the validation splits, while
+the harness's ``arc_easy`` and ``arc_challenge`` score ARC's test split.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from scratchformer.benchmarks.gsm8k import FILTERS, Problem, gsm8k_problems
 from scratchformer.benchmarks.questions import (
     Question,
     Records,
@@ -22,7 +25,7 @@ from scratchformer.benchmarks.questions import (
 )
 from scratchformer.errors import ConfigError
 
-__all__ = ["BENCHMARKS", "MultipleChoice", "benchmark_names", "find_benchmark"]
+__all__ = ["BENCHMARKS", "Benchmark", "Generation", "MultipleChoice", "benchmark_names", "find_benchmark"]
 
 FILE_SUFFIXES = (".jsonl", ".jsonl.gz")
 
@@ -40,6 +43,27 @@ class MultipleChoice:
     max_shots: int = 0  # the size of the few-shot pool here (0: none here)
     no_shots: str = ""  # why there are none
     user_file: bool = False  # files are a user's paths (read as they are), not benchmark files (sha256 checked)
+    default_shots: int = 0  # the harness task's num_fewshot, when --shots is not given
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A benchmark answered by generating: ``questions(records of each file, shots, limit)`` writes its problems;
+    the answers are generated (``generated.py``) and scored by exact match after each of its filters."""
+
+    name: str
+    files: tuple[str, ...]  # the scored split first, then the pool of few-shot examples
+    questions: Callable[[list[Records], int, int | None], list[Problem]]
+    metrics: tuple[str, ...]  # exact_match,FILTER for each filter (the harness's names)
+    split: str
+    harness_task: str
+    max_shots: int
+    default_shots: int
+    no_shots: str = ""
+    user_file: bool = False
+
+
+Benchmark = MultipleChoice | Generation
 
 
 def _no_shots(build: Callable[[Records, int | None], list[Question]]) -> Callable[..., list[Question]]:
@@ -54,7 +78,7 @@ def _arc(level: str) -> MultipleChoice:
         "folder does not hold")
 
 
-BENCHMARKS: dict[str, MultipleChoice] = {b.name: b for b in (
+BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
     _arc("Easy"),
     _arc("Challenge"),
     MultipleChoice("hellaswag", ("hellaswag_validation.jsonl.gz",), _no_shots(hellaswag_questions),
@@ -65,6 +89,10 @@ BENCHMARKS: dict[str, MultipleChoice] = {b.name: b for b in (
                    lambda records, shots, limit: mmlu_questions(records[0], records[1], shots, limit),
                    ("acc",), "MMLU test split, 57 subjects (as the harness's mmlu; examples from the dev split)",
                    "mmlu", max_shots=5),
+    Generation("gsm8k", ("gsm8k_test.jsonl.gz", "gsm8k_train.jsonl.gz"),
+               lambda records, shots, limit: gsm8k_problems(records[0], records[1], shots, limit),
+               tuple(f"exact_match,{f}" for f in FILTERS), "GSM8K test split (as the harness's gsm8k; examples "
+               "from the train split)", "gsm8k", max_shots=7473, default_shots=5),
 )}
 
 
@@ -72,7 +100,7 @@ def benchmark_names() -> list[str]:
     return list(BENCHMARKS)
 
 
-def find_benchmark(name: str) -> MultipleChoice:
+def find_benchmark(name: str) -> Benchmark:
     """The benchmark a ``--benchmark`` word names: a known name, or the path of a ``.jsonl``/``.jsonl.gz`` file of
     multiple-choice questions (named by its stem: ``piqa.jsonl`` -> ``piqa``)."""
     if name in BENCHMARKS:

@@ -26,9 +26,9 @@ from torch import Tensor, nn
 from scratchformer.data.batching import pad_batch
 from scratchformer.families import family
 from scratchformer.models import GPT
-from scratchformer.tokenizers import Tokenizer
+from scratchformer.tokenizers import CharTokenizer, Tokenizer
 
-__all__ = ["Request", "encode_pairs", "loglikelihoods", "scores_text"]
+__all__ = ["Request", "encode_pairs", "loglikelihoods", "scores_text", "unknown_id"]
 
 LOGIT_ROWS = 256  # positions turned into vocabulary log-probabilities at once (bounds the memory of a big V)
 
@@ -160,3 +160,14 @@ def _pick(model: GPT, hidden: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
 def _log_probs(model: GPT, hidden: Tensor) -> Tensor:
     """``(n, C)`` -> ``(n, V)`` float32 log-probabilities of the next token (the output layer, a log-softmax)."""
     return F.log_softmax(F.linear(hidden, model.output_weight()).float(), -1)
+
+
+def unknown_id(tokenizer: Tokenizer) -> int | None:
+    """The id a character outside the vocabulary becomes: a character tokenizer's ``<unk>``, a pretrained
+    tokenizer's own unknown token if its model has one; None for byte-level tokenizers, which write every
+    character in bytes."""
+    if isinstance(tokenizer, CharTokenizer):
+        return tokenizer.unk_id
+    hf = getattr(tokenizer, "hf", None)
+    token = getattr(getattr(hf, "model", None), "unk_token", None)
+    return hf.token_to_id(token) if token else None

@@ -1,8 +1,8 @@
 """Where a checkpoint's benchmark results are kept: ``benchmarks.json`` in its run directory (for a Hugging Face
-folder, which is the user's and is not written into: in the current directory), or the ``--output`` file. One JSON
-object keyed by benchmark name; a new result replaces the one of the same name and leaves the others, so that a run's
-file gathers every benchmark it has taken (``report`` reads it). Written atomically: a failure leaves the file as it
-was."""
+folder, which is the user's and is not written into: in the current directory), or the ``--output`` file (and the
+run's own file too: a run keeps every result it took, for its report). One JSON object keyed by benchmark name; a new
+result replaces the one of the same name and leaves the others, so that a run's file gathers every benchmark it has
+taken (``report`` reads it). Written atomically: a failure leaves the file as it was."""
 
 from __future__ import annotations
 

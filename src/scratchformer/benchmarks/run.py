@@ -5,7 +5,9 @@ and whole, each record has its fields, the shots exist), so a mistake costs seco
 A question is scored as the harness scores it (``loglikelihood.py``); what could not be scored as written is
 counted and reported beside its scores: prompts cut to the model's window (``truncated``), questions with a
 character the model's vocabulary lacks, scored as its unknown token (``unknown_characters``), and questions with
-a choice longer than the window, which cannot be scored (``skipped``; the harness stops on them).
+a choice longer than the window, which cannot be scored (``skipped``; the harness stops on them). A GSM8K problem
+is answered by generating (``generated.py``) and scored by its filters (``gsm8k.py``); prompts cut to the window are
+counted the same way.
 """
 
 from __future__ import annotations
@@ -18,8 +20,17 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from scratchformer.benchmarks.catalog import MultipleChoice, find_benchmark
-from scratchformer.benchmarks.loglikelihood import Request, encode_pairs, fit, loglikelihoods, scores_text
+from scratchformer.benchmarks.catalog import Benchmark, Generation, MultipleChoice, find_benchmark
+from scratchformer.benchmarks.generated import answer_problems, prompt_texts, uses_chat
+from scratchformer.benchmarks.gsm8k import Problem, score_answers
+from scratchformer.benchmarks.loglikelihood import (
+    Request,
+    encode_pairs,
+    fit,
+    loglikelihoods,
+    scores_text,
+    unknown_id,
+)
 from scratchformer.benchmarks.metrics import item_scores, pooled, summary
 from scratchformer.benchmarks.mmlu_subjects import GROUPS
 from scratchformer.benchmarks.questions import Question
@@ -27,30 +38,34 @@ from scratchformer.checkpoint import Checkpoint, CheckpointError
 from scratchformer.data.benchmark_files import find_benchmark_file, read_jsonl
 from scratchformer.errors import ConfigError
 from scratchformer.families import family
-from scratchformer.tokenizers import CharTokenizer, Tokenizer
 
-__all__ = ["choice_scores", "evaluate_benchmarks", "load_questions", "score_questions"]
+__all__ = ["choice_scores", "evaluate_benchmarks", "load_questions", "score_problems", "score_questions"]
 
 
-def load_questions(spec: MultipleChoice, *, shots: int = 0, limit: int | None = None,
-                   data_dir: str | Path | None = None) -> list[Question]:
-    """The questions of ``spec`` as the harness writes them, read from its files (checked)."""
+def load_questions(spec: Benchmark, *, shots: int | None = None, limit: int | None = None,
+                   data_dir: str | Path | None = None) -> list[Any]:
+    """The questions (GSM8K: problems) of ``spec`` as the harness writes them, read from its files (checked);
+    ``shots`` None: the harness task's own number."""
+    shots = spec.default_shots if shots is None else shots
     if shots > spec.max_shots:
         raise ConfigError(f"--shots {shots}: {spec.name} has no examples to show here ({spec.no_shots})"
                           if not spec.max_shots else
                           f"--shots {shots} is more than the {spec.max_shots} examples a subject has in "
-                          f"{spec.name}'s dev split")
+                          f"{spec.name}'s dev split" if isinstance(spec, MultipleChoice) else
+                          f"--shots {shots} is more than the {spec.max_shots:,} examples of {spec.name}'s train split")
     paths = [Path(f) if spec.user_file else find_benchmark_file(f, data_dir) for f in spec.files]
     return spec.questions([read_jsonl(p) for p in paths], shots, limit)
 
 
-def evaluate_benchmarks(ckpt: Checkpoint, names: list[str], *, shots: int = 0, limit: int | None = None,
-                        data_dir: str | Path | None = None, max_tokens: int = 4096,
+def evaluate_benchmarks(ckpt: Checkpoint, names: list[str], *, shots: int | None = None, limit: int | None = None,
+                        data_dir: str | Path | None = None, max_tokens: int = 4096, chat: str = "auto",
                         log: Callable[[str], object] = lambda s: print(s, file=sys.stderr),
                         done: Callable[[str, dict[str, Any]], object] | None = None) -> dict[str, Any]:
     """``{benchmark: {metric: value, metric_stderr: ..., n, chance, ...}}`` of a language model's checkpoint on
-    each benchmark of ``names`` (known names, or paths of multiple-choice files). ``done(name, result)``: told as
-    each benchmark is scored (the command saves it then, so an interrupted list keeps what it finished)."""
+    each benchmark of ``names`` (known names, or paths of multiple-choice files). ``shots`` None: each benchmark's
+    own number (the harness task's: 5 for GSM8K, else 0). ``chat``: ask GSM8K in the chat form (``auto``: when the
+    model has a template, ``yes``, ``no``). ``done(name, result)``: told as each benchmark is scored (the command
+    saves it then, so an interrupted list keeps what it finished)."""
     if not scores_text(ckpt.model):
         kind = family(ckpt.model_config.arch).title
         raise CheckpointError(f"this checkpoint holds {kind}: benchmarks score the likelihood of a text, which only a "
@@ -61,15 +76,28 @@ def evaluate_benchmarks(ckpt: Checkpoint, names: list[str], *, shots: int = 0, l
     results = {}
     for spec, items in zip(specs, questions):
         start = time.perf_counter()
-        result = score_questions(ckpt, spec, items, max_tokens=max_tokens)
+        if isinstance(spec, Generation):
+            result = score_problems(ckpt, items, chat=uses_chat(ckpt, chat))
+        else:
+            result = score_questions(ckpt, spec, items, max_tokens=max_tokens)
         seconds = time.perf_counter() - start
-        results[spec.name] = {**result, "shots": shots, "limit": limit, "split": spec.split,
-                              "harness_task": spec.harness_task, "seconds": round(seconds, 2),
+        results[spec.name] = {**result, "shots": spec.default_shots if shots is None else shots, "limit": limit,
+                              "split": spec.split, "harness_task": spec.harness_task, "seconds": round(seconds, 2),
                               "items_per_second": round(len(items) / seconds, 2)}
-        log(f"{spec.name}: {len(items):,} questions in {seconds:.1f} s")
+        log(f"{spec.name}: {len(items):,} {'problems' if isinstance(spec, Generation) else 'questions'} in "
+            f"{seconds:.1f} s")
         if done is not None:
             done(spec.name, results[spec.name])
     return results
+
+
+def score_problems(ckpt: Checkpoint, problems: list[Problem], *, chat: bool = False) -> dict[str, Any]:
+    """GSM8K's metrics of ``problems``: the model's greedy answers, filtered, matched; a few of them as examples."""
+    outputs, counts = answer_problems(ckpt, prompt_texts(ckpt, problems, chat))
+    metrics, rows = score_answers(problems, outputs)
+    examples = [{"question": p.turns[-1][1], "output": r["output"], "answers": r["answers"],
+                 "reference": p.answer.split("#### ")[-1]} for p, r in zip(problems[:3], rows)]
+    return {**metrics, "chat": chat, **counts, "examples": examples}
 
 
 def score_questions(ckpt: Checkpoint, spec: MultipleChoice, items: list[Question], *,
@@ -95,7 +123,7 @@ def choice_scores(ckpt: Checkpoint, items: list[Question], *, max_tokens: int = 
     model, tokenizer = ckpt.model, ckpt.tokenizer
     assert tokenizer is not None
     window = model.config.max_len
-    unknown = _unknown_id(tokenizer)
+    unknown = unknown_id(tokenizer)
     requests: list[Request] = []
     owners: list[int] = []  # the question of each request
     counts = {"truncated": 0, "unknown_characters": 0, "skipped": 0}
@@ -147,14 +175,3 @@ def _by_subject(rows: list[dict[str, float]], subjects: list[str | None], metric
     groups = {g: pooled([each[s] for s in names if s in each], metrics) for g, names in GROUPS.items()
               if any(s in each for s in names)}
     return {**pooled(list(each.values()), metrics), "groups": groups, "subjects": each}
-
-
-def _unknown_id(tokenizer: Tokenizer) -> int | None:
-    """The id a character outside the vocabulary becomes: a character tokenizer's ``<unk>``, a pretrained
-    tokenizer's own unknown token if its model has one; None for byte-level tokenizers, which write every
-    character in bytes."""
-    if isinstance(tokenizer, CharTokenizer):
-        return tokenizer.unk_id
-    hf = getattr(tokenizer, "hf", None)
-    token = getattr(getattr(hf, "model", None), "unk_token", None)
-    return hf.token_to_id(token) if token else None

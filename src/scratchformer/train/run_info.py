@@ -24,7 +24,7 @@ from scratchformer.settings.resolve import Resolved
 from scratchformer.tasks.base import Task
 from scratchformer.train.optim import Schedule
 
-__all__ = ["run_json", "summary"]
+__all__ = ["environment", "run_json", "summary"]
 
 def summary(run: Resolved, task: Task, model: nn.Module, schedule: Schedule, info: DistInfo,
             device: torch.device, sharded: bool = False) -> list[str]:
@@ -72,14 +72,38 @@ def _corpora(task: Task) -> list[dict[str, Any]]:
     return out
 
 
-def run_json(run: Resolved, cfg: TrainConfig, task: Task, model: nn.Module, lines: list[str]) -> str:
+def environment(device: torch.device | None = None) -> dict[str, Any]:
+    """Where a run runs and with what (a run's report shows it): the versions, the machine, the device, the threads
+    and processes, and when it started (the last start, for a resumed run)."""
+    import datetime
+    import os
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ours = version("scratchformer")
+    except PackageNotFoundError:
+        ours = "not installed as a package"
+    device = device or torch.device("cpu")
+    dist = torch.distributed.is_available() and torch.distributed.is_initialized()
+    processes = torch.distributed.get_world_size() if dist else 1
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{os.cpu_count()} CPU cores"
+    return {"started": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "device": f"{device.type} ({name})", "processes": processes, "threads": torch.get_num_threads(),
+            "python": platform.python_version(), "torch": torch.__version__, "scratchformer": ours,
+            "platform": platform.platform()}
+
+
+def run_json(run: Resolved, cfg: TrainConfig, task: Task, model: nn.Module, lines: list[str],
+             device: torch.device | None = None) -> str:
     """A run's ``config.json``: the model and training configs, the settings and where each came from, the
-    files, the splits and corpora, and the summary it printed."""
+    files, the splits and corpora, the summary it printed, and where it ran (``environment``)."""
     return json.dumps({
         "model": model.config.to_dict(), "train": cfg.__dict__,
         "settings": run.settings, "sources": run.source, "data": run.data.to_dict(),
         "splits": {split: {"from": origin, "size": size} for split, origin, size in task.split_origins()},
         "corpora": _corpora(task), "parameters": sum(p.numel() for p in model.parameters()), "summary": lines,
+        "environment": environment(device),
     }, indent=2)
 
 

@@ -129,7 +129,7 @@ class Trainer:
             if self.history is not None:
                 self.history.forget_after(self.step)
             atomic_write_text(out / "config.json", run_json(self.run_settings, self.resolved_cfg, self.task, self.model,
-                                                            lines), "the run's config.json")
+                                                            lines, self.device), "the run's config.json")
         self.metrics = MetricsLogger(out, enabled=self.info.is_main, say=self.log,
                                      purge_step=self.step + 1 if self.session.resume else None)
         self.progress.start(self.schedule.total, self.step, self.cfg.task, self.cfg.log_every)

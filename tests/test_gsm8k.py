@@ -1,0 +1,121 @@
+"""GSM8K as a user runs it, and its parts: the prompt and the examples the harness's sampler draws, the two answer
+filters and exact match, greedy decoding until a stop (rows leaving their batch), the chat form through the one
+helper that ``generate --instruction`` uses, and the command on a small instruction-tuned run, whose results its
+report shows. (Parity with lm-evaluation-harness itself: ``test_gsm8k_parity.py``.)"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import torch
+
+from conftest import SHARED_DATA, needs_data, tiny
+from scratchformer.app.cli import main
+from scratchformer.benchmarks.gsm8k import exact_match, extract, gsm8k_problems, score_answers
+from scratchformer.generation import generate, generate_until
+from scratchformer.models import GPT
+
+gsm8k_data = needs_data("benchmarks/gsm8k_test.jsonl.gz", "benchmarks/gsm8k_train.jsonl.gz")
+TRAIN = [(i + 1, {"question": f"q{i}?", "answer": f"step {i}\n#### {i}"}) for i in range(20)]
+TEST = [(i + 1, {"question": f"t{i}?", "answer": f"#### {100 + i}"}) for i in range(6)]
+RECORDS = [{"instruction": f"What is {a} plus {b}?", "input": "", "output": f"{a + b}"} for a in range(6)
+           for b in range(6)]
+
+
+def test_each_problem_follows_its_examples_drawn_as_the_harness_draws_them():
+    problems = gsm8k_problems(TEST, TRAIN, shots=3)
+    rnd = random.Random(1234)  # one generator for the task, one draw of 3 per problem, in file order
+    for problem, (_, record) in zip(problems, TEST):
+        shown = rnd.sample([r for _, r in TRAIN], 3)
+        assert problem.text == "".join(f"Question: {r['question']}\nAnswer: {r['answer']}\n\n" for r in shown) + \
+            f"Question: {record['question']}\nAnswer:"
+        assert problem.messages[-1] == {"role": "user", "content": f"Question: {record['question']}\nAnswer:"}
+        assert [m["role"] for m in problem.messages] == ["user", "assistant"] * 3 + ["user"]
+    assert gsm8k_problems(TEST, TRAIN, shots=3, limit=2) == problems[:2]  # --limit changes no problem's examples
+    assert gsm8k_problems(TEST, TRAIN, shots=0)[0].text == "Question: t0?\nAnswer:"
+
+
+@pytest.mark.parametrize(("output", "strict", "flexible"), [
+    ("She pays 3 * 2 = 6 dollars.\n#### 6", "6", "6"),
+    ("So 1,200 + 34 = $1,234.\n#### 1,234.", "1,234.", "1,234."),
+    ("The answer is 42, or 41", "[invalid]", "41"),
+    ("no number here", "[invalid]", "[invalid]"),
+    ("#### -7 then 5", "-7", "5"),
+])
+def test_the_strict_and_flexible_filters(output, strict, flexible):
+    assert extract(output, "strict-match") == strict
+    assert extract(output, "flexible-extract") == flexible
+
+
+def test_exact_match_ignores_commas_dollars_the_worked_steps_a_final_point_and_case():
+    reference = "3 + 4 = <<3+4=7>>7\nSo 1,234 in all.\n#### 1234"
+    assert exact_match("1,234.", reference) == exact_match("$1234", reference) == 1.0
+    assert exact_match("1235", reference) == exact_match("[invalid]", reference) == 0.0
+    metrics, rows = score_answers(gsm8k_problems(TEST[:2], TRAIN, shots=0), ["#### 100", "about 101 or 7"])
+    assert metrics["exact_match,strict-match"] == 0.5 and metrics["exact_match,flexible-extract"] == 0.5
+    assert rows[1]["answers"] == {"strict-match": "[invalid]", "flexible-extract": "7"} and metrics["n"] == 2
+
+
+def test_greedy_until_a_stop_equals_generate_and_rows_leave_their_batch():
+    torch.manual_seed(0)
+    model = GPT(tiny("gpt", max_len=64)).eval()
+    prompts = [[5, 6, 7], [8] * 11, [9, 10], [11, 12, 13, 14, 15, 16]]
+    full = generate_until(model, prompts, 20, max_tokens=10_000)  # one batch, no stop
+    for p, new in zip(prompts, full):
+        assert new == generate(model, torch.tensor([p]), 20)[0, len(p):].tolist()
+    assert generate_until(model, prompts, 20, max_tokens=30) == full  # one prompt a batch
+    lengths = {0: 3, 1: 20, 2: 1, 3: 7}  # each row stops after its own number of tokens, the others go on
+    stopped = generate_until(model, prompts, 20, stop=lambda i, new: len(new) >= lengths[i])
+    assert stopped == [f[:lengths[i]] for i, f in enumerate(full)]
+    eos = full[1][4]  # a token the second prompt emits: it ends there, without it
+    ended = generate_until(model, prompts, 20, eos_ids=[eos])
+    assert ended[1] == full[1][:full[1].index(eos)]
+    with pytest.raises(ValueError, match="each needs 1 to 44"):
+        generate_until(model, [[1] * 45], 20)
+
+
+@pytest.fixture(scope="module")
+def instruct_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gsm8k_run")
+    records = root / "records.json"
+    records.write_text(json.dumps(RECORDS))
+    assert main(["train", "task=instruct", "--data", str(records), "d_model=32", "n_heads=2", "n_layers=1", "d_ff=64",
+                 "max_len=200", "max_steps=4", "batch_size=4", "eval_every=4", "num_threads=1", "--quiet",
+                 "--out", str(root / "run")]) == 0
+    return root / "run"
+
+
+@gsm8k_data
+def test_the_bar_gsm8k_on_an_instruction_tuned_run_then_its_report(instruct_run, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SCRATCHFORMER_DATA", str(SHARED_DATA))
+    out = tmp_path / "o.json"
+    assert main(["evaluate", "--ckpt", str(instruct_run), "--benchmark", "gsm8k", "--limit", "3",
+                 "--output", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "strict-match" in printed and "5-shot, chat form" in printed and "100 tokens" in printed
+    result = json.loads(out.read_text())["gsm8k"]
+    assert result["n"] == 3 and result["shots"] == 5 and result["chat"] is True and result["truncated"] == 3
+    assert {"exact_match,strict-match", "exact_match_stderr,flexible-extract"} <= set(result)
+    assert result["new_tokens"] == 100 and len(result["examples"]) == 3 and result["unknown_characters"] == 3
+    assert json.loads((instruct_run / "benchmarks.json").read_text())["gsm8k"]["n"] == 3  # the run keeps it
+    assert main(["evaluate", "--ckpt", str(instruct_run), "--benchmark", "gsm8k", "--limit", "2", "--shots", "0",
+                 "--chat", "no", "--output", str(out)]) == 0
+    plain = json.loads(out.read_text())["gsm8k"]
+    assert plain["chat"] is False and plain["shots"] == 0 and plain["n"] == 2
+    capsys.readouterr()
+    assert main(["report", "--ckpt", str(instruct_run)]) == 0
+    report = (instruct_run / "report.md").read_text()
+    assert "gsm8k" in report and "exact_match strict-match" in report and "(0-shot, first 2)" in report
+    assert (instruct_run / "report" / "benchmarks.png").stat().st_size > 5_000
+
+
+@gsm8k_data
+def test_mistakes_end_in_one_line(instruct_run, capsys, monkeypatch):
+    monkeypatch.setenv("SCRATCHFORMER_DATA", str(SHARED_DATA))
+    for args, needle in ((["--benchmark", "gsm8k", "--shots", "8000"], "more than the 7,473 examples"),
+                         (["--chat", "yes"], "--chat goes with --benchmark")):
+        assert main(["evaluate", "--ckpt", str(instruct_run), *args]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and needle in err and "Traceback" not in err, err
