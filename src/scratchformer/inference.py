@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch

@@ -24,8 +24,8 @@ from tqdm.auto import tqdm
 from scratchformer.benchmarks.gsm8k import GSM8K_STOP, MAX_NEW_TOKENS, Problem, cut_at_stop
 from scratchformer.benchmarks.loglikelihood import unknown_id
 from scratchformer.checkpoint import Checkpoint
-from scratchformer.generation.until import generate_until
 from scratchformer.data.templates import Template
+from scratchformer.generation.until import generate_until
 from scratchformer.inference import chat_prompt, chat_template
 from scratchformer.tokenizers import Tokenizer
 
