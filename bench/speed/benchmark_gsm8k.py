@@ -17,7 +17,8 @@ refuse such a model: its prompts get ``max_length - max_gen_toks`` tokens; the Y
 same half, so both read the same prompts). Each (contestant) runs in a fresh child process: 5 problems, then N; the
 time per problem is (time of N - time of 5) / (N - 5), so the start-up is taken off; the two take turns (the order
 flips each round); each child first answers 5 problems untimed, to warm up. Peak memory: the child's peak
-resident memory (Linux ``VmHWM``). The answers of the two are compared problem by problem (printed: how many are the same text).
+resident memory (Linux ``VmHWM``). The answers of the two are compared problem by problem
+(printed: how many are the same text).
 """
 
 from __future__ import annotations
