@@ -140,14 +140,6 @@ def cmd_classify(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_report(args: argparse.Namespace) -> int:
-    from scratchformer.app.report import write_report
-
-    out = write_report(args.ckpt)
-    print(f"wrote {out} (figures in {out.parent / 'report'})")
-    return 0
-
-
 def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.benchmark is not None:
         from scratchformer.app.benchmark_commands import evaluate_on_benchmarks

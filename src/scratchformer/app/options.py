@@ -82,7 +82,7 @@ INFERENCE = [
     ], _RUN + "cmd_evaluate"),
     Command("report", "write RUN/report.md: what a training run was and how it scored, one page with its figures", [
         opt("--ckpt", required=True, metavar="RUN", help="a training run directory (what train --out wrote)"),
-    ], _RUN + "cmd_report",
+    ], "scratchformer.app.report:cmd_report",
         description="Write RUN/report.md and its figures in RUN/report/: what was trained (model, parameters, "
                     "settings and where each came from), the data (splits, sizes, each file's sha256), where and "
                     "when, the curves (loss, learning rate, throughput), the final metrics, every benchmark result in "

@@ -21,7 +21,7 @@ from scratchformer.benchmarks.results import RESULTS_FILE, read_results
 from scratchformer.errors import DataError
 from scratchformer.train.logger import read_metrics
 
-__all__ = ["reproduce_command", "run_directory", "write_report"]
+__all__ = ["cmd_report", "reproduce_command", "run_directory", "write_report"]
 
 FIGURES = "report"  # the figures' folder, beside report.md
 _NUMBERS = ("loss", "perplexity", "accuracy", "f1", "exact_match", "bleu", "chrf")
@@ -226,3 +226,10 @@ def _again(run: Path, config: dict[str, Any]) -> str:
     return ("## Make it again\n\n```\n" + reproduce_command(run, config) + "\n```\n\nThen "
             f"`scratchformer evaluate --ckpt {run} --benchmark NAMES` for the benchmarks, and "
             f"`scratchformer report --ckpt {run}` for this page.")
+
+
+def cmd_report(args: Any) -> int:
+    """``scratchformer report --ckpt RUN``."""
+    out = write_report(args.ckpt)
+    print(f"wrote {out} (figures in {out.parent / FIGURES})")
+    return 0

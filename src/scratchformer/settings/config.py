@@ -11,6 +11,7 @@ from typing import Any, Literal, get_args
 
 from scratchformer.errors import ConfigError
 from scratchformer.registry import DEFAULT_TASK, TASKS, spec, task_only_settings
+from scratchformer.settings.combinations import check_lora, check_shard
 
 TokenizerKind = Literal["char", "bpe"]
 ScheduleKind = Literal["inverse_sqrt", "cosine", "constant"]
@@ -204,7 +205,7 @@ class TrainConfig:
         trainable_blocks(self.trainable)
         if self.template is not None and not str(self.template).strip():
             raise ConfigError("template= is empty: give alpaca, chat, auto or a .jinja file (or leave it out)")
-        self._check_lora()
+        check_lora(self)
         for name, tasks in task_only_settings().items():
             if getattr(self, name) not in (None, 0) and self.task not in tasks:
                 raise ConfigError(f"{name} works with task={' or task='.join(tasks)}, not task={self.task}")
@@ -219,25 +220,7 @@ class TrainConfig:
             raise ConfigError(f"label_smoothing={self.label_smoothing} must be in [0, 1)")
         if self.batch_size % self.grad_accum:
             raise ConfigError(f"batch_size={self.batch_size} is not divisible by grad_accum={self.grad_accum}")
-        self._check_shard()
-
-    def _check_shard(self) -> None:
-        """What ``shard=fsdp`` cannot go with, refused in one line (train/fsdp.py says why each)."""
-        if self.shard != "fsdp":
-            return
-        if self.task == "dpo":
-            raise ConfigError("task=dpo computes its reference on the whole model, which shard=fsdp splits: train DPO "
-                              "without shard (DDP), with LoRA if the model is large")
-        if self.optimizer == "muon":
-            raise ConfigError("optimizer=muon orthogonalises whole weight matrices and shard=fsdp splits each across "
-                              "the processes: use optimizer=adamw with shard=fsdp, or Muon without shard (DDP)")
-        if self.precision == "fp16":
-            raise ConfigError("precision=fp16 needs a gradient scaler across the shards, which shard=fsdp does not "
-                              "have: use precision=bf16 (FSDP2's own mixed precision) or fp32")
-        averaging = "ema_decay" if self.ema_decay else "average_last" if self.average_last else ""
-        if averaging:
-            raise ConfigError(f"{averaging} keeps a whole copy of the weights, which shard=fsdp splits: leave "
-                              f"{averaging} out with shard=fsdp")
+        check_shard(self)
 
     def _check_task(self) -> None:
         """What the task's entry asks of the settings: a base to tune, a metric it reports, DPO's own settings."""
@@ -257,28 +240,6 @@ class TrainConfig:
                               f"(choose from {', '.join(task.validation_metrics)})")
         if self.select_by in task.decoded and not self.eval_decode:
             raise ConfigError(f"select_by={self.select_by} needs eval_decode > 0 (sentences decoded per evaluation)")
-
-    def _check_lora(self) -> None:
-        from scratchformer.nn.lora import lora_targets
-
-        given = [f"{f.name}={getattr(self, f.name)}" for f in fields(self)  # a LoRA setting, not its default
-                 if f.name in ("lora_alpha", "lora_dropout", "lora_targets") and getattr(self, f.name) != f.default]
-        if self.lora_rank < 0 or (self.lora_rank == 0 and given):
-            raise ConfigError(f"lora_rank={self.lora_rank} turns LoRA off" + (f", so {', '.join(given)} has nothing "
-                              "to set" if given else "") + ": give lora_rank=8, say (0 = no LoRA)")
-        try:
-            if self.lora_rank:  # (lora_targets given without a rank is refused above)
-                lora_targets(self.lora_targets)
-        except ValueError as err:
-            raise ConfigError(str(err)) from None
-        if not self.lora_alpha > 0 or not 0 <= self.lora_dropout < 1:
-            raise ConfigError(f"lora_alpha={self.lora_alpha} must be > 0 and lora_dropout={self.lora_dropout} in "
-                              "[0, 1)")
-        if self.lora_rank and not self.init_from:
-            raise ConfigError(f"lora_rank={self.lora_rank} adapts a pretrained model, and this run has none: give "
-                              "init_from=RUN_OR_FOLDER (the model whose weights stay frozen)")
-        if self.lora_rank and self.trainable != "all":
-            raise ConfigError(f"lora_rank and trainable={self.trainable} both choose what trains: set one of them")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
