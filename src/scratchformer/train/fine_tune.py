@@ -122,7 +122,8 @@ def _classifier(base: nn.Module, where: str, given: dict[str, Any], task: Task,
     family that classifies with that body (a GPT's: a GPT classifier, which reads the last real token; a classifier's
     or an encoder's: its own). What only the base has (a language model's ``lm_head``) is left behind; ``dropout``
     and ``pooling`` may be chosen anew (a pooling the family lacks is refused)."""
-    model = build_model(_classifier_config(base.config, where, given, task))  # type: ignore[arg-type]
+    config = _classifier_config(base.config, where, given, task)  # type: ignore[arg-type]
+    model = build_model(config)
     target = model.config.arch
     new = {name for name, p in model.named_parameters() if id(p) in {id(q) for q in parts(model).head_parameters()}}
     own = model.state_dict()
