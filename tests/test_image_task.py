@@ -125,7 +125,7 @@ def test_commands_for_text_refuse_an_image_classifier_in_one_line(trained, tmp_p
                                  str(tmp_path / "a.png")]), "needs --image FILE")
     one_line_error(capsys, main(["explore", "--ckpt", str(run)]), "plot attention --ckpt RUN --image FILE")
     one_line_error(capsys, main(["export", "--ckpt", str(run), "--format", "hf", "--out", str(tmp_path / "hf")]),
-                   "cannot export ViT")
+                   "image classifier (ViT)", "no --format hf export")
     one_line_error(capsys, main(["classify", "--ckpt", str(run), str(tmp_path / "none.png")]), "none.png: no such file")
     assert main(["plot", "attention", "--ckpt", str(run), "--image", image, "--out", str(tmp_path / "a.png")]) == 0
     assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"

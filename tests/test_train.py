@@ -143,7 +143,7 @@ KILLER = """
 import os, signal, sys
 from scratchformer.app.cli import main
 from scratchformer.checkpoint import save_checkpoint
-from scratchformer.train import trainer as loop
+from scratchformer.train import run_state, trainer as loop
 
 kill_at, when = int(sys.argv[1]), sys.argv[2]
 
@@ -161,7 +161,7 @@ def save(directory, *args, **kwargs):  # SIGKILL while a checkpoint is half writ
     return save_checkpoint(directory, *args, **kwargs)
 
 loop.Trainer.train_step = train_step
-loop.save_checkpoint = save
+run_state.save_checkpoint = save
 sys.exit(main(sys.argv[3:]))
 """
 
@@ -493,8 +493,9 @@ def test_every_preset_trains_a_few_steps_and_evaluate_reproduces_its_test_metric
         pytest.skip("the digits come with scikit-learn (pip install \"scratchformer[images]\")")
     os.environ.setdefault("SCRATCHFORMER_DATA", str(DATA))
     out = tmp_path / preset
+    own_tokenizer = [] if preset == "sst2-minilm" else ["bpe_vocab_size=300"]  # (init_from brings its tokenizer)
     code = main(["train", "--preset", preset, "max_steps=2", "eval_every=2", "eval_batches=1", "eval_decode=3",
-                 "n_test=10", "train_limit=400", "eval_limit=20", "bpe_vocab_size=300", "batch_size=8", "max_tokens=0",
+                 "n_test=10", "train_limit=400", "eval_limit=20", *own_tokenizer, "batch_size=8", "max_tokens=0",
                  "--out", str(out)])
     assert code == 0, capsys.readouterr().err
     assert (out / "best" / "model.safetensors").is_file()

@@ -93,9 +93,9 @@ def test_a_users_data_replaces_the_presets_dataset(preset, tmp_path, monkeypatch
     tabular = preset in ("multi30k", "multi30k-modern", "sst2", "sst2-minilm")
     data = NAMED_PRESETS[preset](tmp_path / ("data.tsv" if tabular else "data.txt"))
     out = tmp_path / "run"
-    extra = [] if preset == "sst2-minilm" else TINY
+    extra = [] if preset == "sst2-minilm" else [*TINY, "bpe_vocab_size=300"]  # (init_from brings its tokenizer)
     code = main(["train", "--preset", preset, "--data", str(data), *extra, "max_steps=2", "eval_every=2",
-                 "eval_batches=1", "eval_decode=2", "batch_size=8", "max_tokens=0", "bpe_vocab_size=300",
+                 "eval_batches=1", "eval_decode=2", "batch_size=8", "max_tokens=0",
                  "max_len=32", "--out", str(out)])
     assert code == 0, capsys.readouterr().err
     meta = json.loads((out / "config.json").read_text())

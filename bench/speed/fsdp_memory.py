@@ -19,7 +19,7 @@ AdamW on one global batch of ``--rows`` x ``--tokens`` random token ids (each pr
   memory run's glibc setting, which slows allocation), the median of ``--steps`` after one to warm up, of the slowest
   process; the table gives the median of the rounds, the JSON each.
 
-The JSON goes to ``results/bench/fsdp_memory.json``; RESULTS.md, "Past one device", has the table.
+It prints the table (RESULTS.md, "Past one device: FSDP2", has it); ``--json FILE`` also writes every measurement.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3, help="timed steps, after one to warm up")
     parser.add_argument("--rounds", type=int, default=3, help="timed runs of each way, taking turns")
     parser.add_argument("--worker", choices=("fsdp", "ddp"), help=argparse.SUPPRESS)
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "fsdp_memory.json")
+    parser.add_argument("--json", type=Path, help="also write every measurement to this file")
     args = parser.parse_args()
     if args.worker:
         worker(args.worker, args.rows, args.tokens, args.steps)
@@ -175,11 +175,11 @@ def main() -> None:
                 print(f"{way} on {n} ({measured}): " + json.dumps(results[-1]["per_process"][0]), flush=True)
     lines = table(results)
     print("\n".join(lines))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"machine": platform.platform(), "cpus": os.cpu_count(), "rows": args.rows,
-                                    "tokens": args.tokens, "steps": args.steps, "rounds": args.rounds,
-                                    "results": results,
-                                    "table": lines}, indent=2) + "\n")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"machine": platform.platform(), "cpus": os.cpu_count(), "rows": args.rows,
+                                         "tokens": args.tokens, "steps": args.steps, "rounds": args.rounds,
+                                         "results": results, "table": lines}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import TYPE_CHECKING
+from typing import Any
 
 from scratchformer.errors import ConfigError
 from scratchformer.registry import spec
 
-if TYPE_CHECKING:
-    from scratchformer.settings.config import TrainConfig
+TrainConfig = Any  # a settings.config.TrainConfig (which calls these from its checks: not imported here)
 
 __all__ = ["check_lora", "check_shard"]
 
