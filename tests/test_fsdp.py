@@ -83,6 +83,10 @@ def test_what_cannot_be_sharded_is_refused_in_one_line(monkeypatch):
         with pytest.raises(ConfigError, match=words):
             TrainConfig(shard="fsdp", **setting)
         TrainConfig(**setting)  # without shard=fsdp, each is fine
+    dpo = {"task": "dpo", "init_from": "runs/assistant"}  # its reference is computed on the whole model
+    with pytest.raises(ConfigError, match="task=dpo computes its reference on the whole model"):
+        TrainConfig(shard="fsdp", **dpo)
+    TrainConfig(**dpo)
 
 
 def test_shard_fsdp_without_torchrun_ends_in_one_line_before_anything_is_written(tmp_path, capsys):
