@@ -45,6 +45,7 @@ def test_the_page_says_what_was_trained_on_what_where_how_it_scored_and_how_to_m
 
     digest = hashlib.sha256((run.parent / "text.txt").read_bytes()).hexdigest()
     assert f"`{digest}`" in page
+    assert str(run.parent) not in page  # it names no folder of this machine: the run and its data by their names
     assert config["environment"]["torch"] and config["environment"]["device"].startswith("cpu")
 
 

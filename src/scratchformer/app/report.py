@@ -16,12 +16,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from scratchformer.app.report_benchmarks import evaluate_commands, shown_path
 from scratchformer.atomic import atomic_write_text
 from scratchformer.benchmarks.results import RESULTS_FILE, read_results
 from scratchformer.errors import DataError
 from scratchformer.train.logger import read_metrics
 
-__all__ = ["cmd_report", "reproduce_command", "run_directory", "write_report"]
+__all__ = ["cmd_report", "reproduce_command", "run_directory", "shown_path", "write_report"]
 
 FIGURES = "report"  # the figures' folder, beside report.md
 _NUMBERS = ("loss", "perplexity", "accuracy", "f1", "exact_match", "bleu", "chrf")
@@ -76,8 +77,16 @@ def _what(run: Path, config: dict[str, Any]) -> str:
              f"{config['train'].get('max_steps', 0):,} steps of {config['train'].get('batch_size')} examples.", "",
              "| model setting | value |", "|---|---|", *(f"| `{k}` | {model.get(k)} |" for k in keys if k in model),
              "", "Settings beyond the task's defaults, and where each came from:", "",
-             *(f"- {line}" for line in changed or ["none"])]
+             *(f"- {_config_named(line)}" for line in changed or ["none"])]
     return "\n".join(lines)
+
+
+def _config_named(line: str) -> str:
+    """A summary line of settings, its config file (``config FILE: ...``) named as the page names paths."""
+    if not line.startswith("config "):
+        return line
+    path, _, rest = line[len("config "):].partition(": ")
+    return f"config {shown_path(path)}: {rest}"
 
 
 def _sha256(path: Path) -> str:
@@ -116,7 +125,12 @@ def _hash(path: Path, published: str | None) -> str:
 
 def _data(config: dict[str, Any]) -> str:
     lines = ["## Data", "", "| split | from | size |", "|---|---|---|"]
-    lines += [f"| {s} | {v['from']} | {v['size']} |" for s, v in config.get("splits", {}).items()]
+    given = [p for role in config.get("data", {}).values() for p in role]
+    for split, v in config.get("splits", {}).items():
+        origin = v["from"]
+        for path in given:  # the user's files as the page names them (shown_path)
+            origin = origin.replace(path, shown_path(path))
+        lines.append(f"| {split} | {origin} | {v['size']} |")
     files = _files(config)
     if files:
         lines += ["", "| file | bytes | sha256 (hashed when this report was written) |", "|---|---:|---|"]
@@ -204,28 +218,34 @@ def _shown(samples: list[str]) -> str:
     return "## Samples\n\nAs the run shows them at its end (held-out data):\n\n```\n" + "\n".join(samples) + "\n```"
 
 
-def reproduce_command(run: Path, config: dict[str, Any]) -> str:
+def reproduce_command(run: Path, config: dict[str, Any], *, shown: bool = False) -> str:
     """The ``scratchformer train`` command that makes the run again: its preset and config file, its data by role,
-    and each setting given on its command line (a resumed run's: every setting it kept)."""
+    and each setting given on its command line (a resumed run's: every setting it kept). ``shown``: its paths as a
+    page prints them (``shown_path``)."""
     import shlex
 
+    name = shown_path if shown else str
     words = ["scratchformer", "train"]
     sources = config.get("sources", {})
     for prefix, flag in (("preset ", "--preset"), ("config ", "--config")):
         named = sorted({s[len(prefix):] for s in sources.values() if s.startswith(prefix)})
-        words += [f"{flag} {shlex.quote(n)}" for n in named]
+        words += [f"{flag} {shlex.quote(name(n) if flag == '--config' else n)}" for n in named]
     for role, paths in config.get("data", {}).items():
-        words.append(f"--{'data' if role == 'train' else role} " + " ".join(map(shlex.quote, paths)))
+        words.append(f"--{'data' if role == 'train' else role} " + " ".join(shlex.quote(name(p)) for p in paths))
     settings = config.get("settings", {})
     words += [shlex.quote(f"{k}={settings[k]}") for k, s in sources.items()
               if s in ("command line", "the run") and k in settings]
-    return " ".join([*words, "--out", shlex.quote(str(run))])
+    return " ".join([*words, "--out", shlex.quote(name(run))])
 
 
 def _again(run: Path, config: dict[str, Any]) -> str:
-    return ("## Make it again\n\n```\n" + reproduce_command(run, config) + "\n```\n\nThen "
-            f"`scratchformer evaluate --ckpt {run} --benchmark NAMES` for the benchmarks, and "
-            f"`scratchformer report --ckpt {run}` for this page.")
+    where = shown_path(run)
+    scored = evaluate_commands(read_results(run / RESULTS_FILE), where, str(config["train"].get("task")))
+    return ("## Make it again\n\n```\n" + reproduce_command(run, config, shown=True) + "\n```\n\nThen "
+            + ("its benchmarks (with `SCRATCHFORMER_DATA` set to the data folder) and this page:\n\n```\n"
+               + "\n".join([*scored, f"scratchformer report --ckpt {where}"]) + "\n```" if scored else
+               f"`scratchformer evaluate --ckpt {where} --benchmark NAMES` for benchmarks, and "
+               f"`scratchformer report --ckpt {where}` for this page."))
 
 
 def cmd_report(args: Any) -> int:

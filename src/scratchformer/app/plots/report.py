@@ -64,8 +64,8 @@ def plot_benchmarks(rows: list[tuple[str, float, float | None, float | None]], p
         ax.plot([c for _, c in chance], [yy for yy, _ in chance], "|", color="C3", ms=16, mew=2.5,
                 label="chance")
         ax.legend(frameon=False, fontsize=9, loc="lower right")
-    for yy, s, e in zip(y, scores, errors):
-        ax.text(min(s + e + 1.5, 88), yy + 0.22, f"{s:.1f} %", va="center", fontsize=8)
+    for yy, s, e, r in zip(y, scores, errors, rows):  # the value on its bar's line, right of its bar and chance
+        ax.text(min(max(s + e, r[3] or 0.0) + 1.5, 88), yy, f"{s:.1f} %", va="center", fontsize=8)
     ax.set_yticks(y, [r[0] for r in rows], fontsize=9)
     ax.set_xlim(0, 100)
     ax.set_xlabel("score (%), ± standard error")
