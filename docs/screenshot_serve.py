@@ -56,8 +56,9 @@ def main() -> int:
         port = s.getsockname()[1]
     server = subprocess.Popen([sys.executable, "-m", "scratchformer", "serve", "--ckpt", str(ckpt), "--port",
                                str(port)], stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    while not server.stdout.readline().startswith("OpenAI API at"):
-        pass
+    line = server.stdout.readline()
+    while not line.startswith("OpenAI API at"):  # the server says where it listens once it is ready
+        line = server.stdout.readline()
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium") or shutil.which("chromium-browser") or ""
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",

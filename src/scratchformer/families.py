@@ -34,8 +34,8 @@ from typing import Any
 
 from scratchformer.errors import ConfigError
 
-__all__ = ["FAMILIES", "GPT2_DEFAULTS", "PAPER_DEFAULTS", "Family", "Parts", "family", "family_names", "parts",
-           "saved_family"]
+__all__ = ["FAMILIES", "GPT2_DEFAULTS", "PAPER_DEFAULTS", "Family", "Parts", "check_built", "family", "family_names",
+           "parts", "saved_family"]
 
 
 @dataclass(frozen=True)
@@ -158,6 +158,14 @@ def family(name: str) -> Family:
     if name not in FAMILIES:
         raise ConfigError(f"arch={name!r} is not one of {', '.join(FAMILIES)}")
     return FAMILIES[name]
+
+
+def check_built(built: str, arch: str, pooling: str | None, task: str, why: str = "") -> None:
+    """``built``, the family a model config makes (a pooling names its family: ``pooling="last"`` on a GPT makes a GPT
+    classifier), must be ``arch``, the one ``task`` builds; else one line (``why`` ends it)."""
+    if built != arch:
+        raise ConfigError(f"pooling={pooling!r} makes {family(built).title}; task={task} builds {family(arch).title}"
+                          + why)
 
 
 def saved_family(fields: dict[str, Any]) -> str | None:

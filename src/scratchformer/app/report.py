@@ -11,7 +11,6 @@ there), and the one command that makes the run again. A folder that is not a run
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 from scratchformer.app.report_benchmarks import evaluate_commands, shown_path
 from scratchformer.atomic import atomic_write_text
 from scratchformer.benchmarks.results import RESULTS_FILE, read_results
+from scratchformer.data.benchmark_files import sha256_of
 from scratchformer.errors import DataError
 from scratchformer.train.logger import read_metrics
 
@@ -89,14 +89,6 @@ def _config_named(line: str) -> str:
     return f"config {shown_path(path)}: {rest}"
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _files(config: dict[str, Any]) -> list[tuple[Path, str | None]]:
     """The data files a run read and their published sha256 where known: the user's by role, or its named
     dataset's in the first data folder that holds them all (looked for as the run looked, never downloaded)."""
@@ -117,7 +109,7 @@ def _files(config: dict[str, Any]) -> list[tuple[Path, str | None]]:
 def _hash(path: Path, published: str | None) -> str:
     if not path.is_file():
         return f"| `{path.name}` | - | not found here (set SCRATCHFORMER_DATA to the data folder) |"
-    digest = _sha256(path)
+    digest = sha256_of(path)
     said = "" if published is None else (" (the published one)" if digest == published else
                                          f" (**not** the published {published[:12]}...)")
     return f"| `{path.name}` | {path.stat().st_size:,} | `{digest}`{said} |"

@@ -17,8 +17,6 @@ predicted.
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -29,7 +27,6 @@ from torch import Tensor, nn
 from scratchformer.data.batching import pad_batch
 from scratchformer.families import family
 from scratchformer.models import GPT
-from scratchformer.nn.kv_cache import DecoderCache
 from scratchformer.tokenizers import CharTokenizer, Tokenizer
 
 __all__ = ["Request", "encode_pairs", "loglikelihoods", "scores_text", "unknown_id"]
@@ -139,7 +136,7 @@ def _score_batch(model: GPT, batch: list[Request], max_tokens: int) -> list[list
             rows = owner[torch.tensor(group, device=device)]
             cont, real = (t.to(device) for t in pad_batch([rest[k] for k in group]))  # (G, W) right-padded
             hidden = model.hidden_states(cont, torch.cat([mask[rows], torch.ones_like(real)], 1),
-                                         cache=_rows_of(cache, rows))  # each prompt's keys and values, per choice
+                                         cache=cache.rows(rows))  # each prompt's keys and values, per choice
             nexts = torch.tensor([t for k in group for t in targets[k][1:]], device=device)  # (N,)
             logp, more = _pick(model, hidden[real], nexts)  # (N,): every real position predicts its next token
             counts = real.sum(1).tolist()
@@ -169,14 +166,6 @@ def _similar_lengths(order: list[int], lengths: list[int], prompt: int, max_toke
         else:
             groups.append([k])
     return groups
-
-
-def _rows_of(cache: DecoderCache, rows: Tensor) -> DecoderCache:
-    """A new cache holding ``rows`` of ``cache`` (each a copy of its filled positions); ``cache`` stays as it is."""
-    layers = [copy.copy(layer) for layer in cache.self_attn]
-    out = dataclasses.replace(cache, self_attn=layers, cross_attn=list(cache.cross_attn))  # type: ignore[arg-type]
-    out.reorder(rows)
-    return out
 
 
 def _pick(model: GPT, hidden: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:

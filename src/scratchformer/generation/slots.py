@@ -54,7 +54,9 @@ class RowKVCache(KVCache):
         self.slots.lengths.clear()
 
     def reorder(self, index: Tensor) -> None:
-        raise NotImplementedError("a slot cache keeps its rows in place (SlotCache.add and remove move them)")
+        """Refused: a row's length lives in its ``SlotCache``, so rows move only through ``SlotCache.add`` and
+        ``remove`` (``KVCache.reorder`` would move the keys and leave the lengths behind)."""
+        raise TypeError("a slot cache's rows move only through SlotCache.add and SlotCache.remove, not reorder")
 
 
 class SlotCache:

@@ -18,6 +18,7 @@ The model picks the kind: ``model.new_cache()`` returns the one its attention ne
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 import torch
@@ -125,3 +126,10 @@ class DecoderCache:
             c.reorder(index)
         self.cross_attn = [None if kv is None else (kv[0].index_select(0, index), kv[1].index_select(0, index))
                            for kv in self.cross_attn]
+
+    def rows(self, index: Tensor) -> DecoderCache:
+        """A new cache holding rows ``index`` of this one (their filled positions copied, as ``reorder`` copies
+        them); this one is left as it is, so several can continue from it (a question's prompt, once per choice)."""
+        out = DecoderCache([copy.copy(c) for c in self.self_attn], list(self.cross_attn))  # type: ignore[arg-type]
+        out.reorder(index)
+        return out

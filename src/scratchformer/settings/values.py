@@ -10,7 +10,7 @@ import typing
 from typing import Any, Literal
 
 from scratchformer.errors import ConfigError
-from scratchformer.families import family
+from scratchformer.families import check_built
 from scratchformer.nn.config import ModelConfig
 from scratchformer.registry import spec
 from scratchformer.settings.config import TrainConfig, parse_bool
@@ -96,7 +96,5 @@ def split_settings(settings: dict[str, Any]) -> tuple[ModelConfig, TrainConfig]:
     if "max_len" not in model_fields and default is not None:
         model_fields["max_len"] = default
     model = ModelConfig(**model_fields)
-    if model.arch != arch:  # a pooling that names another family (pooling="last" on a GPT: a GPT classifier)
-        raise ConfigError(f"pooling={model.pooling!r} makes {family(model.arch).title}; task={task.name} builds "
-                          f"{family(arch).title}" + ("" if task.labels else " and has no classes to learn"))
+    check_built(model.arch, arch, model.pooling, task.name, "" if task.labels else " and has no classes to learn")
     return model, train

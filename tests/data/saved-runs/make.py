@@ -29,6 +29,7 @@ from safetensors.torch import save_file
 from scratchformer import load_model
 from scratchformer.adapters import fingerprint
 from scratchformer.app.cli import main
+from scratchformer.data.named import cache_dir
 
 HERE = Path(__file__).resolve().parent
 SMALL = ["d_model=16", "n_heads=2", "n_layers=1", "d_ff=32", "max_steps=30", "eval_every=30", "log_every=10",
@@ -117,8 +118,9 @@ def make() -> None:
     assert meta["lora"]["base"]["sha256"] == fingerprint(runs["gpt"] / "last")
     meta["lora"]["base"]["path"] = str(runs["gpt"] / "last")
     lora.write_text(json.dumps(meta, indent=2))
-    for config in HERE.rglob("config.json"):  # the data folder and the runs' own paths, by name
-        text = config.read_text().replace(str(data), "DATA").replace(str(HERE), "RUNS")
+    cache = str(cache_dir())  # where the runs' prepared corpora were kept: a path of this machine
+    for config in HERE.rglob("config.json"):  # the data folder, the runs' own paths and the cache, by name
+        text = config.read_text().replace(str(data), "DATA").replace(str(HERE), "RUNS").replace(cache, "CACHE")
         config.write_text(text)
     shutil.rmtree(data)
 

@@ -108,8 +108,9 @@ async def read_json(request: Request, limit: int) -> Any:
 
 async def until_disconnect(receive: Receive) -> None:
     """Return when the client goes away (the body has been read: what comes next is the disconnect)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
+    message = await receive()
+    while message["type"] != "http.disconnect":
+        message = await receive()
 
 
 class Answering:
@@ -141,8 +142,8 @@ class Answering:
                 await self._stream(job, gone, send)
             else:
                 await self._whole(job, gone, scope, send)
-        except OSError:  # the client went away while we wrote
-            pass
+        except OSError:  # the client went away while we wrote: nothing more to send (finally frees its row)
+            return
         except Exception:  # noqa: BLE001 - a bug: the client gets OpenAI's error form, the console the traceback
             traceback.print_exc(file=sys.stderr)
             failed = ApiError(500, "internal error; the server's console has the details", kind="server_error")
