@@ -1,9 +1,13 @@
-"""Shared helpers: tiny configurations that run in milliseconds on 2 CPU cores, the shared data folder, and
-the ``slow`` marker (tests of many seconds; CI runs them all, ``-m "not slow"`` skips them while editing)."""
+"""Shared helpers: tiny configurations that run in milliseconds on 2 CPU cores, the shared data folder, the runs
+every module reads (``shared_run``, made once: ``shared_runs.py``), how the suite splits over two workers, and the
+markers: ``slow`` (tests of many seconds; CI runs them all, ``-m "not slow"`` skips them while editing) and
+``processes`` (tests that start several processes that must not run beside each other: one worker runs them all)."""
 
 from __future__ import annotations
 
 import os
+import random
+import signal
 from pathlib import Path
 
 import pytest
@@ -13,7 +17,12 @@ from scratchformer import ModelConfig
 from scratchformer.data.roles import DataFiles
 from scratchformer.settings.resolve import Resolved
 
-torch.set_num_threads(min(2, torch.get_num_threads()))
+# Two workers on two cores: one torch thread each (and for the Pythons they start); alone, two threads.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    torch.set_num_threads(1)
+else:
+    torch.set_num_threads(min(2, torch.get_num_threads()))
 
 REPO = Path(__file__).resolve().parents[1]
 # The real datasets (Tiny Shakespeare, Multi30k, SST-2): $SCRATCHFORMER_DATA, else ../shared/data.
@@ -29,6 +38,42 @@ def needs_data(*files: str) -> pytest.MarkDecorator:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: takes many seconds (CI runs it; -m 'not slow' skips it)")
+    config.addinivalue_line("markers", "processes: starts several processes (DDP, FSDP, torchrun) that must not run "
+                                       "beside another such test; one worker runs them all")
+
+
+# ------------------------------------------------------------------------------------ two workers
+
+# The modules whose tests take longest, longest first (pytest --durations=0): they start first, so that the two
+# workers end together. Every other module follows in its usual order; each goes whole to one worker (pyproject's
+# `--dist loadfile`: its module fixtures are made once).
+LONGEST_FIRST = ["test_first_read.py", "test_paper.py", "test_train.py", "test_faults.py", "test_fsdp.py",
+                 "test_your_data.py", "test_explore_export.py", "test_benchmarks_parity.py", "test_commands.py",
+                 "test_open_models_out.py", "test_onnx_cache.py", "test_gsm8k_parity.py", "test_corpora.py",
+                 "test_linear_attention.py", "test_extras.py", "test_serve.py", "test_export.py", "test_modern.py",
+                 "test_lens.py"]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The longest modules first (a stable sort: each module's tests keep their order)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+@pytest.fixture(autouse=True)
+def _one_at_a_time_if_it_starts_processes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """A test marked ``processes`` (two DDP or FSDP processes, torchrun) holds a lock that both workers share, so
+    that no two run side by side: two of them at once would be four processes on two cores, each waiting on its
+    peers' collective calls. (xdist's ``loadgroup``, which would send them all to one worker, does not group under
+    pytest 9.2, which no longer reads the node id xdist 3.8 rewrites.)"""
+    if request.node.get_closest_marker("processes") is None:
+        yield
+        return
+    import shared_runs
+
+    with shared_runs.processes_lock(tmp_path_factory):
+        yield
 
 
 def exactly(settings: dict, data=None) -> Resolved:
@@ -89,6 +134,48 @@ def inputs_for(config: ModelConfig, batch: int = 2, length: int = 9) -> dict[str
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)
+
+
+SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGHUP, signal.SIGUSR1]
+
+
+@pytest.fixture(autouse=True)
+def _leaves_the_process_as_it_found_it():
+    """A command run in this process (``main([...])``) may set torch's thread count, seed the generators, install
+    signal handlers, change the working directory or the environment, as it would in a process of its own: each test
+    gets them back as it found them, so that no test depends on the one before it."""
+    threads, cwd, env = torch.get_num_threads(), os.getcwd(), dict(os.environ)
+    handlers = {s: signal.getsignal(s) for s in SIGNALS}
+    states = torch.get_rng_state(), random.getstate()
+    yield
+    torch.set_num_threads(threads)
+    os.chdir(cwd)
+    for key in set(os.environ) - set(env):
+        del os.environ[key]
+    os.environ.update(env)
+    for s, handler in handlers.items():
+        if signal.getsignal(s) is not handler and handler is not None:
+            signal.signal(s, handler)
+    torch.set_rng_state(states[0])
+    random.setstate(states[1])
+
+
+@pytest.fixture(scope="session")
+def shared_run(tmp_path_factory: pytest.TempPathFactory):
+    """``shared_run(name) -> Path``: a tiny run of ``shared_runs.MAKERS`` made once for the whole test run (both
+    workers), read-only: a test that writes into it copies it first (``shared_runs.copy_of``)."""
+    import shared_runs
+
+    return lambda name: shared_runs.get(tmp_path_factory, name)
+
+
+@pytest.fixture(scope="session")
+def shared_file(tmp_path_factory: pytest.TempPathFactory):
+    """``shared_file(name) -> Path``: one of ``shared_runs.FILES`` (the text, labelled rows, pairs, records the
+    shared runs read), read-only."""
+    import shared_runs
+
+    return lambda name: shared_runs.data_file(shared_runs.files_folder(tmp_path_factory), name)
 
 
 @pytest.fixture(scope="session")
