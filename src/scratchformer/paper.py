@@ -17,9 +17,10 @@ front would move every real token to another position.
 
 The order is the order in which data flows through Figure 1, not the order of the paper's sections (§3.1 to
 §3.5): the embeddings (§3.4) and positions (§3.5) a token meets first, then attention (§3.2.1) and its masks
-(§3.2.3), multi-head attention (§3.2.2), the feed-forward network (§3.3), Add & Norm (§3.1), the encoder and
-decoder layers and stacks, Figure 1's encoder-decoder and ``make_model``; then two small variations on the
-same blocks, a decoder-only language model (GPT) and an encoder-only classifier. ``paper_train.py``, beside
+(§3.2.3's causal mask, and the padding mask that batches need), multi-head attention (§3.2.2), the feed-forward
+network (§3.3), Add & Norm (§3.1), the encoder and decoder layers and stacks, Figure 1's encoder-decoder and
+``make_model``; then two small variations on the same blocks, a decoder-only language model (GPT) and an
+encoder-only classifier. ``paper_train.py``, beside
 this file, trains ``make_model`` on a copy task with the paper's recipe: ``python paper_train.py``.
 """
 
@@ -98,7 +99,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tu
     return weights @ v, weights  # (B, H, T, D): a weighted average of the values
 
 
-# ---------------------------------------------------------------------------- §3.2.3 the two masks
+# ----------------------------------------------------------------- the masks: §3.2.3's causal one, and padding
 
 
 def padding_mask(ids: Tensor, pad_id: int) -> Tensor:
@@ -280,7 +281,7 @@ def make_model(vocab_size: int, n_layers: int = 6, d_model: int = 512, d_ff: int
                dropout: float = 0.1, max_len: int = 5000, pad_id: int = 0) -> Transformer:
     """The whole model wired in one place. The defaults are the base model of Table 3: with a shared
     vocabulary of 37,000 tokens (the paper's "about 37000"), ``make_model(37000)`` has 63,082,496 parameters,
-    where Table 3 lists 65M; page 2 of the walkthrough counts them."""
+    where Table 3 lists 65M; exercise 8.1 of the walkthrough counts them."""
     model = Transformer(
         Embeddings(vocab_size, d_model),
         PositionalEncoding(d_model, dropout, max_len),
@@ -311,7 +312,7 @@ class GPT(nn.Module):
     """A language model: the encoder's layers under the causal mask, so each position sees itself and the
     positions before it (the decoder without cross-attention, as Radford et al. 2018). ``(B, T) -> logits
     (B, T, V)``: position t predicts token t + 1. Pad at the end only: a row that starts with padding has a
-    first query that may attend to no key at all, and its NaN spreads to every position."""
+    first query that may attend to no key at all: its NaN reaches every position from the second layer on."""
 
     def __init__(self, vocab_size: int, n_layers: int = 6, d_model: int = 512, d_ff: int = 2048,
                  n_heads: int = 8, dropout: float = 0.1, max_len: int = 5000, pad_id: int = 0) -> None:

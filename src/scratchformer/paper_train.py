@@ -6,17 +6,20 @@ Copy ``paper.py`` and this file into an empty folder; torch is the only package 
     python paper_train.py --steps 300  # a shorter run
 
 The task: read a random string of the letters a to j (4 to 12 of them) and write it again. The model must
-learn to find, for each output position, the source position to copy from: cross-attention (page 5 of the
-walkthrough draws what it learns). The recipe is the paper's (§5 and §6.1), at toy scale:
+learn to find, for each output position, the source position to copy from: that is cross-attention's work.
+The recipe is the paper's (§5 and §6.1), at toy scale:
 
-- **batches with padding** (§5.1): strings of different lengths in one batch, filled with ``<pad>`` at the
-  end; the loss leaves padded positions out and the model's masks hide them from attention;
+- **batches with padding**: strings of different lengths in one batch, filled with ``<pad>`` at the end; the
+  loss leaves padded positions out and the model's masks hide them from attention. (The paper, §5.1, batched
+  sentence pairs of similar length, about 25,000 source and 25,000 target tokens a batch; padding is what any
+  batch of different lengths needs, and the paper does not describe it.)
 - **label smoothing** eps_ls = 0.1 (§5.4);
 - **Adam** with beta1 = 0.9, beta2 = 0.98 and epsilon = 1e-9 (§5.3);
 - **the learning rate of equation 3** (§5.3), lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5): a
   linear rise for ``warmup`` steps, then a decay with 1 / sqrt(step). The paper warms up for 4,000 of its
-  100,000 steps; this run has 1,000, so the warm-up is scaled down to 200 steps. The rate falls with the
-  model's width: at d_model = 64 it peaks at 8.8e-3 (the base model's: 7.0e-4), and batches of 128 strings
+  100,000 steps (4 %); this run's 200 of 1,000 is a value chosen for it, not the same share (that would be 40
+  steps), and it also sets the peak. The rate falls with the model's width and the warm-up's length: at
+  d_model = 64 and 200 steps it peaks at 8.8e-3 (the base model's: 7.0e-4), and batches of 128 strings
   keep steps that large steady (with 64 strings the exact match still swung between 96.6 % and 98.6 % from
   step 500 to step 1,000);
 - **checkpoint averaging** (§6.1): the model at the end is the mean of its last 5 checkpoints, one every 5 % of
@@ -52,7 +55,7 @@ N_HELD_OUT = 1000  # strings kept for the test, never trained on
 
 MODEL = dict(n_layers=2, d_model=64, d_ff=128, n_heads=4, dropout=0.0)  # the base model: 6, 512, 2048, 8, 0.1
 BATCH_SIZE = 128  # strings per step: about 1,150 target tokens (the paper's batches: about 25,000)
-WARMUP = 200  # the paper's warmup_steps = 4000, scaled down to this run's length
+WARMUP = 200  # chosen for this run (the paper: 4000 of 100,000 steps); with d_model it sets the peak rate
 LABEL_SMOOTHING = 0.1  # the paper's eps_ls
 ADAM = dict(betas=(0.9, 0.98), eps=1e-9)  # §5.3
 AVERAGE = 5  # §6.1: "a single model obtained by averaging the last 5 checkpoints"

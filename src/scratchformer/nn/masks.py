@@ -1,4 +1,4 @@
-"""Attention masks (§3.2.3): padding masks and the causal ("no peeking ahead") mask.
+"""Attention masks: the causal ("no peeking ahead") mask of §3.2.3, and padding masks (what batches need).
 
 One convention everywhere in scratchformer: a mask is boolean and ``True`` means *may attend*, the
 polarity of ``F.scaled_dot_product_attention``. (``torch.nn.MultiheadAttention`` uses the opposite one
