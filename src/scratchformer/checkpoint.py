@@ -66,11 +66,13 @@ class Checkpoint:
 
     @property
     def chat_template(self) -> str | None:
-        """The chat template (Jinja) its exports carry: the one an instruction-tuned run was tuned with, else its
-        tokenizer's own (a Hugging Face folder's), else None."""
-        template = self.extra.get("template") or {}
-        if template.get("name") == "chat" and template.get("source"):
-            return str(template["source"])
+        """The chat template (Jinja) its exports carry: the one an instruction-tuned run was tuned with (Alpaca's
+        written as one: ``data.templates.ALPACA_JINJA``), else its tokenizer's own (a Hugging Face folder's), else
+        None."""
+        from scratchformer.data.templates import Template
+
+        if self.extra.get("template"):
+            return Template.from_dict(self.extra["template"]).jinja
         return self.tokenizer.chat_template if self.tokenizer is not None else None
 
     def check_tokenizer(self, command: str) -> None:

@@ -43,3 +43,10 @@ class WriteError(OSError):
     def __init__(self, message: str, code: int | None = None, reason: str | None = None) -> None:
         super().__init__(message)
         self.code, self.reason = code, reason
+
+
+def listed(items: list[str], most: int = 10) -> str:
+    """Items for a one-line message: the first ``most`` quoted, then how many more (a message never lists a
+    megabyte of unknown characters)."""
+    more = f" and {len(items) - most:,} more" if len(items) > most else ""
+    return ", ".join(repr(c) for c in items[:most]) + more

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from scratchformer.checkpoint import Checkpoint, CheckpointError
 from scratchformer.data.templates import Template, as_messages, folder_template, special_texts
-from scratchformer.errors import DataError
+from scratchformer.errors import DataError, listed
 from scratchformer.families import FAMILIES, family
 from scratchformer.generation import generate, translate_ids
 from scratchformer.generation.common import cut_at_eos
@@ -26,7 +26,7 @@ from scratchformer.models import GPT, EncoderClassifier, GPTClassifier, Seq2SeqT
 from scratchformer.registry import pretrains
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks.classify import CLASSIFY_TOKENS, class_probabilities
-from scratchformer.tokenizers import UNK_ID, CharTokenizer, Tokenizer
+from scratchformer.tokenizers import Tokenizer
 
 if TYPE_CHECKING:
     from scratchformer.data.templates import Template
@@ -70,12 +70,9 @@ def encode_all(tokenizer: Tokenizer, texts: list[str], **kw: Any) -> list[list[i
     """``encode_checked`` for many texts, in one call of the tokenizer (one call into Rust for BPE and
     pretrained tokenizers, which encode a batch in parallel there)."""
     rows = tokenizer.encode_batch(texts, **kw)
-    if isinstance(tokenizer, CharTokenizer):
-        for text, ids in zip(texts, rows):
-            if UNK_ID in ids:
-                unknown = sorted({c for c in text if tokenizer.encode(c) == [UNK_ID]})
-                raise DataError(f"the model's vocabulary has no {', '.join(repr(c) for c in unknown)} "
-                                f"(in {text[:40]!r})")
+    for text, ids in zip(texts, rows):
+        if tokenizer.unk_id in ids and (unknown := tokenizer.cannot_encode(text)):
+            raise DataError(f"the model's vocabulary has no {listed(unknown)} (in {text[:40]!r})")
     return rows
 
 

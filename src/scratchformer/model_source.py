@@ -98,6 +98,9 @@ class ModelSource:
     config: ModelConfig  # its model's configuration (a pretrained encoder's with 2 classes and mean pooling)
     meta: dict[str, Any] = field(repr=False)  # its config.json: a run's (train, step, lora, ...) or the folder's
     hf_type: str = ""  # a folder's model_type ("llama", "qwen3", "gpt2", "bert")
+    # characters a run adds to a character-level model's vocabulary (those its prompt template writes and the model
+    # never saw: ``train/prompt_room.py``); ``load`` and ``tokenizer`` give the model and tokenizer with them
+    added_chars: tuple[str, ...] = ()
 
     @property
     def described(self) -> str:
@@ -135,7 +138,18 @@ class ModelSource:
                 model = load_folder(self.path, dtype)
             except FolderError as err:
                 raise CheckpointError(str(err)) from None
+        if self.added_chars:
+            from scratchformer.models import widen_vocabulary
+
+            model = widen_vocabulary(model, len(self.added_chars))
         return (model if dtype is None else model.to(dtype)).eval()
+
+    @property
+    def start_config(self) -> ModelConfig:
+        """The config of the model ``load`` gives: its own, with ``added_chars`` in its vocabulary."""
+        import dataclasses
+
+        return dataclasses.replace(self.config, vocab_size=self.config.vocab_size + len(self.added_chars))
 
     def tokenizer(self) -> Any:
         """Its tokenizer: a run's saved one (None for a model that reads pixels), a folder's ``tokenizer.json`` with
@@ -147,9 +161,10 @@ class ModelSource:
             if family(self.family).reads != "tokens":
                 return None
             try:
-                return load_tokenizer(self.path)
+                tokenizer = load_tokenizer(self.path)
             except DataError as err:
                 raise CheckpointError(str(err)) from None
+            return tokenizer.with_characters(self.added_chars) if self.added_chars else tokenizer
         from scratchformer.interop.folder_tokenizer import folder_tokenizer
 
         return folder_tokenizer(self.path, self.meta, self.config)

@@ -4,7 +4,7 @@ A task is what a run learns to do. Its entry says which model families can learn
 run builds unless ``arch`` names another), the settings it starts from (before any preset), what its evaluation
 reports and which metric picks the kept checkpoint, the form of the data it reads and the roles its files take,
 the named datasets it can read, and the runner: the class in ``tasks/`` that makes its batches and evaluates it
-(``tasks.build.RUNNERS``, where the classes are imported; this module imports nothing above it).
+(``tasks.build.RUNNERS``, where the classes are imported; it imports nothing above it).
 
     task        family   data it reads (--data)                            named datasets    runner
     copy        seq2seq  none: fresh random strings at every step          -                 Seq2SeqTask
@@ -90,6 +90,7 @@ class TaskSpec:
     fine_tune_defaults: dict[str, Any] = field(default_factory=dict)  # with init_from (a pretrained model)
     bases: tuple[str, ...] = ()  # the families of the runs (or folders) init_from can start it from
     needs_base: bool = False  # it only tunes a model (init_from), never trains one from scratch
+    prompted: bool = False  # its records go through a prompt template (a base must hold it: train/prompt_room.py)
 
     def check_base(self, family: str, init_from: str) -> None:
         """Refuse, in one line that lists every pair there is, a base of a family this task cannot start from."""
@@ -220,7 +221,7 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
              fine_tune_defaults=dict(max_len=432, max_steps=500, batch_size=8, lr=1e-4, min_lr=1e-5,
                                      schedule="cosine", warmup_fraction=0.1, weight_decay=0.0, eval_every=100,
                                      eval_decode=0, log_every=25),
-             bases=("gpt",)),
+             bases=("gpt",), prompted=True),
     # preference tuning (DPO, tasks/dpo.py): a model that answers (an instruct run, or a GPT folder with a chat
     # template) learns to make the chosen answer more likely, the rejected one less, than its frozen start does; the
     # book's beta 0.1 and batches of 8 for about one pass over the shared records, at the rate that did best on their
@@ -234,7 +235,7 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
                   weight_decay=0.0, eval_every=40, eval_decode=0, log_every=1),
              metrics=("reward_accuracy", "reward_margin", "closer_to_chosen"), decoded=("closer_to_chosen",),
              datasets=("preferences",), own_settings=("init_from", "template", "beta", "reference"),
-             output_name="Answer", bases=("gpt",), needs_base=True),
+             output_name="Answer", bases=("gpt",), needs_base=True, prompted=True),
     # a small ViT for a folder of images: 32 x 32 RGB in 64 patches of 4 x 4, shifted by up to 2 pixels
     TaskSpec("image", ("vit",), "a Vision Transformer classifies labelled images", "ImageTask",
              DataForm("images", "a folder with one sub-folder of PNG/JPEG images per class (the sub-folder's name is "
@@ -260,8 +261,7 @@ def spec(name: str) -> TaskSpec:
 
 
 def pretrains(name: str | None) -> bool:
-    """Whether a run of task ``name`` (a checkpoint's, say; None or "" for none) pretrains an encoder whose
-    classification head stays untrained."""
+    """Whether a task ``name`` (None: none) pretrains an encoder whose classification head stays untrained."""
     return bool(name) and name in TASKS and TASKS[name].pretrains  # type: ignore[operator]
 
 

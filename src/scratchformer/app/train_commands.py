@@ -41,8 +41,10 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _report(result: Any, out: Path, quiet: bool) -> None:
+    kept = _kept(out)  # the model the last lines measure (the evaluations during the run measured others)
     before = "validation before averaging (best/)" if (out / "best").is_dir() else "validation before averaging"
-    for split, metrics in ((before, result.before_averaging), ("validation", result.val), ("test", result.test)):
+    for split, metrics in ((before, result.before_averaging), (f"validation of {kept}", result.val),
+                           (f"test of {kept}", result.test)):
         if metrics:
             print(f"{split}: " + ", ".join(f"{k} {_fmt(k, v)}" for k, v in metrics.items()))
     if result.samples and not quiet:
@@ -53,6 +55,16 @@ def _report(result: Any, out: Path, quiet: bool) -> None:
     kept = [str(out / name) for name in ("averaged", "best", "last") if (out / name).is_dir()]
     where = f"{', '.join(kept[:-1])} and {kept[-1]}" if len(kept) > 1 else "".join(kept)
     print(f"trained {result.step:,} steps in {result.seconds:.0f} s{why}; checkpoints in {where}")
+
+
+def _kept(out: Path) -> str:
+    """The checkpoint a run's final lines measure, as a person reads it: ``best/ (step 400)``."""
+    from scratchformer.checkpoint import read_meta
+
+    name = next((n for n in ("averaged", "best", "last") if (out / n / "config.json").is_file()), None)
+    if name is None:
+        return "the final model"
+    return f"{name}/ (step {read_meta(out / name).get('step', 0):,})"
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:

@@ -42,11 +42,26 @@ from typing import Any
 
 from scratchformer.errors import ConfigError, DataError
 
-__all__ = ["ALPACA_PREAMBLE", "ROLES", "Template", "as_messages", "find_template", "folder_template", "special_texts"]
+__all__ = ["ALPACA_JINJA", "ALPACA_PREAMBLE", "ROLES", "Template", "as_messages", "find_template", "folder_template",
+           "special_texts"]
 
 ALPACA_PREAMBLE = ("Below is an instruction that describes a task. Write a response that appropriately completes "
                    "the request.")
 ROLES = ("system", "user", "assistant")
+# Alpaca's template written as a chat template (Jinja), so that a run tuned with it carries it into its exports and
+# any runtime (transformers' apply_chat_template, llama.cpp) asks as ``generate --instruction`` asks: the preamble
+# unless a system message stands first, each turn under its heading, a blank line between, "### Response:" last.
+ALPACA_JINJA = (
+    "{%- set ns = namespace(first=true) -%}"
+    "{%- if not messages or messages[0]['role'] != 'system' -%}"
+    "{{ '" + ALPACA_PREAMBLE + "' }}{%- set ns.first = false -%}{%- endif -%}"
+    "{%- for message in messages -%}"
+    "{%- if not ns.first -%}{{ '\\n\\n' }}{%- endif -%}{%- set ns.first = false -%}"
+    "{%- if message['role'] == 'user' -%}{{ '### Instruction:\\n' }}"
+    "{%- elif message['role'] == 'assistant' -%}{{ '### Response:\\n' }}{%- endif -%}"
+    "{{ message['content'] }}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '\\n\\n### Response:\\n' }}{%- endif -%}")
 
 
 def as_messages(record: dict[str, Any]) -> list[dict[str, str]]:
@@ -69,6 +84,13 @@ class Template:
 
     def to_dict(self) -> dict[str, str]:
         return {"name": self.name, "source": self.source, "origin": self.origin}
+
+    @property
+    def jinja(self) -> str:
+        """The template as a chat template (Jinja), what an export carries: a chat template's own source, or Alpaca's
+        written as one (``ALPACA_JINJA``; the same text for a conversation, ``### Input:`` aside: an Alpaca record's
+        input goes in the user's message, a blank line after the instruction)."""
+        return self.source if self.name == "chat" else ALPACA_JINJA
 
     @classmethod
     def from_dict(cls, data: dict[str, str] | None) -> Template:

@@ -46,5 +46,24 @@ def cut_positions(state: dict[str, Tensor], max_len: int) -> dict[str, Tensor]:
     return {name: t[:max_len] if name.endswith("embed.position_embedding.weight") else t for name, t in state.items()}
 
 
+def widen_vocabulary(model: nn.Module, added: int) -> nn.Module:
+    """The same model reading ``added`` more tokens at the end of its vocabulary: each table with a row per token (the
+    token embedding, an untied output layer) gets ``added`` rows, each the mean of the rows it had (a new token starts
+    where the average token is, neither favoured nor shunned by the output layer); every other weight is kept."""
+    import dataclasses
+
+    import torch
+
+    config: ModelConfig = model.config  # type: ignore[assignment]
+    wider = build_model(dataclasses.replace(config, vocab_size=config.vocab_size + added))
+    state = {}
+    for name, t in model.state_dict().items():
+        if t.dim() and t.size(0) == config.vocab_size and wider.state_dict()[name].size(0) == t.size(0) + added:
+            t = torch.cat([t, t.mean(0, keepdim=True).expand(added, *t.shape[1:])])
+        state[name] = t
+    wider.load_state_dict(state)
+    return wider.train(model.training)
+
+
 __all__ = ["EncoderClassifier", "GPT", "GPTClassifier", "MODEL_CLASSES", "Seq2SeqTransformer", "ViT", "build_model",
-           "cut_positions", "eval_mode"]
+           "cut_positions", "eval_mode", "widen_vocabulary"]

@@ -78,6 +78,16 @@ class Tokenizer(ABC):
         """Whether ``encode(text)`` starts with ``bos_id`` by itself: not here (``add_bos`` asks for it)."""
         return False
 
+    def cannot_encode(self, text: str) -> list[str]:
+        """The characters of ``text`` this tokenizer has no token for (they would read as ``<unk>``), in order of first
+        appearance: none for a byte-level or pretrained tokenizer, which writes every string."""
+        return []
+
+    def with_characters(self, chars: Sequence[str]) -> Tokenizer:
+        """This tokenizer with ``chars`` added at the end of its vocabulary (the ids it had stay): only a
+        character-level tokenizer can grow so."""
+        raise TypeError(f"a {type(self).__name__} writes every character; it has none to add")
+
     @abstractmethod
     def _to_json(self) -> dict[str, Any]: ...
 

@@ -62,6 +62,13 @@ class CharTokenizer(Tokenizer):
                      for p in parts]
         return parts
 
+    def cannot_encode(self, text: str) -> list[str]:
+        return list(dict.fromkeys(c for c in text if c not in self._stoi))
+
+    def with_characters(self, chars: Sequence[str]) -> CharTokenizer:
+        return CharTokenizer([*self.chars, *(c for c in dict.fromkeys(chars) if c not in self._stoi)],
+                             specials=self.specials)
+
     def decode(self, ids: Sequence[int], *, skip_special: bool = True) -> str:
         n_special = len(self.specials)
         ids = [self._check_id(i) for i in ids]

@@ -42,11 +42,16 @@ def starting_point(run: Resolved) -> ModelSource:
     what the base brings (its tokenizer), each refused in one line."""
     cfg = run.train
     base = find_source(cfg.init_from, cfg.data_dir)  # type: ignore[arg-type]
-    spec(cfg.task).check_base(base.family, cfg.init_from)  # type: ignore[arg-type]
+    task = spec(cfg.task)
+    task.check_base(base.family, cfg.init_from)  # type: ignore[arg-type]
     own = [f"{k}={run.settings[k]}" for k in _BROUGHT
            if run.source.get(k, "task default") not in ("task default", "the run")]
     if own:
         raise ConfigError(f"{own[0]} does not apply: init_from={cfg.init_from} brings its own tokenizer; remove it")
+    if task.prompted:  # its window must hold the template; a character model gains the template's characters
+        from scratchformer.train.prompt_room import prompt_ready
+
+        base = prompt_ready(run, base)
     return base
 
 
@@ -90,6 +95,11 @@ def _whole_model(run: Resolved, task: Task, base: ModelSource, given: dict[str, 
             "preferences": f"records (a prompt and two answers) of up to {n} tokens"}[task.spec.data.kind]
     model = base.load(torch.float32)
     log(f"initialised from {base.described}; trained further on {unit}")
+    if base.added_chars:
+        from scratchformer.errors import listed
+
+        log(f"its vocabulary gains {listed(list(base.added_chars))}: the prompt template writes them and the model "
+            "never saw them (each a new embedding row, started at the mean of the others)")
     return model
 
 
@@ -153,7 +163,7 @@ def start_config(run: Resolved, task: Task, base: ModelSource) -> ModelConfig | 
     given = run.model_settings()
     if not task.spec.labels:
         _whole_model_checks(run, base.config, given)
-        return base.config
+        return base.start_config
     if base.kind == "folder" and family(base.family).classifies:
         return None
     config = _classifier_config(base.config, base.described, given, task)

@@ -40,8 +40,9 @@ def accumulate_gradients(task: Task, model: nn.Module, shards: list[Batch], coun
         with sync_paused(model) if world_size > 1 and not last else contextlib.nullcontext():
             with amp.autocast():
                 loss_sum = task.loss_sum(model, shard, label_smoothing)
-            # DDP (and FSDP2) average gradients over ranks, hence the factor world_size
-            amp.backward(loss_sum * (world_size / count))
+            # DDP (and FSDP2) average gradients over ranks, hence the factor world_size. A batch with no loss term
+            # (every answer cut off by max_len) adds a zero gradient: the sum is 0, whatever it is divided by.
+            amp.backward(loss_sum * (world_size / max(count, 1)))
         total += loss_sum.item()
     return total
 

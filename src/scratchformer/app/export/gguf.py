@@ -20,7 +20,8 @@ is refused in one line naming the settings, as are encoder-decoders and classifi
 
 GELU: llama.cpp's gpt2 computes GELU's tanh approximation. ``activation=gelu`` (the exact erf, the default of
 this project's GPTs) is exported only if that approximation decodes the same greedy tokens: the model is run
-with both on four seeded prompts (``_gelu_check``), and a model whose tokens differ is refused, saying so.
+with both on four seeded prompts and, for a model with a chat template, an instruction asked in it
+(``gguf_gelu.py``), and a model whose tokens differ is refused, saying so.
 
 Types (``gguf_type``): ``f32``; ``f16``; ``q8_0`` (8-bit, blocks of 32 values with one scale). The 2-D weight
 matrices take the type; norms and biases stay float32; a matrix whose rows are not a multiple of 32 long stays
@@ -29,7 +30,6 @@ float16 in a ``q8_0`` file (Q8_0 blocks are 32 wide), as llama.cpp's own convert
 
 from __future__ import annotations
 
-import copy
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,11 +38,11 @@ import numpy as np
 import torch
 
 from scratchformer.app.export.formats import ExportError, _atomic_dir, _destination
+from scratchformer.app.export.gguf_gelu import gelu_check, instruction_ids
 from scratchformer.app.export.gguf_vocab import GGUFVocab, gguf_vocab, pre_tokenizer
 from scratchformer.extras import require
 from scratchformer.interop.hf_folder import LLAMA_SETTINGS
 from scratchformer.models import GPT
-from scratchformer.nn.feedforward import FeedForward
 
 GGUF_TYPES = ("f32", "f16", "q8_0")
 
@@ -169,26 +169,6 @@ def _llama_tensors(model: GPT, rotate_pairs: bool) -> dict[str, np.ndarray]:
     return out
 
 
-def _gelu_check(model: GPT, prompts: int = 4, new_tokens: int = 64) -> str:
-    """Greedy tokens with exact GELU against llama.cpp's tanh approximation, on seeded prompts of 8 tokens."""
-    from scratchformer.generation import generate
-
-    tanh = copy.deepcopy(model).eval()
-    for m in tanh.modules():
-        if isinstance(m, FeedForward):
-            m.activation = "gelu_tanh"
-    cfg = model.config
-    n = max(1, min(new_tokens, cfg.max_len - 8))
-    gen = torch.Generator().manual_seed(0)
-    ids = torch.randint(min(4, cfg.vocab_size - 1), cfg.vocab_size, (prompts, min(8, cfg.max_len - 1)), generator=gen)
-    device = next(model.parameters()).device
-    exact, approx = generate(model, ids.to(device), n), generate(tanh, ids.to(device), n)
-    if not torch.equal(exact, approx):
-        raise ExportError("activation=gelu (exact) is not what llama.cpp computes (GELU's tanh approximation), and the "
-                          "greedy tokens of this model differ between the two: train with activation=gelu_tanh")
-    return f"activation=gelu written as llama.cpp's tanh GELU: the same greedy tokens on {prompts} prompts x {n}"
-
-
 def _keys(writer, target: CppArch, model: GPT) -> None:
     cfg = model.config
     writer.add_context_length(cfg.max_len)
@@ -267,8 +247,9 @@ def export_gguf(model: torch.nn.Module, path: str | os.PathLike, *, tokenizer: o
 
     path = _destination(path)
     notes = [target.name, gguf_type]
+    template = chat_template or getattr(tokenizer, "chat_template", None)
     if model.config.activation == "gelu":
-        notes.append(_gelu_check(model))
+        notes.append(gelu_check(model, [instruction_ids(template, tokenizer)] if template else []))
     tensors = _gpt2_tensors(model) if target.layernorm else _llama_tensors(model, target.rotate_pairs)
     file_type = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
                  "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[gguf_type]
@@ -277,7 +258,6 @@ def export_gguf(model: torch.nn.Module, path: str | os.PathLike, *, tokenizer: o
         writer.add_name("scratchformer")
         writer.add_file_type(file_type)
         _keys(writer, target, model)
-        template = chat_template or getattr(tokenizer, "chat_template", None)
         vocab = _tokenizer_keys(writer, tokenizer, model.config.vocab_size, template)
         kinds = [_add_tensor(writer, name, data, gguf_type) for name, data in tensors.items()]
         writer.write_header_to_file()
