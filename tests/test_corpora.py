@@ -463,7 +463,7 @@ def test_preparing_shows_megabytes_per_second_and_the_time_left(capsys):
 
 
 def test_images_are_read_into_memory_and_never_prepared(tmp_path, corpora, capsys):
-    image = pytest.importorskip("PIL.Image", reason="images need Pillow (pip install \"scratchformer[images]\")")
+    image = pytest.importorskip("PIL.Image", reason="images need Pillow (pip install -e \".[images]\")")
     for name, shade in (("dark", 20), ("light", 230)):
         (tmp_path / "photos" / name).mkdir(parents=True)
         for i in range(6):

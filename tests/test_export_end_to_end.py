@@ -15,7 +15,7 @@ from scratchformer.app.cli import main
 
 pytest.importorskip("onnxruntime", reason="ONNX checks need onnxruntime (pip install onnxruntime)")
 pytest.importorskip("onnxscript", reason="torch's ONNX exporter needs onnxscript (pip install onnx onnxscript)")
-pytest.importorskip("gguf", reason="GGUF export needs the gguf package (pip install \"scratchformer[gguf]\")")
+pytest.importorskip("gguf", reason="GGUF export needs the gguf package (pip install -e \".[gguf]\")")
 
 PROMPT, NEW = "ROMEO:", 50  # 56 characters: inside the preset's max_len of 64, where llama.cpp stops
 
@@ -62,7 +62,7 @@ def test_onnxruntime_writes_what_pytorch_writes(exported, capsys):
 @needs_data("tinyshakespeare.txt")
 @pytest.mark.slow
 @pytest.mark.skipif(__import__("importlib.util").util.find_spec("llama_cpp") is None,
-                    reason="llama.cpp checks need llama-cpp-python (pip install \"scratchformer[llama]\")")
+                    reason="llama.cpp checks need llama-cpp-python (pip install -e \".[llama]\")")
 def test_llama_cpp_writes_what_pytorch_writes(exported, capsys):
     from llama_cpp import Llama
 

@@ -52,7 +52,7 @@ def test_the_core_install_trains_the_copy_model_and_names_each_missing_extra(tmp
     trained = run(tmp_path, "train", "--out", str(out), "max_steps=20", "eval_every=20", "n_test=20",
                   "eval_decode=5", "d_model=32", "n_heads=2", "d_ff=64")
     assert trained.returncode == 0, trained.stderr
-    assert "TensorBoard files are skipped" in trained.stderr and 'scratchformer[tensorboard]' in trained.stderr
+    assert "TensorBoard files are skipped" in trained.stderr and '.[tensorboard]' in trained.stderr
     assert (out / "best" / "model.safetensors").is_file() and not (out / "tensorboard").exists()
     used = run(tmp_path, "translate", "--ckpt", str(out), "abcd", "--beam", "2")
     assert used.returncode == 0 and len(used.stdout.splitlines()) == 1, used.stderr
@@ -75,7 +75,7 @@ def test_the_core_install_trains_the_copy_model_and_names_each_missing_extra(tmp
         refused = run(tmp_path, *argv)
         err = refused.stderr.strip()
         assert refused.returncode == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
-        assert err.startswith("scratchformer: error:") and f'pip install "scratchformer[{extra}]"' in err, err
+        assert err.startswith("scratchformer: error:") and f'pip install -e ".[{extra}]"' in err, err
     assert not (tmp_path / "c.png").exists() and not (tmp_path / "m.onnx").exists() and not (tmp_path / "hf").exists()
     assert not (tmp_path / "img").exists() and not (tmp_path / "digits").exists() and not (tmp_path / "m.gguf").exists()
 

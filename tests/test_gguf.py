@@ -20,14 +20,14 @@ from scratchformer.app.export import ExportError
 from scratchformer.tokenizers.bpe import BPETokenizer
 from scratchformer.tokenizers.char import CharTokenizer
 
-pytest.importorskip("gguf", reason="GGUF export needs the gguf package (pip install \"scratchformer[gguf]\")")
+pytest.importorskip("gguf", reason="GGUF export needs the gguf package (pip install -e \".[gguf]\")")
 from scratchformer.app.export.gguf import _rope_rows, export_gguf, gguf_arch  # noqa: E402
 from scratchformer.app.export.gguf_vocab import bytes_to_unicode  # noqa: E402
 
 # llama.cpp's GPT-2 GELU reads a float16 table, and its f32 matrix kernels sum in another order: measured 3e-5 here
 F32_ATOL = 2e-4
 needs_llama = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
-                                 reason="llama.cpp checks need llama-cpp-python (pip install \"scratchformer[llama]\", "
+                                 reason="llama.cpp checks need llama-cpp-python (pip install -e \".[llama]\", "
                                         "built from source: about 11 minutes)")
 TEXT = "to be, or not to be: that is the question.\nWhether 'tis nobler in the mind to suffer\n"
 GPT2 = dict(activation="gelu_tanh")

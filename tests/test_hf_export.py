@@ -402,5 +402,5 @@ def test_without_transformers_the_command_says_which_extra_to_install(runs, caps
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now raises ImportError
     assert main(["export", "--format", "hf", "--ckpt", str(runs["lm"]), "--out", str(runs["root"] / "no-hf")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and 'pip install "scratchformer[hf]"' in err
+    assert err.count("\n") == 0 and 'pip install -e ".[hf]"' in err
     assert not (runs["root"] / "no-hf").exists()

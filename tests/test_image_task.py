@@ -11,7 +11,7 @@ import pytest
 
 from scratchformer.app.cli import main
 
-Image = pytest.importorskip("PIL.Image", reason="images need Pillow (pip install \"scratchformer[images]\")")
+Image = pytest.importorskip("PIL.Image", reason="images need Pillow (pip install -e \".[images]\")")
 
 TINY = ["image_size=8", "patch_size=4", "d_model=32", "n_heads=2", "n_layers=1", "d_ff=64", "batch_size=16",
         "lr=3e-3", "augment_shift=0", "eval_every=20", "log_every=20"]

@@ -30,7 +30,7 @@ def load_splits(files, *, val_fraction: float, seed: int) -> SimpleNamespace:
             for split, view in data.views.items()}
     return SimpleNamespace(rows=rows, origin=data.origin)
 
-Image = pytest.importorskip("PIL.Image", reason="images need Pillow (pip install \"scratchformer[images]\")")
+Image = pytest.importorskip("PIL.Image", reason="images need Pillow (pip install -e \".[images]\")")
 
 
 def write_image(path: Path, pixels: np.ndarray) -> Path:
@@ -142,7 +142,7 @@ def test_image_data_must_be_a_folder(tmp_path):
 
 
 def test_the_digits_split_is_fixed_stratified_and_disjoint():
-    pytest.importorskip("sklearn", reason="the digits come with scikit-learn (pip install \"scratchformer[images]\")")
+    pytest.importorskip("sklearn", reason="the digits come with scikit-learn (pip install -e \".[images]\")")
     from scratchformer.data.images import load_digits
 
     digits = load_digits()

@@ -6,7 +6,7 @@
             paper.py (the whole 2017 model in one file: it imports torch and nothing of the package),
             paper_train.py (trains paper.py on the copy task: it imports torch and paper, run beside it)
     rank -1.5 families.py (the family registry: what each model family is)
-    rank -1 registry.py (the task registry: what each task is)   distributed.py (torchrun's processes)
+    rank -1 registry/ (the task registry: what each task is)   distributed.py (torchrun's processes)
             sharded.py (a shard=fsdp run's checkpoint: each process's shard, read back whole or by rows)
     rank 0  nn/ (the paper's blocks)   tokenizers/   metrics.py
     rank 1  models/ (the families' models, from nn/)   data/ (files by role -> tokenizer -> prepared corpora -> views)

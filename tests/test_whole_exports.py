@@ -28,12 +28,12 @@ from scratchformer.generation import generate
 transformers = pytest.importorskip("transformers", reason="the hf extra (transformers) makes the folders and reads "
                                                           "the exports")
 needs_llama = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
-                                 reason="llama.cpp checks need llama-cpp-python (pip install \"scratchformer[llama]\")")
+                                 reason="llama.cpp checks need llama-cpp-python (pip install -e \".[llama]\")")
 needs_gguf = pytest.mark.skipif(importlib.util.find_spec("gguf") is None,
-                                reason="GGUF export needs the gguf package (pip install \"scratchformer[gguf]\")")
+                                reason="GGUF export needs the gguf package (pip install -e \".[gguf]\")")
 needs_ort = pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None or
                                importlib.util.find_spec("onnxscript") is None,
-                               reason="the ONNX export needs the onnx extra (pip install \"scratchformer[onnx]\")")
+                               reason="the ONNX export needs the onnx extra (pip install -e \".[onnx]\")")
 TEXT = "the quick brown fox jumps over the lazy dog, and then some more words\n" * 40
 
 

@@ -498,7 +498,8 @@ def test_fitting_a_time_budget_again_keeps_the_rates_taken():
     assert fitted(wsd, 200, per_step_s=0.1, left_s=100.0).total == 1194  # faster than estimated: longer (0.5 % spare)
     shorter = fitted(wsd, 200, per_step_s=0.1, left_s=10.0)  # 300 would have begun the decay at step 180
     assert shorter.decay_start == 201 and all(shorter(s) == wsd(s) for s in range(201))
-    assert fitted(wsd, 700, 0.1, 10.0) is None  # the decay is under way: its rates are set
+    cut = fitted(wsd, 700, 0.1, 10.0)  # the decay under way: the rates taken stay, the rest falls to min_lr by the end
+    assert cut.total == 798 and all(cut(s) == wsd(s) for s in range(700)) and cut(797) == 0.0 < cut(796) < wsd(699)
     assert fitted(wsd, 200, 0.1, 81.0) is None  # 1,004 steps: a change under 1 %
     assert fitted(Schedule("constant", 1e-3, 0.0, 10, 1000), 900, 0.1, 2.0).total == 918
 

@@ -2,7 +2,7 @@
 
 A bag-of-words baseline for any labelled data: TF-IDF + logistic regression, on the same splits as training.
 
-    pip install "scratchformer[baseline]"       # scikit-learn, only for this script
+    pip install -e ".[baseline]"       # scikit-learn, only for this script
     python bench/baselines/bow_baseline.py --data train.tsv --test test.tsv
     python bench/baselines/bow_baseline.py --data train.tsv --val val.tsv --test test.tsv --seed 0
 

@@ -2,7 +2,7 @@
 
 The baseline of the `digits-vit` preset: logistic regression on the raw pixels, on the same split.
 
-    pip install "scratchformer[images]"         # scikit-learn (and Pillow)
+    pip install -e ".[images]"         # scikit-learn (and Pillow)
     python bench/baselines/digits_baseline.py
 
 The digits are read exactly as ``scratchformer train --preset digits-vit`` reads them (``data.images.load_digits``:

@@ -94,9 +94,23 @@ def staging_dir(beside: Path) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def follow_umask(path: Path) -> None:
+    """Give ``path`` (a file, or each file in a folder) the permissions a new file gets under the process's umask
+    (0644 under the usual 022) where a writer made it private (0600: safetensors writes so), so that a checkpoint
+    or an export is readable by whoever may read the folder it is in, as every other file there is."""
+    mask = os.umask(0)
+    os.umask(mask)
+    mode = 0o666 & ~mask
+    for f in [path] if path.is_file() else path.rglob("*"):
+        if f.is_file() and not f.is_symlink() and (f.stat().st_mode & 0o777) == 0o600 != mode:
+            os.chmod(f, mode)
+
+
 def publish_dir(tmp: Path, final: Path) -> None:
     """Move the directory ``tmp`` to ``final``, replacing what is there: the previous copy is moved to ``.NAME.old``
-    first and deleted after, so a crash at any point leaves a complete directory under one of the two names."""
+    first and deleted after, so a crash at any point leaves a complete directory under one of the two names. Its
+    files follow the umask (``follow_umask``)."""
+    follow_umask(tmp)
     old = final.with_name(f".{final.name}.old")
     shutil.rmtree(old, ignore_errors=True)
     if final.exists() or final.is_symlink():

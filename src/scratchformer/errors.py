@@ -50,3 +50,11 @@ def listed(items: list[str], most: int = 10) -> str:
     megabyte of unknown characters)."""
     more = f" and {len(items) - most:,} more" if len(items) > most else ""
     return ", ".join(repr(c) for c in items[:most]) + more
+
+
+def did_you_mean(word: str, choices: list[str] | tuple[str, ...]) -> str:
+    """`` (did you mean X?)`` for the choice closest to a mistyped ``word``, or "" when none is close."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""

@@ -1,16 +1,16 @@
 """Optional parts of scratchformer and the packages they need: a command that needs a missing one says, in one
-line, which extra to install.
+line, which extra to install (in the clone's folder, as the README installs it):
 
-    pip install "scratchformer[plots]"        matplotlib: scratchformer plot, the walkthrough's pictures
-    pip install "scratchformer[onnx]"         onnx, onnxscript, onnxruntime: export --format onnx
-    pip install "scratchformer[tensorboard]"  tensorboard: event files beside metrics.jsonl
-    pip install "scratchformer[hf]"           transformers: export --format hf
-    pip install "scratchformer[baseline]"     scikit-learn: bench/bow_baseline.py
-    pip install "scratchformer[images]"       Pillow, scikit-learn: task=image (image files, the digits dataset)
-    pip install "scratchformer[gguf]"         gguf: export --format gguf
-    pip install "scratchformer[chat]"         jinja2: task=instruct with a Hugging Face chat template
-    pip install "scratchformer[serve]"        starlette, uvicorn (and jinja2): scratchformer serve
-    pip install "scratchformer[llama]"        llama-cpp-python (built from source): run GGUF files in the tests
+    pip install -e ".[plots]"        matplotlib: scratchformer plot, the walkthrough's pictures
+    pip install -e ".[onnx]"         onnx, onnxscript, onnxruntime: export --format onnx
+    pip install -e ".[tensorboard]"  tensorboard: event files beside metrics.jsonl
+    pip install -e ".[hf]"           transformers: export --format hf
+    pip install -e ".[baseline]"     scikit-learn: bench/bow_baseline.py
+    pip install -e ".[images]"       Pillow, scikit-learn: task=image (image files, the digits dataset)
+    pip install -e ".[gguf]"         gguf: export --format gguf
+    pip install -e ".[chat]"         jinja2: task=instruct with a Hugging Face chat template
+    pip install -e ".[serve]"        starlette, uvicorn (and jinja2): scratchformer serve
+    pip install -e ".[llama]"        llama-cpp-python (built from source): run GGUF files in the tests
 
 The core install (PyTorch, tokenizers, safetensors, sacrebleu, tqdm, numpy) trains, evaluates and decodes
 every model without them. A package is checked by its name (``importlib``) when a command needs it, so that a
@@ -45,4 +45,5 @@ def require(module: str, extra: str) -> None:
     try:
         importlib.import_module(module)
     except ImportError:
-        raise MissingExtra(f"{WHY[extra]} needs {module}: pip install \"scratchformer[{extra}]\"") from None
+        raise MissingExtra(f"{WHY[extra]} needs {module}: pip install -e \".[{extra}]\" (in the scratchformer folder)"
+                           ) from None

@@ -12,8 +12,25 @@ from typing import Any, NoReturn
 class Parser(argparse.ArgumentParser):
     """argparse with errors on one line (no usage block): ``scratchformer train: error: ...``."""
 
+    argv: list[str] = []  # the words parsed (``scratchformer.app.cli.main`` sets them): for ``_as_setting``
+
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"scratchformer: error: {message} (see {self.prog} --help)\n")
+        hint = _as_setting(self.argv) if "unrecognized arguments" in message else ""
+        self.exit(2, f"scratchformer: error: {message}{hint} (see {self.prog} --help)\n")
+
+
+def _as_setting(words: list[str]) -> str:
+    """For an option that is a setting's name (``--max-steps 100``): the setting, as the command line takes it."""
+    from scratchformer.nn.config import ModelConfig
+    from scratchformer.settings.config import TrainConfig
+
+    names = {*ModelConfig.__dataclass_fields__, *TrainConfig.__dataclass_fields__}
+    for i, word in enumerate(words):
+        name = word.lstrip("-").replace("-", "_").partition("=")[0]
+        if word.startswith("--") and name in names:
+            value = word.partition("=")[2] or (words[i + 1] if i + 1 < len(words) else "VALUE")
+            return f" (did you mean {name}={value}? settings are key=value words)"
+    return ""
 
 
 @dataclass(frozen=True)

@@ -99,8 +99,10 @@ def commands() -> list[Command]:
 def main(argv: Sequence[str] | None = None) -> int:
     table = commands()
     parser = build("scratchformer", "Train and inspect Transformers written from scratch.", table)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser.argv = words
     try:
-        args = parser.parse_args(take_settings(table, list(sys.argv[1:] if argv is None else argv)))
+        args = parser.parse_args(take_settings(table, words))
     except SystemExit as done:  # --help, or a usage error argparse has printed in one line
         return int(done.code or 0)
     from scratchformer.extras import MissingExtra

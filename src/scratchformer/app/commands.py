@@ -27,18 +27,12 @@ from scratchformer.inference import (
     translate_texts,
 )
 from scratchformer.models.params import count_parameters_formula
-from scratchformer.registry import pretrains
+from scratchformer.registry import format_metric, pretrains
 from scratchformer.settings.config import TrainConfig
 from scratchformer.settings.resolve import resolve
 from scratchformer.settings.values import parse_overrides
 from scratchformer.sharded import is_sharded, shard_files
 from scratchformer.train.optim import Schedule
-
-
-def _fmt(name: str, value: float) -> str:
-    if name in ("exact_match", "accuracy", "f1"):
-        return f"{100 * value:.2f}%"
-    return f"{value:,}" if isinstance(value, int) else f"{value:.4g}"
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -78,7 +72,8 @@ def cmd_info(args: argparse.Namespace) -> int:
             if rows:
                 last = rows[-1]
                 values = {k: v for k, v in last.items() if k not in ("step", "split") and isinstance(v, float)}
-                print(f"{split} at step {last['step']}: " + ", ".join(f"{k} {_fmt(k, v)}" for k, v in values.items()))
+                print(f"{split} at step {last['step']}: "
+                      + ", ".join(f"{k} {format_metric(k, v)}" for k, v in values.items()))
     return 0
 
 

@@ -15,42 +15,28 @@ import json
 from pathlib import Path
 from typing import Any
 
-from scratchformer.app.report_benchmarks import evaluate_commands, shown_path
+from scratchformer.app.report_benchmarks import shown_path
+from scratchformer.app.report_runs import again, reproduce_command, run_directory, started_from, steps
 from scratchformer.atomic import atomic_write_text
 from scratchformer.benchmarks.results import RESULTS_FILE, read_results
 from scratchformer.data.benchmark_files import sha256_of
 from scratchformer.errors import DataError
+from scratchformer.registry import TASKS, format_metric, lower_is_better
 from scratchformer.train.logger import read_metrics
 
 __all__ = ["cmd_report", "reproduce_command", "run_directory", "shown_path", "write_report"]
 
 FIGURES = "report"  # the figures' folder, beside report.md
 _NUMBERS = ("loss", "perplexity", "accuracy", "f1", "exact_match", "bleu", "chrf")
-_FRACTIONS = ("accuracy", "f1", "exact_match")
-
-
-def run_directory(path: str | Path) -> Path:
-    """The run directory ``path`` names (or the run of a checkpoint inside it); anything else refused in one line."""
-    from scratchformer.checkpoint import find_checkpoint
-
-    path = Path(path)
-    inside = find_checkpoint(path) == path  # a checkpoint (best/, last/): its run is the folder above
-    for run in (path, path.parent) if inside else (path,):
-        config = run / "config.json"
-        if (run / "metrics.jsonl").is_file() and config.is_file():
-            try:
-                if "settings" in json.loads(config.read_text(encoding="utf-8")):
-                    return run
-            except (OSError, ValueError):
-                break
-    raise DataError(f"{path} is not a training run (a directory with the metrics.jsonl and config.json that "
-                    "`scratchformer train --out DIR` writes): report describes a run")
 
 
 def write_report(path: str | Path, *, samples: list[str] | None = None) -> Path:
     """Write ``RUN/report.md`` and its figures; returns its path. ``samples``: the lines to show as samples (None:
     the run's task makes them, ``inference.task_samples``)."""
+    from scratchformer.extras import require
+
     run = run_directory(path)
+    require("matplotlib", "plots")  # before anything is written: no empty figures' folder left behind
     config = json.loads((run / "config.json").read_text(encoding="utf-8"))
     records = read_metrics(run)
     results = read_results(run / RESULTS_FILE)
@@ -58,14 +44,15 @@ def write_report(path: str | Path, *, samples: list[str] | None = None) -> Path:
     figures.mkdir(exist_ok=True)
     if samples is None:
         samples = _samples(run, config)
-    parts = [_what(run, config), _data(config), _where(config, records, run), _curves(run, records, figures),
-             _metrics(records), _benchmarks(results, figures), _shown(samples), _again(run, config)]
+    parts = [_what(run, config, records), started_from(run, config), _data(config), _where(config, records, run),
+             _curves(run, config, records, figures), _metrics(records, config), _benchmarks(results, figures),
+             _shown(samples), again(run, config)]
     out = run / "report.md"
     atomic_write_text(out, "\n\n".join(p for p in parts if p) + "\n", what="report.md")
     return out
 
 
-def _what(run: Path, config: dict[str, Any]) -> str:
+def _what(run: Path, config: dict[str, Any], records: list[dict[str, Any]]) -> str:
     summary = config.get("summary") or [""]
     model = config["model"]
     keys = ("arch", "d_model", "n_heads", "n_layers", "d_ff", "max_len", "vocab_size", "norm", "activation",
@@ -74,7 +61,7 @@ def _what(run: Path, config: dict[str, Any]) -> str:
                not line.strip().startswith(("train", "val", "test", "corpus", "note"))]
     lines = [f"# Run report: `{run.name}`", "", summary[0], "",
              f"**{config.get('parameters', 0):,} parameters**; task `{config['train'].get('task')}`, "
-             f"{config['train'].get('max_steps', 0):,} steps of {config['train'].get('batch_size')} examples.", "",
+             f"{steps(run, config, records)} of {config['train'].get('batch_size')} examples.", "",
              "| model setting | value |", "|---|---|", *(f"| `{k}` | {model.get(k)} |" for k in keys if k in model),
              "", "Settings beyond the task's defaults, and where each came from:", "",
              *(f"- {_config_named(line)}" for line in changed or ["none"])]
@@ -155,33 +142,38 @@ def _where(config: dict[str, Any], records: list[dict[str, Any]], run: Path) -> 
     return "\n".join(lines)
 
 
-def _curves(run: Path, records: list[dict[str, Any]], figures: Path) -> str:
+def _curves(run: Path, config: dict[str, Any], records: list[dict[str, Any]], figures: Path) -> str:
     from scratchformer.app.plots.report import plot_training
 
     if not any(r.get("split") == "train" and "loss" in r for r in records):
         return "## Curves\n\nNo training step was logged."
-    plot_training(records, figures / "training.png", f"{run.name}: loss, learning rate, throughput")
-    return f"## Curves\n\n![loss, learning rate and throughput against the step]({FIGURES}/training.png)"
+    task = TASKS.get(str(config["train"].get("task")))
+    unit = task.loss_unit if task is not None else "nats"
+    plot_training(records, figures / "training.png", f"{run.name}: loss, learning rate, throughput", unit)
+    return (f"## Curves\n\nThe loss in {unit}, the learning rate and the throughput at each logged step:\n\n"
+            f"![loss, learning rate and throughput against the step]({FIGURES}/training.png)")
 
 
-def _number(name: str, value: Any) -> str:
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return str(value)
-    return f"{100 * value:.2f} %" if name in _FRACTIONS else f"{value:.4g}"
 
 
-def _metrics(records: list[dict[str, Any]]) -> str:
-    vals = [r for r in records if r.get("split") == "val" and "loss" in r]
+def _metrics(records: list[dict[str, Any]], config: dict[str, Any]) -> str:
+    """The last and the best validation (best by the metric the run selected its checkpoint by, ``select_by``) and the
+    test, in the task's own metrics."""
+    train = config["train"]
+    task = TASKS.get(str(train.get("task")))
+    by = str(train.get("select_by") or (task.select_by if task is not None else "loss"))
+    vals = [r for r in records if r.get("split") == "val" and by in r]
     rows = []
     if vals:
-        best = min(vals, key=lambda r: r["loss"])
-        rows += [("validation, last", vals[-1]), (f"validation, best (step {best['step']:,})", best)]
+        best = (min if lower_is_better(by) else max)(vals, key=lambda r: r[by])
+        rows += [("validation, last", vals[-1]), (f"validation, best {by} (step {best['step']:,})", best)]
     rows += [("test", r) for r in records if r.get("split") == "test"]
     if not rows:
         return "## Final metrics\n\nNo evaluation was logged."
-    names = [n for n in _NUMBERS if any(n in r for _, r in rows)]
+    known = task.validation_metrics if task is not None else _NUMBERS
+    names = [n for n in dict.fromkeys([*known, *_NUMBERS]) if any(n in r for _, r in rows)]
     lines = ["## Final metrics", "", "| | step | " + " | ".join(names) + " |", "|---|---:|" + "---:|" * len(names)]
-    lines += [f"| {what} | {r['step']:,} | " + " | ".join(_number(n, r.get(n, "-")) for n in names) + " |"
+    lines += [f"| {what} | {r['step']:,} | " + " | ".join(format_metric(n, r.get(n, "-")) for n in names) + " |"
               for what, r in rows]
     return "\n".join(lines)
 
@@ -208,36 +200,6 @@ def _shown(samples: list[str]) -> str:
     if not samples:
         return ""
     return "## Samples\n\nAs the run shows them at its end (held-out data):\n\n```\n" + "\n".join(samples) + "\n```"
-
-
-def reproduce_command(run: Path, config: dict[str, Any], *, shown: bool = False) -> str:
-    """The ``scratchformer train`` command that makes the run again: its preset and config file, its data by role,
-    and each setting given on its command line (a resumed run's: every setting it kept). ``shown``: its paths as a
-    page prints them (``shown_path``)."""
-    import shlex
-
-    name = shown_path if shown else str
-    words = ["scratchformer", "train"]
-    sources = config.get("sources", {})
-    for prefix, flag in (("preset ", "--preset"), ("config ", "--config")):
-        named = sorted({s[len(prefix):] for s in sources.values() if s.startswith(prefix)})
-        words += [f"{flag} {shlex.quote(name(n) if flag == '--config' else n)}" for n in named]
-    for role, paths in config.get("data", {}).items():
-        words.append(f"--{'data' if role == 'train' else role} " + " ".join(shlex.quote(name(p)) for p in paths))
-    settings = config.get("settings", {})
-    words += [shlex.quote(f"{k}={settings[k]}") for k, s in sources.items()
-              if s in ("command line", "the run") and k in settings]
-    return " ".join([*words, "--out", shlex.quote(name(run))])
-
-
-def _again(run: Path, config: dict[str, Any]) -> str:
-    where = shown_path(run)
-    scored = evaluate_commands(read_results(run / RESULTS_FILE), where, str(config["train"].get("task")))
-    return ("## Make it again\n\n```\n" + reproduce_command(run, config, shown=True) + "\n```\n\nThen "
-            + ("its benchmarks (with `SCRATCHFORMER_DATA` set to the data folder) and this page:\n\n```\n"
-               + "\n".join([*scored, f"scratchformer report --ckpt {where}"]) + "\n```" if scored else
-               f"`scratchformer evaluate --ckpt {where} --benchmark NAMES` for benchmarks, and "
-               f"`scratchformer report --ckpt {where}` for this page."))
 
 
 def cmd_report(args: Any) -> int:

@@ -10,6 +10,7 @@ from typing import Any
 
 from scratchformer.data.roles import DataFiles
 from scratchformer.errors import DataError
+from scratchformer.registry import format_metric
 from scratchformer.settings.resolve import Resolved, resolve, resume_settings
 from scratchformer.settings.values import parse_overrides
 
@@ -46,7 +47,7 @@ def _report(result: Any, out: Path, quiet: bool) -> None:
     for split, metrics in ((before, result.before_averaging), (f"validation of {kept}", result.val),
                            (f"test of {kept}", result.test)):
         if metrics:
-            print(f"{split}: " + ", ".join(f"{k} {_fmt(k, v)}" for k, v in metrics.items()))
+            print(f"{split}: " + ", ".join(f"{k} {format_metric(k, v)}" for k, v in metrics.items()))
     if result.samples and not quiet:
         print("samples:")
         for line in result.samples:
@@ -91,9 +92,3 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     total = sum(p.corpus.n_bytes() for p in prepared)
     print(f"{size_text(total)} on disk; `scratchformer train` with the same files and settings reads them")
     return 0
-
-
-def _fmt(name: str, value: float) -> str:
-    if name in ("exact_match", "accuracy", "f1"):
-        return f"{100 * value:.2f}%"
-    return f"{value:,}" if isinstance(value, int) else f"{value:.4g}"

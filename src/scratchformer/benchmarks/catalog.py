@@ -23,7 +23,7 @@ from scratchformer.benchmarks.questions import (
     hellaswag_questions,
     mmlu_questions,
 )
-from scratchformer.errors import ConfigError
+from scratchformer.errors import ConfigError, did_you_mean
 
 __all__ = ["BENCHMARKS", "Benchmark", "Generation", "MultipleChoice", "benchmark_names", "find_benchmark"]
 
@@ -106,8 +106,9 @@ def find_benchmark(name: str) -> Benchmark:
     if name in BENCHMARKS:
         return BENCHMARKS[name]
     if not name.endswith(FILE_SUFFIXES):
-        raise ConfigError(f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)}, or the path of a .jsonl or "
-                          ".jsonl.gz file of multiple-choice questions")
+        raise ConfigError(f"unknown benchmark {name!r}{did_you_mean(name, list(BENCHMARKS))}; known: "
+                          f"{', '.join(BENCHMARKS)}, or the path of a .jsonl or .jsonl.gz file of multiple-choice "
+                          "questions")
     stem = Path(name).name.removesuffix(".gz").removesuffix(".jsonl")
     if stem in BENCHMARKS:
         raise ConfigError(f"{name}: a file of yours cannot be named as the benchmark {stem!r} (its results would take "

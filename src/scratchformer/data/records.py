@@ -24,7 +24,7 @@ from scratchformer.data.roles import roles
 from scratchformer.data.splits import carve_part
 from scratchformer.data.task_data import NO_TRAINING_DATA, DataRequest, TaskData
 from scratchformer.data.templates import ROLES, Template, find_template, special_texts
-from scratchformer.errors import DataError
+from scratchformer.errors import DataError, listed
 from scratchformer.tokenizers import Tokenizer
 
 __all__ = ["BOOK_SPLIT", "Check", "prompt_template", "read_records", "records_data", "split_records"]
@@ -56,10 +56,11 @@ def records_data(req: DataRequest) -> TaskData:
         out.views[split] = _rows(tokenizer, pairs)
     rows = out.views["train"].fields["ids"] if "train" in out.views else []
     unknown = sum(ids.count(tokenizer.unk_id) for ids in rows)
-    if unknown and not req.quiet:  # a base's tokenizer that never saw some characters (digits, '#')
+    if unknown and not req.quiet:  # a base's tokenizer that never saw some of the records' characters
         total = sum(len(ids) for ids in rows)
-        req.say(f"warning: {unknown:,} of the {total:,} training tokens ({100 * unknown / total:.1f} %) are unknown to "
-                "the tokenizer (characters it never saw): the model reads them as one <unk>")
+        chars = tokenizer.cannot_encode("".join(p + r for p, r in texts.get("train", [])))
+        req.say(f"warning: {unknown:,} of the {total:,} training tokens ({100 * unknown / total:.1f} %) are characters "
+                f"the model never saw ({listed(chars)}): it reads each as <unk>, and cannot be asked them")
     return out
 
 

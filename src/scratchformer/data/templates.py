@@ -28,7 +28,7 @@ Two kinds of template (``template=...``):
     chat          a Hugging Face chat template (Jinja), the base folder's own (``chat_template.jinja``, or
                   ``chat_template`` in ``tokenizer_config.json``) or a ``.jinja`` file: rendered as
                   ``transformers`` renders it (``add_generation_prompt`` ends the prompt where the answer begins).
-                  It needs ``jinja2`` (``pip install "scratchformer[chat]"``).
+                  It needs ``jinja2`` (``pip install -e ".[chat]"``).
 
 ``template=auto`` (the default) is the base folder's chat template where it has one, else Alpaca's.
 """

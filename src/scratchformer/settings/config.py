@@ -51,7 +51,7 @@ class TrainConfig:
     number of processes: each micro-batch / rank takes its share, so the run computes the same thing.
     """
 
-    task: str = DEFAULT_TASK  # a task of the registry (registry.py)
+    task: str = DEFAULT_TASK  # a task of the registry (registry/)
     dataset: str | None = None  # named (data/named.py): tinyshakespeare | multi30k | sst2 | instructions; digits
     data_dir: str | None = None
     # tokenization

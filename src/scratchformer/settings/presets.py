@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from scratchformer.errors import ConfigError
+from scratchformer.errors import ConfigError, did_you_mean
 
 __all__ = ["load_config_file", "load_preset", "preset_names"]
 
@@ -28,9 +27,8 @@ def preset_names() -> list[str]:
 
 def load_preset(name: str) -> dict[str, Any]:
     if name not in preset_names():
-        close = difflib.get_close_matches(name, preset_names(), n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
-        raise ConfigError(f"unknown preset {name!r}{hint}; choose from {', '.join(preset_names())}")
+        raise ConfigError(f"unknown preset {name!r}{did_you_mean(name, preset_names())}; choose from "
+                          f"{', '.join(preset_names())}")
     return _toml_loads(resources.files("scratchformer.settings").joinpath("presets", f"{name}.toml").read_text())
 
 

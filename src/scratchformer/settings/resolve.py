@@ -1,7 +1,7 @@
 """The one precedence rule: every run's settings are resolved by ``resolve`` in one order, for every task; a
 later level wins:
 
-1. the task's own defaults (its entry in the task registry, ``registry.py``: settings that suit the task, e.g.
+1. the task's own defaults (its entry in the task registry, ``registry/``: settings that suit the task, e.g.
    sub-word tokens and dropout for a classifier);
 2. the preset, if one is named (``--preset``; it must be for the same task);
 3. the ``--config`` file;

@@ -4,12 +4,11 @@ type each field of ``ModelConfig`` and ``TrainConfig`` declares, then split betw
 from __future__ import annotations
 
 import contextlib
-import difflib
 import types
 import typing
 from typing import Any, Literal
 
-from scratchformer.errors import ConfigError
+from scratchformer.errors import ConfigError, did_you_mean
 from scratchformer.families import check_built
 from scratchformer.nn.config import ModelConfig
 from scratchformer.registry import spec
@@ -86,9 +85,7 @@ def split_settings(settings: dict[str, Any]) -> tuple[ModelConfig, TrainConfig]:
         elif key in model_types:
             model_fields[key] = coerce(key, value, model_types[key])
         else:
-            close = difflib.get_close_matches(key, [*model_types, *train_types], n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            raise ConfigError(f"unknown config key {key!r}{hint}")
+            raise ConfigError(f"unknown config key {key!r}{did_you_mean(key, [*model_types, *train_types])}")
     train = TrainConfig(**train_fields)
     task = spec(train.task)
     arch = model_fields["arch"] = task.family_for(model_fields.get("arch"))

@@ -1,7 +1,7 @@
 """Tasks: how each task reads its data, makes its batches and is evaluated; one module per kind of data.
 
 What a task *is* (its model families, defaults, metrics, data form, named datasets) is declared in the task
-registry (``registry.py``), which names the runner here that does the work (``build.RUNNERS``):
+registry (``registry/``), which names the runner here that does the work (``build.RUNNERS``):
 
 - ``seq2seq``: copy / reverse / sort (``Seq2SeqTask``: fresh strings at every step) and translation
   (``TranslationTask``).

@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from scratchformer.atomic import writing
+from scratchformer.atomic import follow_umask, writing
 
 
 class WeightAverage:
@@ -107,6 +107,7 @@ class CheckpointHistory:
         with writing(f"the weights of step {step:,} in history/", self.directory, needed=needed, leftovers=(tmp,)):
             self.directory.mkdir(parents=True, exist_ok=True)
             save_model(model, str(tmp))
+            follow_umask(tmp)
             os.replace(tmp, self.path(step))
         for old in self.steps()[:-self.keep]:
             self.path(old).unlink()

@@ -10,12 +10,13 @@ length is fitted again on a clock of its own (``TimeBudget``): about every ``FIT
 first time after that share of it or ``FIRST_FIT`` steps, whichever comes first, whether or not an evaluation
 falls there, from the speed of the training steps since the fit before the last (two intervals, so that a fit
 that comes a step after the last one still rests on several; the evaluations' time taken out, and put back as
-each step's share of the evaluations to come). It is fitted as long as no step's rate depends on it:
-``constant`` and ``inverse_sqrt`` rates never do; a ``cosine`` decay does once it has begun, so the last fit
-comes at the step before it begins (right after the warm-up, unless ``decay_fraction`` < 1: a
-warm-stable-decay run then gets its whole cool-down within the budget). The warm-up stays as it was fixed at the
-start; a change under 1 % is left alone. The run's ``config.json`` keeps the first estimate; its checkpoints
-hold the length as fitted.
+each step's share of the evaluations to come). It is fitted until the end: ``constant`` and ``inverse_sqrt`` rates
+never depend on the length; a ``cosine`` decay that has not begun simply gets the new length (a fit comes at the step
+before it begins), and one under way goes on from the current rate to ``min_lr`` at the new last step
+(``Schedule.extended``), so that a run whose machine slows down late (a shared machine) still ends its decay on its
+floor within the budget, instead of being cut off half-way down. The warm-up stays as it was fixed at the start; a
+change under 1 % is left alone. The run's ``config.json`` keeps the first estimate; its checkpoints hold the length
+as fitted.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ class TimeBudget:
     def refit(self, schedule: Schedule, done: int, elapsed_s: float) -> Schedule:
         """``schedule``, or a new one if the rest of the budget at the speed of the training steps since the fit
         before the last (and their share of the evaluations) gives another length (said in one line); every rank
-        takes rank 0's answer. Sets when the next fit comes: before a cosine decay begins, never after."""
+        takes rank 0's answer. Sets when the next fit comes."""
         since_s, since_step, evals_before = self.marks[-2] if len(self.marks) > 1 else self.marks[-1]
         steps = max(1, done - since_step)
         per_step = (elapsed_s - since_s - (self.evals_s - evals_before)) / steps + self.eval_s / self.eval_every
@@ -102,12 +103,12 @@ class TimeBudget:
 
     @staticmethod
     def _next_fit(schedule: Schedule, done: int, steps: int) -> int:
-        """The step of the fit ``steps`` after ``done``; for a cosine schedule at the latest the step before its
-        decay begins (the last fit that can change a rate: after it, none comes)."""
-        if schedule.kind != "cosine":
-            return done + steps
+        """The step of the fit ``steps`` after ``done``; before a cosine decay begins, at the latest the step before
+        it (the last one whose new length changes only where the decay starts)."""
         last = schedule.decay_start - 1
-        return min(done + steps, last) if done < last else schedule.total
+        if schedule.kind == "cosine" and schedule.resumed_at is None and done < last:
+            return min(done + steps, last)
+        return done + steps
 
     def _steps_between_fits(self, per_step_s: float) -> int:
         return max(1, round(FIT_EVERY * self.budget_s / max(per_step_s, 1e-9)))
@@ -115,12 +116,14 @@ class TimeBudget:
 
 def fitted(schedule: Schedule, done: int, per_step_s: float, left_s: float) -> Schedule | None:
     """``schedule`` with the length that fits ``left_s`` more seconds at ``per_step_s`` a step; None when it
-    stays (a change under 1 %, or a cosine decay under way). A run slower than its estimate whose decay
-    would have begun already starts its decay at the next step."""
+    stays (a change under 1 %). A cosine decay under way goes on from the current rate to ``min_lr`` at the new last
+    step; a run slower than its estimate whose decay would have begun already starts its decay at the next step."""
     total = done + max(1, int(0.995 * left_s / max(per_step_s, 1e-9)) - 1)  # a step and 0.5 % spare: steps vary
     if schedule.kind == "cosine":
-        if schedule.decay_start <= done:
-            return None  # the decay has begun: its rates are set
+        if schedule.decay_start <= done or schedule.resumed_at is not None:  # the decay has begun: its rates so far
+            if abs(total - schedule.total) < SMALLEST_CHANGE * schedule.total:  # are kept, the rest fits the length
+                return None
+            return schedule.extended(done, total)
         if dataclasses.replace(schedule, total=total).decay_start <= done:  # then decay_fraction < 1
             total = max(total, int(done / (1 - schedule.decay_fraction)) - 1)
             while dataclasses.replace(schedule, total=total).decay_start <= done:

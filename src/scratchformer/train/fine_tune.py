@@ -26,7 +26,7 @@ from scratchformer.families import family, parts
 from scratchformer.model_source import ModelSource, find_source
 from scratchformer.models import build_model, cut_positions
 from scratchformer.nn.config import ModelConfig
-from scratchformer.registry import spec
+from scratchformer.registry import check_base, spec
 from scratchformer.settings.resolve import Resolved
 from scratchformer.tasks.base import Task
 
@@ -43,7 +43,7 @@ def starting_point(run: Resolved) -> ModelSource:
     cfg = run.train
     base = find_source(cfg.init_from, cfg.data_dir)  # type: ignore[arg-type]
     task = spec(cfg.task)
-    task.check_base(base.family, cfg.init_from)  # type: ignore[arg-type]
+    check_base(task, base.family, cfg.init_from)  # type: ignore[arg-type]
     own = [f"{k}={run.settings[k]}" for k in _BROUGHT
            if run.source.get(k, "task default") not in ("task default", "the run")]
     if own:
@@ -98,8 +98,8 @@ def _whole_model(run: Resolved, task: Task, base: ModelSource, given: dict[str, 
     if base.added_chars:
         from scratchformer.errors import listed
 
-        log(f"its vocabulary gains {listed(list(base.added_chars))}: the prompt template writes them and the model "
-            "never saw them (each a new embedding row, started at the mean of the others)")
+        log(f"its vocabulary gains {listed(list(base.added_chars), most=100)}: the prompt template writes them and the "
+            "model never saw them (each a new embedding row, started at the mean of the others)")
     return model
 
 

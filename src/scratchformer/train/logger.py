@@ -32,7 +32,7 @@ class MetricsLogger:
                 from torch.utils.tensorboard import SummaryWriter
             except ImportError:  # tensorboard is an optional extra
                 if say is not None:
-                    say('note: TensorBoard files are skipped (pip install "scratchformer[tensorboard]" to write them); '
+                    say('note: TensorBoard files are skipped (pip install -e ".[tensorboard]" to write them); '
                         "metrics.jsonl has every number")
             else:
                 self.writer = SummaryWriter(log_dir=str(run_dir / "tensorboard"), purge_step=purge_step)

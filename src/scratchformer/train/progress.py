@@ -24,6 +24,7 @@ class Progress:
         self.bar: Any = None
         self.total = self.first = self.log_every = 0
         self.started = time.perf_counter()
+        self.mark = (self.started, 0)
 
     def say(self, line: str) -> None:
         """An information line (a warning passes even when quiet)."""
@@ -39,12 +40,15 @@ class Progress:
     def start(self, total: int, first: int, desc: str, log_every: int) -> None:
         self.total, self.first, self.log_every = total, first, log_every
         self.started = time.perf_counter()
+        self.mark = (self.started, first)  # (when, steps done) the speed is measured from
         if self._say is not None and not self.quiet and sys.stderr.isatty():
             from tqdm.auto import tqdm
 
             self.bar = tqdm(total=total, initial=first, desc=desc, dynamic_ncols=True, file=sys.stderr)
 
     def step(self, done: int, loss: float, lr: float) -> None:
+        if done == self.first + 1:  # the first step pays one-off costs (allocations, compiling): the time left is
+            self.mark = (time.perf_counter(), done)  # estimated from the steps after it
         if self.bar is not None:
             self.bar.update(1)
 
@@ -53,8 +57,10 @@ class Progress:
         if self.bar is not None:
             self.bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:,.0f}")
             return
-        elapsed = time.perf_counter() - self.started
-        rate = (done - self.first) / max(elapsed, 1e-9)
+        now = time.perf_counter()
+        elapsed = now - self.started
+        since, counted = self.mark if done > self.mark[1] else (self.started, self.first)
+        rate = (done - counted) / max(now - since, 1e-9)
         left = (self.total - done) / rate if rate > 0 else 0.0
         self.say(f"step {done:,}/{self.total:,}  loss {loss:.4f}  lr {lr:.2e}  {tokens_per_s:,.0f} tok/s  "
                  f"elapsed {clock(elapsed)}  left {clock(left)}")

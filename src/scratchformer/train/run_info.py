@@ -36,8 +36,12 @@ def summary(run: Resolved, task: Task, model: nn.Module, schedule: Schedule, inf
              f"{_inputs(task, model_cfg)}; {plural(info.world_size, 'process', 'processes')} on {device}"
              + (", the model sharded across them (FSDP2)" if sharded else "")]
     changed = run.changed()
-    lines.append(f"settings beyond task={cfg.task}'s defaults:" + ("" if changed else " none"))
+    timed = changed.pop("set from max_time", None)  # max_steps=0 there: the steps max_time buys, estimated
+    lines.append(f"settings beyond task={cfg.task}'s defaults:" + ("" if changed or timed else " none"))
     lines += [f"  {source}: {' '.join(items)}" for source, items in changed.items()]
+    if timed:
+        lines.append(f"  max_time={cfg.max_time}: max_steps={schedule.total:,}, the steps that fit at the speed of "
+                     "the first steps (fitted again as the run goes)")
     lines += data_lines(task)
     rates = f"from {schedule.lr:g} to {schedule.min_lr:g}" if schedule.kind == "cosine" else f"lr {schedule.lr:g}"
     lines.append(f"schedule: {schedule.total:,} steps, warm-up {schedule.warmup:,}, {schedule.kind} {rates}"
@@ -95,15 +99,22 @@ def environment(device: torch.device | None = None) -> dict[str, Any]:
 
 
 def run_json(run: Resolved, cfg: TrainConfig, task: Task, model: nn.Module, lines: list[str],
-             device: torch.device | None = None) -> str:
+             device: torch.device | None = None, out: str | None = None) -> str:
     """A run's ``config.json``: the model and training configs, the settings and where each came from, the
-    files, the splits and corpora, the summary it printed, and where it ran (``environment``)."""
+    files, the splits and corpora, the summary it printed, where it ran (``environment``) and how it was started
+    (``started``: the folder it was started in, its ``--out`` and its files as given there, so that a report's
+    command that makes it again runs from that folder)."""
+    import os
+
+    given = {role: [str(p) for p in paths] for role, paths in
+             (("train", run.data.train), ("val", run.data.val), ("test", run.data.test)) if paths}
     return json.dumps({
         "model": model.config.to_dict(), "train": cfg.__dict__,
         "settings": run.settings, "sources": run.source, "data": run.data.to_dict(),
         "splits": {split: {"from": origin, "size": size} for split, origin, size in task.split_origins()},
         "corpora": _corpora(task), "parameters": sum(p.numel() for p in model.parameters()), "summary": lines,
         "environment": environment(device),
+        "started": {"folder": os.getcwd(), "out": out, "data": given},
     }, indent=2)
 
 

@@ -37,6 +37,7 @@ from torch import nn
 from scratchformer.atomic import atomic_write_text
 from scratchformer.checkpoint import read_meta
 from scratchformer.distributed import broadcast_object, reduce_flags
+from scratchformer.registry import format_metric
 from scratchformer.settings.resolve import Resolved
 from scratchformer.tasks.base import Task, split_rows
 from scratchformer.train.averaging import CheckpointHistory, WeightAverage
@@ -129,7 +130,7 @@ class Trainer:
             if self.history is not None:
                 self.history.forget_after(self.step)
             atomic_write_text(out / "config.json", run_json(self.run_settings, self.resolved_cfg, self.task, self.model,
-                                                            lines, self.device), "the run's config.json")
+                                                            lines, self.device, str(out)), "the run's config.json")
         self.metrics = MetricsLogger(out, enabled=self.info.is_main, say=self.log,
                                      purge_step=self.step + 1 if self.session.resume else None)
         self.progress.start(self.schedule.total, self.step, self.cfg.task, self.cfg.log_every)
@@ -232,7 +233,8 @@ class Trainer:
             if self.budget is not None:
                 self.budget.evaluated(time.perf_counter() - started)  # max_time: its time is not a step's
             self.metrics.log(done, "val", **self.val, time_s=self.elapsed())
-            self.progress.write(f"step {done:,}: validation " + ", ".join(f"{k} {v:.4g}" for k, v in self.val.items()))
+            self.progress.write(f"step {done:,}: validation " + ", ".join(f"{k} {format_metric(k, v)}"
+                                                                          for k, v in self.val.items()))
             now = score(self.val, self.cfg.select_by)
             if now < self.best_score:
                 self.best_score, self.bad_evals, self.best_val = now, 0, self.val

@@ -20,8 +20,10 @@ def _points(records: list[dict[str, Any]], split: str, key: str) -> tuple[list[i
     return steps, [found[s] for s in steps]
 
 
-def plot_training(records: list[dict[str, Any]], path: str | os.PathLike, title: str) -> Path:
-    """Loss (train; validation as points; test as a star), learning rate and tokens per second against the step."""
+def plot_training(records: list[dict[str, Any]], path: str | os.PathLike, title: str,
+                  loss_unit: str = "nats per token") -> Path:
+    """Loss (train; validation as points; test as a star; ``loss_unit``: what it is an average over, the task's),
+    learning rate and tokens per second against the step."""
     fig = Figure(figsize=(8.5, 7.6), dpi=DPI, layout="constrained")
     loss, lr, speed = fig.subplots(3, 1, sharex=True, height_ratios=[2.2, 1, 1])
     steps, values = _points(records, "train", "loss")
@@ -31,7 +33,7 @@ def plot_training(records: list[dict[str, Any]], path: str | os.PathLike, title:
         steps, values = _points(records, split, "loss")
         if steps:
             loss.plot(steps, values, label=f"{'validation' if split == 'val' else 'test'} loss", **style)
-    loss.set_ylabel("loss (nats per token)")
+    loss.set_ylabel(f"loss ({loss_unit})")
     loss.set_title(title)
     loss.legend(frameon=False, fontsize=9)
     loss.grid(alpha=0.3)

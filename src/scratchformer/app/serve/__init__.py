@@ -8,5 +8,5 @@
     run.py      the command: bind the address, run uvicorn, stop cleanly on SIGTERM or Ctrl-C
     static/     the chat page
 
-It needs the ``serve`` extra (Starlette, uvicorn, jinja2): ``pip install "scratchformer[serve]"``.
+It needs the ``serve`` extra (Starlette, uvicorn, jinja2): ``pip install -e ".[serve]"``.
 """

@@ -1,134 +1,14 @@
-"""The task registry: everything the code asks about a task, one entry per task, in one place.
-
-A task is what a run learns to do. Its entry says which model families can learn it (the first is the one a
-run builds unless ``arch`` names another), the settings it starts from (before any preset), what its evaluation
-reports and which metric picks the kept checkpoint, the form of the data it reads and the roles its files take,
-the named datasets it can read, and the runner: the class in ``tasks/`` that makes its batches and evaluates it
-(``tasks.build.RUNNERS``, where the classes are imported; it imports nothing above it).
-
-    task        family   data it reads (--data)                            named datasets    runner
-    copy        seq2seq  none: fresh random strings at every step          -                 Seq2SeqTask
-    reverse     seq2seq  none                                              -                 Seq2SeqTask
-    sort        seq2seq  none                                              -                 Seq2SeqTask
-    lm          gpt      a text file, or a folder of .txt/.txt.gz files    tinyshakespeare   LMTask
-    translate   seq2seq  sentence pairs (a TSV, or two line-aligned files) multi30k          TranslationTask
-    classify    encoder  labelled texts (.tsv/.csv)                        sst2              ClassifyTask
-                (or gpt-classifier: arch=gpt)
-    mlm         encoder  texts, one a line (or a TSV/CSV's text column)    sst2              MaskedLMTask
-    image       vit      a folder of class sub-folders of images           digits            ImageTask
-    instruct    gpt      instruction records (JSON list or JSON Lines)     instructions      InstructTask
-    dpo         gpt      preference records: a prompt, two answers         preferences       DPOTask
-                (from a model that answers: init_from)
-
-Adding a task is adding one entry here (and, for a new kind of work, its runner). No other module compares a
-task's name: they ask its entry (``spec(name)``) instead.
-"""
+"""The task registry's entries (the table of ``registry/__init__.py``), and the questions asked of them."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 from scratchformer.errors import ConfigError
-from scratchformer.families import FAMILIES, family
+from scratchformer.registry.spec import ALPHABET, DataForm, TaskSpec
 
-__all__ = ["ALPHABET", "DataForm", "TaskSpec", "TASKS", "DEFAULT_TASK", "LOWER_IS_BETTER", "data_formats", "data_tasks",
-           "fine_tune_pairs", "pretrains", "spec", "synthetic_targets", "task_names", "task_only_settings"]
-
-LOWER_IS_BETTER = ("loss", "perplexity")
-# The symbols of the built-in tasks' random strings (a task uses the first n_symbols), in the order ``sort`` sorts
-# them: letters before digits, unlike code points.
-ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
-
-
-@dataclass(frozen=True)
-class DataForm:
-    """The form of a task's data. ``kind``: how a source is read (``text``: one running text; ``pairs``;
-    ``labelled``: text and label; ``lines``: one text a line; ``images``; ``records``: instruction records;
-    ``synthetic``: none, the task makes its own strings; ``data.pipeline.READERS`` has a reader for each).
-    ``paths``: how many paths make one source (two line-aligned files of pairs); otherwise a second ``--data`` path
-    is the validation source.
-    ``folders``: ``allowed`` (a folder of documents), ``required`` (a folder of classes) or ``refused``.
-    ``stratified``: a carved validation set keeps the label balance. ``unit``: what a split's size counts."""
-
-    kind: str
-    describe: str
-    paths: int = 1  # 0: the task takes no files (it makes its own data)
-    folders: str = "refused"
-    stratified: bool = False
-    unit: str = "examples"
-    held: str = ""  # what the task does with its data instead of preparing corpora on disk ("": it prepares them)
-    target: Callable[[str], str] | None = None  # kind "synthetic": a random source string -> its target
-
-    @property
-    def prepared(self) -> bool:
-        """Whether the data is tokenized into prepared corpora on disk (text), or held in memory (images, strings)."""
-        return not self.held
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    """One task: see the module docstring."""
-
-    name: str
-    families: tuple[str, ...]  # the families (ModelConfig.arch, families.py) that can learn it; first: default
-    summary: str
-    runner: str  # the class in tasks/ that reads its data, makes its batches and evaluates (tasks.build.RUNNERS)
-    data: DataForm
-    defaults: dict[str, Any]
-    metrics: tuple[str, ...] = ()  # what evaluation reports besides the loss (and perplexity, for tokens)
-    decoded: tuple[str, ...] = ()  # those of its metrics measured on decoded outputs (eval_decode per evaluation)
-    select_by: str = "loss"  # the validation metric that picks best/ by default
-    datasets: tuple[str, ...] = ()  # named datasets it reads; the first is the one suggested
-    dataset_splits: tuple[str, ...] = ("train", "val", "test")  # the splits it takes from a named dataset
-    labels: bool = False  # its examples carry labels (a classifier's classes)
-    mask_token: bool = False  # its tokenizer reserves <mask> (masked-token pretraining)
-    pretrains: bool = False  # it trains an encoder for fine-tuning; its classification head stays untrained
-    own_settings: tuple[str, ...] = ()  # settings that mean something for this task only
-    output_name: str = "Output"  # what a person calls the model's output (the explorer's heading)
-    fine_tune_defaults: dict[str, Any] = field(default_factory=dict)  # with init_from (a pretrained model)
-    bases: tuple[str, ...] = ()  # the families of the runs (or folders) init_from can start it from
-    needs_base: bool = False  # it only tunes a model (init_from), never trains one from scratch
-    prompted: bool = False  # its records go through a prompt template (a base must hold it: train/prompt_room.py)
-
-    def check_base(self, family: str, init_from: str) -> None:
-        """Refuse, in one line that lists every pair there is, a base of a family this task cannot start from."""
-        if family not in self.bases:
-            article = "an" if family[0] in "aeiou" else "a"
-            raise ConfigError(f"init_from={init_from} holds {article} {family} model; task={self.name} starts from "
-                              f"{' or '.join(self.bases) or 'no model'} (init_from pairs: {fine_tune_pairs()})")
-
-    @property
-    def makes_own_data(self) -> bool:
-        return self.data.kind == "synthetic"
-
-    def family_for(self, arch: str | None) -> str:
-        """The family a run builds: ``arch`` if one of this task's families learns it (the default when None), or
-        the family that classifies with its body (``arch=gpt`` on a task of classes: ``gpt-classifier``); another
-        is refused in one line. The one place that decides whether a model fits a task."""
-        if arch is None:
-            return self.families[0]
-        if family(arch).classifier in self.families:
-            return family(arch).classifier
-        if arch not in self.families:
-            names = [*self.families, *(f.name for f in FAMILIES.values() if f.classifier in self.families)]
-            raise ConfigError(f"arch={arch!r} does not fit task={self.name!r} (needs "
-                              f"{' or '.join(f'arch={f!r}' for f in names)})")
-        return arch
-
-    @property
-    def validation_metrics(self) -> tuple[str, ...]:
-        return LOWER_IS_BETTER + self.metrics
-
-    def task_defaults(self, init_from: str | None = None) -> dict[str, Any]:
-        """The settings the task starts from (with ``init_from``: a fine-tuning run's, where it has them)."""
-        return dict(self.fine_tune_defaults if init_from and self.fine_tune_defaults else self.defaults)
-
-    def default_max_len(self, max_seq_len: int) -> int | None:
-        """The model's ``max_len`` when no setting gives one: a built-in task's longest string and its ``<bos>``
-        or ``<eos>``; else the task's default (None: the model derives it, as a ViT from its patches)."""
-        return max_seq_len + 2 if self.makes_own_data else self.defaults.get("max_len")
+__all__ = ["DEFAULT_TASK", "TASKS", "check_base", "data_formats", "data_tasks", "fine_tune_pairs", "output_name",
+           "pretrains", "spec", "synthetic_targets", "task_names", "task_only_settings"]
 
 
 _SYNTHETIC = dict(n_symbols=10, min_seq_len=4, max_seq_len=16, d_model=128, n_heads=4, n_layers=2, d_ff=256,
@@ -146,14 +26,10 @@ def _synthetic(name: str, what: str, target: Callable[[str], str]) -> TaskSpec:
                     form, _SYNTHETIC, metrics=("exact_match",), decoded=("exact_match",))
 
 
-def _sorted(source: str) -> str:
-    return "".join(sorted(source, key=ALPHABET.index))
-
-
 TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
     _synthetic("copy", "copy", lambda source: source),
     _synthetic("reverse", "reverse", lambda source: source[::-1]),
-    _synthetic("sort", "sort", _sorted),
+    _synthetic("sort", "sort", lambda source: "".join(sorted(source, key=ALPHABET.index))),
     # a character-level GPT: nanoGPT's small CPU model with twice its context and some dropout
     TaskSpec("lm", ("gpt",), "a GPT language model on a text", "LMTask",
              DataForm("text", "a UTF-8 text file, or a folder of .txt/.txt.gz files (one corpus); a second file is "
@@ -190,7 +66,7 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
              DataForm("labelled", f"{_LABELLED}; a second file is the validation set", stratified=True),
              dict(_ENCODER, max_len=256, dropout=0.3, max_steps=2000, lr=5e-4, warmup_fraction=0.15,
                   label_smoothing=0.1, eval_every=250),
-             metrics=("accuracy", "f1"), datasets=("sst2",), labels=True,
+             metrics=("accuracy", "f1"), datasets=("sst2",), labels=True, loss_unit="nats per example",
              own_settings=("word_dropout", "init_from"),
              # fine-tuning a pretrained encoder (or a GPT run): its architecture and tokenizer come with it; a lower
              # rate. A GPT base classifies from its last real token whatever ``pooling`` says
@@ -235,7 +111,8 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
                   weight_decay=0.0, eval_every=40, eval_decode=0, log_every=1),
              metrics=("reward_accuracy", "reward_margin", "closer_to_chosen"), decoded=("closer_to_chosen",),
              datasets=("preferences",), own_settings=("init_from", "template", "beta", "reference"),
-             output_name="Answer", bases=("gpt",), needs_base=True, prompted=True),
+             output_name="Answer", bases=("gpt",), needs_base=True, prompted=True,
+             loss_unit="nats per pair"),
     # a small ViT for a folder of images: 32 x 32 RGB in 64 patches of 4 x 4, shifted by up to 2 pixels
     TaskSpec("image", ("vit",), "a Vision Transformer classifies labelled images", "ImageTask",
              DataForm("images", "a folder with one sub-folder of PNG/JPEG images per class (the sub-folder's name is "
@@ -244,7 +121,8 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
              dict(image_size=32, patch_size=4, channels=3, d_model=128, n_heads=4, n_layers=4, d_ff=256, dropout=0.1,
                   max_steps=2000, batch_size=64, lr=1e-3, min_lr=1e-5, schedule="cosine", warmup_fraction=0.1,
                   weight_decay=0.05, label_smoothing=0.1, augment_shift=2, eval_every=200, log_every=50),
-             metrics=("accuracy", "f1"), datasets=("digits",), labels=True, own_settings=("augment_shift",)),
+             metrics=("accuracy", "f1"), datasets=("digits",), labels=True, own_settings=("augment_shift",),
+             loss_unit="nats per image"),
 )}
 DEFAULT_TASK = "copy"
 
@@ -284,6 +162,14 @@ def data_tasks() -> str:
 def synthetic_targets() -> dict[str, Callable[[str], str]]:
     """Task name -> the rule that makes a target from a random source, for each built-in task."""
     return {t.name: t.data.target for t in TASKS.values() if t.data.target is not None}
+
+
+def check_base(task: TaskSpec, family: str, init_from: str) -> None:
+    """Refuse, in one line that lists every pair there is, a base of a family ``task`` cannot start from."""
+    if family not in task.bases:
+        article = "an" if family[0] in "aeiou" else "a"
+        raise ConfigError(f"init_from={init_from} holds {article} {family} model; task={task.name} starts from "
+                          f"{' or '.join(task.bases) or 'no model'} (init_from pairs: {fine_tune_pairs()})")
 
 
 def fine_tune_pairs() -> str:
