@@ -30,6 +30,7 @@ from scratchformer.tokenizers import Tokenizer
 
 if TYPE_CHECKING:
     from scratchformer.data.templates import Template
+    from scratchformer.generation.requests import Choice
 
 
 def require(ckpt: Checkpoint, output: str, command: str, reads: str = "tokens") -> None:
@@ -86,17 +87,35 @@ def _bar(n: int, desc: str) -> tqdm:
 def generate_text(ckpt: Checkpoint, prompt: str, max_new_tokens: int = 200, *, temperature: float = 1.0,
                   top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
                   greedy: bool = False) -> str:
-    """The prompt and its continuation, which ends at the end-of-text token (as ``serve``'s completions end)."""
+    """The prompt and its continuation, which ends at the end-of-text token (as ``serve``'s completions end): from the
+    decoding engine (``generation/engine.py``) while the text fits the model's window, else from ``generate``, which
+    slides the window along."""
     require(ckpt, "next-token", "generate")
     model, tok = ckpt.model, ckpt.tokenizer
     assert isinstance(model, GPT)
     ids = encode_checked(tok, prompt) or [tok.bos_id]  # an empty prompt: the bos token
     ids = ids[-model.config.max_len:]
-    stops = tok.eos_ids  # where the model's own generation ends (every id: Llama 3.1 has three)
+    if len(ids) + max_new_tokens <= model.config.max_len:  # within the window: the decoding engine
+        answer = _answer(ckpt, ids, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
+                         greedy=greedy)
+        return tok.decode(ids + answer.tokens)
+    # past the window (a character model of 64 positions asked for 300 characters): the tensor-level generate,
+    # whose last max_len tokens slide along as the text grows
+    stops = tok.eos_ids
     out = generate(model, torch.tensor([ids]), max_new_tokens, do_sample=not greedy, temperature=temperature,
                    top_k=top_k, top_p=top_p, seed=seed, eos_id=stops)[0].tolist()
-    new = out[len(ids):]
-    return tok.decode(ids + cut_at_eos(new, stops))
+    return tok.decode(ids + cut_at_eos(out[len(ids):], stops))
+
+
+def _answer(ckpt: Checkpoint, ids: list[int], max_new_tokens: int, *, temperature: float, top_k: int | None,
+            top_p: float | None, seed: int | None, greedy: bool) -> Choice:
+    """One answer to ``ids``, from the decoding engine, until an end-of-text id (every one: Llama 3.1 has three)."""
+    from scratchformer.generation.engine import Engine
+    from scratchformer.generation.requests import Request, Sampling, Stop
+
+    sampling = Sampling(0.0 if greedy else temperature, top_p, top_k, seed)
+    request = Request(ids, max_new_tokens, sampling, Stop(frozenset(ckpt.tokenizer.eos_ids)))
+    return Engine(ckpt.model, ckpt.tokenizer, max_rows=1).run([request])[0].choices[0]
 
 
 def generates_text(ckpt: Checkpoint) -> bool:
@@ -151,9 +170,8 @@ def answer_instruction(ckpt: Checkpoint, instruction: str, input_text: str = "",
         raise DataError(f"the instruction in its template is {len(ids)} tokens, and the model reads at most "
                         f"{model.config.max_len}: no room for an answer")
     new = min(max_new_tokens, model.config.max_len - len(ids))
-    out = generate(model, torch.tensor([ids]), new, do_sample=not greedy, temperature=temperature, top_k=top_k,
-                   top_p=top_p, seed=seed, eos_id=tok.eos_ids)[0, len(ids):].tolist()
-    return tok.decode(cut_at_eos(out, tok.eos_ids))
+    answer = _answer(ckpt, ids, new, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, greedy=greedy)
+    return tok.decode(answer.tokens)
 
 
 def translate_texts(ckpt: Checkpoint, texts: list[str], *, beam: int = 4, length_penalty: float = 0.6) -> list[str]:

@@ -9,7 +9,8 @@
   a window too small for that gives half of itself to the answer, said in the results); decoded without special
   tokens and cut before the first stop sequence (the harness adds the end-of-text token's text to them).
 
-Batched with the KV cache (``generation.generate_until``): a row leaves its batch as soon as its answer ends.
+Decoded by the decoding engine (``generation/engine.py``): an answer leaves the batch as soon as it ends, and the
+next waiting prompt takes its row.
 Decoding does not clean up spaces: ``transformers`` 5 skips that clean-up for BPE tokenizers (GPT-2, Llama, Qwen3).
 """
 
@@ -21,11 +22,12 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from scratchformer.benchmarks.gsm8k import GSM8K_STOP, MAX_NEW_TOKENS, Problem, cut_at_stop
+from scratchformer.benchmarks.gsm8k import GSM8K_STOP, MAX_NEW_TOKENS, Problem
 from scratchformer.benchmarks.loglikelihood import unknown_id
 from scratchformer.checkpoint import Checkpoint
 from scratchformer.data.templates import Template
-from scratchformer.generation.until import generate_until
+from scratchformer.generation.engine import Engine
+from scratchformer.generation.requests import Request, Stop
 from scratchformer.inference import chat_prompt, chat_template
 from scratchformer.tokenizers import Tokenizer
 
@@ -74,13 +76,11 @@ def answer_problems(ckpt: Checkpoint, texts: Sequence[str], *, max_new_tokens: i
         prompts.append(ids[-(window - new):])
         unknown += unk is not None and unk in prompts[-1]
 
-    def stopped(_: int, ids: list[int]) -> bool:
-        text = tokenizer.decode(ids)
-        return any(s in text for s in stops)
-
+    stop = Stop(frozenset([tokenizer.eos_id]), tuple(stops))  # the harness's own: the first end-of-text id only
+    longest = max((len(p) for p in prompts), default=0) + new
+    rows = max(1, min(len(prompts), max_tokens // longest))  # about max_tokens positions in the pool at most
     bar = tqdm(total=len(prompts), unit="problem", file=sys.stderr, disable=None, leave=False, desc="answering")
-    outputs = generate_until(model, prompts, new, eos_ids=[tokenizer.eos_id], stop=stopped, max_tokens=max_tokens,
-                             progress=bar.update)
+    done = Engine(model, tokenizer, max_rows=rows).run([Request(p, new, stop=stop) for p in prompts], bar.update)
     bar.close()
-    answers = [cut_at_stop(tokenizer.decode(ids), stops) for ids in outputs]
+    answers = [r.choices[0].text for r in done]
     return answers, {"truncated": truncated, "unknown_characters": unknown, "new_tokens": new}

@@ -88,14 +88,6 @@ def gsm8k_problems(test: list[tuple[int, dict[str, Any]]], train: list[tuple[int
     return problems
 
 
-def cut_at_stop(text: str, stops: Sequence[str]) -> str:
-    """The text before the first stop sequence (the harness's ``postprocess_generated_text``)."""
-    for stop in stops:
-        if stop:
-            text = text.split(stop)[0]
-    return text
-
-
 def extract(text: str, name: str) -> str:
     """The answer filter ``name`` finds in a generated text (the harness's ``regex`` then ``take_first``)."""
     pattern, which = FILTERS[name]

@@ -173,7 +173,7 @@ def _pick(model: GPT, hidden: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
     it is the most likely one ``(N,)``; the ``(N, V)`` vocabulary a slice of rows at a time."""
     logps, hits = [], []
     for h, t in zip(hidden.split(LOGIT_ROWS), targets.split(LOGIT_ROWS)):
-        logits = F.linear(h, model.output_weight()).float()  # (n, V): log p = logit - logsumexp(logits), without
+        logits = model.output_logits(h).float()  # (n, V): log p = logit - logsumexp(logits), without
         logps.append(logits.gather(1, t[:, None])[:, 0] - torch.logsumexp(logits, -1))  # writing all of log p
         hits.append(logits.argmax(-1) == t)
     return torch.cat(logps), torch.cat(hits)
@@ -181,7 +181,7 @@ def _pick(model: GPT, hidden: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
 
 def _log_probs(model: GPT, hidden: Tensor) -> Tensor:
     """``(n, C)`` -> ``(n, V)`` float32 log-probabilities of the next token (the output layer, a log-softmax)."""
-    return F.log_softmax(F.linear(hidden, model.output_weight()).float(), -1)
+    return F.log_softmax(model.output_logits(hidden).float(), -1)
 
 
 def unknown_id(tokenizer: Tokenizer) -> int | None:

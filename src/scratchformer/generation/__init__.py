@@ -2,8 +2,10 @@
 
 - ``generate`` (``sampling.py``): GPT continuation, greedy or sampled (temperature, top-k, top-p), with a KV
   cache, batched prompts of different lengths (left padding) and a sliding window past ``max_len``.
-- ``generate_until`` (``until.py``): greedy continuations of many prompts, each until an end-of-text token, a stop
-  sequence or its budget; a row that has stopped leaves its batch (what GSM8K's scoring asks of a model).
+- ``Engine`` (``engine.py``): THE decoding loop of every caller that decodes a GPT (``scratchformer generate``, the
+  evaluations' answers, GSM8K, the server): requests (``requests.py``: a prompt, sampling, ``n`` answers, a stop
+  rule) admitted by a token budget (``scheduler.py``), their prompts read together into a pool of cache rows
+  (``pool.py``), one step for every live answer, stop texts found incrementally (``stops.py``).
 - ``greedy_translate`` (``greedy.py``): seq2seq greedy decoding, batched; the encoder runs once, the
   cross-attention keys/values are projected once, and the decoder keeps a KV cache.
 - ``beam_search`` (``beam.py``): seq2seq beam search with the setup of the paper (§6.1): beam size 4, length
@@ -18,7 +20,8 @@ from scratchformer.lazy import lazy_exports
 
 _EXPORTS = {  # name -> the module that defines it
     **dict.fromkeys(["generate", "filter_logits", "next_token"], "scratchformer.generation.sampling"),
-    **dict.fromkeys(["generate_until"], "scratchformer.generation.until"),
+    **dict.fromkeys(["Engine"], "scratchformer.generation.engine"),
+    **dict.fromkeys(["Request", "Sampling", "Stop"], "scratchformer.generation.requests"),
     **dict.fromkeys(["greedy_translate"], "scratchformer.generation.greedy"),
     **dict.fromkeys(["beam_search", "beam_search_hypotheses", "gnmt_length_penalty", "Hypothesis", "translate"],
                     "scratchformer.generation.beam"),

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from scratchformer.generation.common import eval_mode
@@ -42,26 +41,6 @@ def next_token(logits: Tensor, do_sample: bool, temperature: float, top_k: int |
     logits = filter_logits(logits.float() / max(temperature, 1e-8), top_k, top_p)
     return torch.multinomial(logits.softmax(-1), 1, generator=generator)[:, 0]
 
-
-
-TRANSPOSE_LIMIT = 256 << 20  # bytes: an output matrix larger than this is used as stored (no second copy)
-
-
-@torch.no_grad()
-def output_matrix(model: GPT) -> Tensor | None:
-    """The output matrix transposed to ``(C, V)``, a layout whose matrix-vector product runs about 2x faster on
-    CPU (decoding one token is bound by reading this matrix); made once per model and weights (kept on the model
-    until the weights change), or None for a matrix over ``TRANSPOSE_LIMIT`` bytes (Qwen3's 151,936 x 1,024:
-    a second copy of 300 MB would cost more memory than its speed is worth)."""
-    weight = model.output_weight()
-    if weight.numel() * weight.element_size() > TRANSPOSE_LIMIT:
-        return None
-    key = (weight.data_ptr(), weight._version, weight.dtype, weight.device)
-    kept = model.__dict__.get("_output_t")
-    if kept is None or kept[0] != key:
-        kept = (key, weight.detach().t().contiguous())
-        model.__dict__["_output_t"] = kept
-    return kept[1]
 
 
 @torch.no_grad()
@@ -116,7 +95,6 @@ def generate(model: GPT, input_ids: Tensor, max_new_tokens: int, *, do_sample: b
     finished = torch.zeros(B, dtype=torch.bool, device=device) if len(stops) else None
     cur = T  # tokens[:, :cur] are known
     with eval_mode(model):
-        out_t = output_matrix(model)  # (C, V), or None: the (V, C) weight used as it is
         for _ in range(max_new_tokens):
             if cache is not None and cur <= max_len:  # feed what the cache has not seen yet
                 start = cache.length  # 0 on the first step: the whole prompt at once
@@ -125,7 +103,7 @@ def generate(model: GPT, input_ids: Tensor, max_new_tokens: int, *, do_sample: b
                 lo = max(0, cur - max_len)
                 h = model.hidden_states(tokens[:, lo:cur], None if mask is None else mask[:, lo:cur])
             last = h[:, -1]  # (B, C): only the last position's logits are needed
-            logits = last @ out_t if out_t is not None else F.linear(last, model.output_weight())  # (B, V)
+            logits = model.output_logits(last)  # (B, V)
             nxt = next_token(logits, do_sample, temperature, top_k, top_p, generator)  # (B,)
             if finished is not None:
                 nxt = nxt.masked_fill(finished, stops[0])

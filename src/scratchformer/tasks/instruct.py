@@ -40,7 +40,7 @@ __all__ = ["IGNORE", "InstructTask", "greedy_answers", "response_targets"]
 
 IGNORE = -100  # a target that takes no loss (cross_entropy's ignore_index)
 EVAL_TOKENS = 8192  # padded tokens per batch when a split's loss is measured
-ANSWER_ROWS = 32  # prompts answered together (greedy, left-padded)
+ANSWER_ROWS = 32  # prompts answered together (greedy, by the decoding engine)
 
 
 def response_targets(rows: Sequence[Sequence[int]], n_prompt: Sequence[int], pad_id: int) -> Batch:
@@ -58,20 +58,14 @@ def response_targets(rows: Sequence[Sequence[int]], n_prompt: Sequence[int], pad
 @torch.no_grad()
 def greedy_answers(model: nn.Module, tok: Tokenizer, prompts: list[list[int]], max_len: int) -> list[str]:
     """The greedy answers of ``model`` to ``prompts`` (token ids; each cut to its last ``max_len - 1``), each until
-    the end token or ``max_len`` tokens in all; in batches of ``ANSWER_ROWS``, left-padded."""
-    from scratchformer.generation.common import cut_at_eos, eval_mode
-    from scratchformer.generation.sampling import generate
+    the end token or ``max_len`` tokens in all; ``ANSWER_ROWS`` at once, by the decoding engine."""
+    from scratchformer.generation.engine import Engine
+    from scratchformer.generation.requests import Request, Stop
 
-    prompts = [p[-(max_len - 1):] for p in prompts]
-    device, out = next(model.parameters()).device, [""] * len(prompts)
-    with eval_mode(model):
-        for idx in sorted_batches([len(p) for p in prompts], 10**9, ANSWER_ROWS):
-            ids, mask = pad_batch([prompts[i] for i in idx], tok.pad_id, left=True)
-            new = generate(model, ids.to(device), max_len - ids.size(1), eos_id=tok.eos_ids,
-                           attention_mask=mask.to(device))[:, ids.size(1):].tolist()
-            for i, row in zip(idx, new):
-                out[i] = tok.decode(cut_at_eos(row, tok.eos_ids))
-    return out
+    stop = Stop(frozenset(tok.eos_ids))
+    requests = [Request(p[-(max_len - 1):], max_len - len(p[-(max_len - 1):]), stop=stop) for p in prompts]
+    done = Engine(model, tok, max_rows=ANSWER_ROWS).run(requests)  # type: ignore[arg-type]
+    return [tok.decode(r.choices[0].tokens) for r in done]
 
 
 class InstructTask(Task):

@@ -35,7 +35,6 @@ import os
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from scratchformer.app.export.formats import ExportError, _atomic_dir, _quiet
@@ -71,7 +70,7 @@ def _step(model: GPT | Seq2SeqTransformer, input_ids: Tensor, key_mask: Tensor, 
     x = embed(input_ids, positions)  # (B, T, C)
     cache = DecoderCache(caches, list(memory_kv) if memory_kv is not None else [None] * len(caches))
     h = model.decoder(x, key_mask=key_mask, memory_key_mask=memory_mask, positions=positions, cache=cache)
-    logits = F.linear(h[:, -1], model.output_weight())  # (B, V): the last position only
+    logits = model.output_logits(h[:, -1])  # (B, V): the last position only
     return (logits, *[t for c in caches for t in (c.keys, c.values)])
 
 

@@ -3,11 +3,13 @@ an ``ApiError``, OpenAI's error form), and the answers and stream chunks in Open
 
 What a request may set: ``max_tokens`` (``max_completion_tokens`` for a chat; capped by the model's window, and the
 answer says so in ``warning``), ``temperature`` (0 to 2; 0 is greedy), ``top_p``, ``top_k``, ``stop`` (up to four
-texts), ``seed``, ``stream`` (with ``stream_options.include_usage``), ``n`` (1 only); a completion also ``echo``.
-Fields OpenAI defines that would change the answer and are not done here (penalties, log-probabilities, tools, a
-response format, several choices) are refused naming the field; others that change nothing are accepted (``user``,
-``store``, ``metadata``); an unknown field is refused, as OpenAI refuses it. ``model`` may be any name: one model
-is served, and answers carry its own name.
+texts), ``seed``, ``stream`` (with ``stream_options.include_usage``), ``n`` (1 to ``MAX_N`` answers to the prompt,
+which is read once; with a ``seed``, answer i draws from a generator seeded from the seed and i: the answers differ
+and the response is reproducible); a completion also ``echo``. Fields OpenAI defines that would change the answer and
+are not done here (penalties, log-probabilities, tools, a response format) are accepted at the values that change
+nothing and refused otherwise, naming the field; others that change nothing are accepted (``user``, ``store``,
+``metadata``); an unknown field is refused, as OpenAI refuses it. ``model`` may be any name: one model is served,
+and answers carry its own name.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from typing import Any
 
 from scratchformer.app.serve.model import ServedModel
 from scratchformer.errors import DataError
-from scratchformer.generation.continuous import Sampling
+from scratchformer.generation.requests import Sampling
 
 MAX_STOPS, MAX_STOP_CHARS = 4, 200
+MAX_N = 8  # the most answers one request may ask for (n); at most the server's --max-batch too
 _COMMON = {"model", "max_tokens", "temperature", "top_p", "top_k", "stop", "seed", "stream", "stream_options", "n",
            "user", "frequency_penalty", "presence_penalty", "logit_bias", "logprobs"}
 FIELDS = {"chat": _COMMON | {"messages", "max_completion_tokens", "top_logprobs", "response_format", "tools",
@@ -57,6 +60,7 @@ class Ask:
     include_usage: bool = False
     echo: str = ""  # a completion's prompt text, written before its answer (echo=true)
     warning: str | None = None
+    n: int = 1  # how many answers
 
 
 def _number(body: dict[str, Any], key: str, low: float, high: float, *, integer: bool = False) -> Any:
@@ -79,8 +83,6 @@ def _check_fields(body: Any, kind: str) -> dict[str, Any]:
     for key, neutral in NEUTRAL.items():
         if key in body and body[key] not in neutral:
             raise ApiError(400, f"'{key}' is not supported by this server (send {neutral[-1]!r} or leave it out)", key)
-    if body.get("n") not in (None, 1):
-        raise ApiError(400, "only n=1 is supported: send one request per answer", "n")
     if not isinstance(body.get("model", ""), str):
         raise ApiError(400, "'model' must be a string", "model")
     for key in ("stream", "echo"):
@@ -104,6 +106,11 @@ def _sampling(body: dict[str, Any]) -> Sampling:
     seed = _number(body, "seed", -(1 << 63), (1 << 64) - 1, integer=True)
     return Sampling(1.0 if temperature is None else float(temperature), top_p, top_k if top_k and top_k > 0 else None,
                     None if seed is None else seed % (1 << 63))
+
+
+def _n(body: dict[str, Any]) -> int:
+    n = _number(body, "n", 1, MAX_N, integer=True)
+    return 1 if n is None else n
 
 
 def _stop(body: dict[str, Any]) -> tuple[str, ...]:
@@ -168,7 +175,7 @@ def parse_chat(body: Any, model: ServedModel) -> Ask:
     key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
     budget, warning = _budget(body, key, len(ids), None, model)
     return Ask("chat", ids, budget, _sampling(body), _stop(body), bool(body.get("stream")),
-               bool((body.get("stream_options") or {}).get("include_usage")), warning=warning)
+               bool((body.get("stream_options") or {}).get("include_usage")), warning=warning, n=_n(body))
 
 
 def parse_completion(body: Any, model: ServedModel) -> Ask:
@@ -192,36 +199,38 @@ def parse_completion(body: Any, model: ServedModel) -> Ask:
     budget, warning = _budget(body, "max_tokens", len(ids), 16, model)
     return Ask("completion", ids, budget, _sampling(body), _stop(body), bool(body.get("stream")),
                bool((body.get("stream_options") or {}).get("include_usage")), prompt if body.get("echo") else "",
-               warning)
+               warning, _n(body))
 
 
 def usage(ask: Ask, n_new: int) -> dict[str, int]:
     return {"prompt_tokens": len(ask.ids), "completion_tokens": n_new, "total_tokens": len(ask.ids) + n_new}
 
 
-def answer(ask: Ask, head: dict[str, Any], text: str, finish: str, n_new: int) -> dict[str, Any]:
-    """The whole answer (not streamed). ``head``: the id, created time and model name every object carries."""
+def answer(ask: Ask, head: dict[str, Any], texts: list[str], finishes: list[str], n_new: int) -> dict[str, Any]:
+    """The whole answer (not streamed): one choice per answer. ``head``: the id, created time and model name every
+    object carries."""
     if ask.kind == "chat":
-        choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
-                  "finish_reason": finish}
+        choices = [{"index": i, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                    "finish_reason": finish} for i, (text, finish) in enumerate(zip(texts, finishes))]
     else:
-        choice = {"index": 0, "text": ask.echo + text, "logprobs": None, "finish_reason": finish}
-    body = {**head, "object": "chat.completion" if ask.kind == "chat" else "text_completion", "choices": [choice],
+        choices = [{"index": i, "text": ask.echo + text, "logprobs": None, "finish_reason": finish}
+                   for i, (text, finish) in enumerate(zip(texts, finishes))]
+    body = {**head, "object": "chat.completion" if ask.kind == "chat" else "text_completion", "choices": choices,
             "usage": usage(ask, n_new)}
     return {**body, "warning": ask.warning} if ask.warning else body
 
 
 def chunk(ask: Ask, head: dict[str, Any], text: str | None = None, finish: str | None = None,
-          first: bool = False) -> dict[str, Any]:
-    """One event of a stream: the first (a chat's role; a completion's echo), a piece of text, or the last (its
-    finish reason)."""
+          first: bool = False, index: int = 0) -> dict[str, Any]:
+    """One event of a stream, for the answer ``index``: the first (a chat's role; a completion's echo), a piece of
+    text, or the last (its finish reason). Each event carries one choice, as OpenAI's streams do."""
     if ask.kind == "chat":
         delta: dict[str, Any] = {"role": "assistant", "content": ""} if first else {}
         if text:
             delta["content"] = text
-        choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        choice: dict[str, Any] = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}
     else:
-        choice = {"index": 0, "text": (ask.echo if first else "") + (text or ""), "logprobs": None,
+        choice = {"index": index, "text": (ask.echo if first else "") + (text or ""), "logprobs": None,
                   "finish_reason": finish}
     body = {**head, "object": "chat.completion.chunk" if ask.kind == "chat" else "text_completion",
             "choices": [choice]}

@@ -6,8 +6,9 @@
     GET  /health                {"status": "ok"} and the batch's counts: running, waiting, tokens generated
     GET  /                      the chat page (static/: index.html, chat.css, chat.js; nothing from another host)
 
-Requests are decoded together by one ``ContinuousBatcher`` in its own thread (``worker.py``). A client that goes
-away (a closed connection, a stopped stream) cancels its sequence at once: the next step frees its row. What is safe
+Requests are decoded together by one decoding engine (``generation/engine.py``) in its own thread (``worker.py``). A
+client that goes away (a closed connection, a stopped stream) cancels its answers at once: the next step frees their
+rows. What is safe
 by default: a loopback address, and then only requests addressed to a loopback name (a web page elsewhere cannot
 reach the server by rebinding a domain name to 127.0.0.1); with an API key, every ``/v1`` request must bring it
 (``Authorization: Bearer KEY``); a body of at most ``max_body`` bytes, a prompt within the model's window; nothing
@@ -39,8 +40,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from scratchformer.app.serve.api import ApiError, Ask, answer, chunk, parse_chat, parse_completion, usage_chunk
 from scratchformer.app.serve.model import ServedModel
-from scratchformer.app.serve.worker import Job, TextStream, Worker
-from scratchformer.generation.continuous import ContinuousBatcher, Sequence
+from scratchformer.app.serve.worker import Job, Snapshot, Worker
+from scratchformer.generation.engine import Engine
+from scratchformer.generation.requests import Request as Asked
+from scratchformer.generation.requests import Stop
 
 STATIC = {"/": ("index.html", "text/html; charset=utf-8"), "/chat.css": ("chat.css", "text/css; charset=utf-8"),
           "/chat.js": ("chat.js", "text/javascript; charset=utf-8")}
@@ -114,35 +117,26 @@ async def until_disconnect(receive: Receive) -> None:
 
 
 class Answering:
-    """One request's answer, as an ASGI response: a JSON body when the sequence ends, or a stream of server-sent
-    events while it decodes; either way the sequence is cancelled the moment the client goes away."""
+    """One request's answers, as an ASGI response: a JSON body when they end, or a stream of server-sent events while
+    they decode; either way they are cancelled the moment the client goes away."""
 
     def __init__(self, model: ServedModel, worker: Worker, ask: Ask) -> None:
         self.model, self.ask, self.worker = model, ask, worker
         prefix = "chatcmpl" if ask.kind == "chat" else "cmpl"
         self.head = {"id": f"{prefix}-{uuid.uuid4().hex}", "created": int(time.time()), "model": model.name}
-        self.seq = Sequence(ask.ids, ask.max_tokens, ask.sampling, model.stop_ids)
+        self.request = Asked(ask.ids, ask.max_tokens, ask.sampling, Stop(model.stop_ids, ask.stop), ask.n)
         self.started = False  # whether the response's head has been sent
-
-    async def pieces(self, job: Job, gone: asyncio.Future) -> AsyncIterator[tuple[str, str | None, int]]:
-        """(new text, finish reason or None, tokens so far) as the tokens come; ends at a stop text too."""
-        text = TextStream(self.model.decode, self.ask.stop)
-        async for tokens, finish in job.updates(gone):
-            new = text.feed(tokens, finish is not None)
-            yield new, "stop" if text.stopped else finish, len(tokens)
-            if text.stopped:
-                return
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         gone = asyncio.ensure_future(until_disconnect(receive))
-        job = Job(self.seq, self.worker)
+        job = Job(self.request, self.worker)
         job.start()
         try:
             if self.ask.stream:
                 await self._stream(job, gone, send)
             else:
                 await self._whole(job, gone, scope, send)
-        except OSError:  # the client went away while we wrote: nothing more to send (finally frees its row)
+        except OSError:  # the client went away while we wrote: nothing more to send (finally frees its rows)
             return
         except Exception:  # noqa: BLE001 - a bug: the client gets OpenAI's error form, the console the traceback
             traceback.print_exc(file=sys.stderr)
@@ -154,20 +148,23 @@ class Answering:
                 else:
                     await error_response(failed)(scope, _no_receive, send)
         finally:
-            job.cancel()  # at once, whatever ended the answer: the sequence's row is free at the next step
+            job.cancel()  # at once, whatever ended the answers: their rows are free at the next step
             gone.cancel()
 
     async def _whole(self, job: Job, gone: asyncio.Future, scope: Scope, send: Send) -> None:
-        parts, last = [], ("", None, 0)
-        async for last in self.pieces(job, gone):
-            parts.append(last[0])
-        _, finish, n_new = last
-        if finish is None:  # the client left
+        last: Snapshot = []
+        async for snapshot in job.updates(gone):
+            last = snapshot
+        finishes = [finish for _, finish, _ in last]
+        if not last or None in finishes:  # the client left
             return
-        if finish in ("stop", "length"):
-            response: Response = JSONResponse(answer(self.ask, self.head, "".join(parts), finish, n_new))
+        bad = next((f for f in finishes if f not in ("stop", "length")), None)
+        if bad is None:
+            texts = [text for text, _, _ in last]
+            response: Response = JSONResponse(answer(self.ask, self.head, texts, finishes,  # type: ignore[arg-type]
+                                                     sum(n for _, _, n in last)))
         else:
-            response = error_response(_failed(finish))
+            response = error_response(_failed(bad))
         await response(scope, _no_receive, send)
 
     async def _stream(self, job: Job, gone: asyncio.Future, send: Send) -> None:
@@ -179,17 +176,26 @@ class Answering:
             text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
             await send({"type": "http.response.body", "body": f"data: {text}\n\n".encode(), "more_body": True})
 
-        await event(chunk(self.ask, self.head, first=True))
-        n_new = 0
-        async for new, finish, count in self.pieces(job, gone):
-            n_new = count
-            if finish in (None, "stop", "length"):
-                if new:
-                    await event(chunk(self.ask, self.head, new))
-                if finish is not None:
-                    await event(chunk(self.ask, self.head, finish=finish))
-            else:
-                await event(_failed(finish).body())
+        for i in range(self.ask.n):
+            await event(chunk(self.ask, self.head, first=True, index=i))
+        sent, ended, n_new = [""] * self.ask.n, [False] * self.ask.n, 0
+        async for snapshot in job.updates(gone):
+            n_new = sum(n for _, _, n in snapshot)
+            for i, (text, finish, _) in enumerate(snapshot):
+                if ended[i]:
+                    continue
+                if finish in (None, "stop", "length"):
+                    new = text[len(sent[i]):] if text.startswith(sent[i]) else ""
+                    sent[i] = text if text.startswith(sent[i]) else sent[i]
+                    if new:
+                        await event(chunk(self.ask, self.head, new, index=i))
+                    if finish is not None:
+                        await event(chunk(self.ask, self.head, finish=finish, index=i))
+                        ended[i] = True
+                else:
+                    await event(_failed(finish).body())
+                    ended = [True] * self.ask.n
+                    break
         if gone.done():
             return
         if self.ask.include_usage:
@@ -212,7 +218,7 @@ def make_app(model: ServedModel, *, api_key: str | None = None, max_batch: int =
              max_body: int = 1 << 20, loopback: bool = True) -> ASGIApp:
     """The server's ASGI app for ``model``: its routes, its decoding thread (started and stopped with the app's
     lifespan), and the ``Guard`` around them."""
-    worker = Worker(ContinuousBatcher(model.ckpt.model, max_batch), max_waiting)
+    worker = Worker(Engine(model.ckpt.model, model.ckpt.tokenizer, max_rows=max_batch), max_waiting)
     files = {path: (resources.files(__package__).joinpath("static", name).read_bytes(), kind)
              for path, (name, kind) in STATIC.items()}
 
@@ -221,6 +227,9 @@ def make_app(model: ServedModel, *, api_key: str | None = None, max_batch: int =
             body = await read_json(request, max_body)
             parse = parse_chat if request.url.path.endswith("chat/completions") else parse_completion
             ask = parse(body, model)
+            if ask.n > max_batch:
+                raise ApiError(400, f"n={ask.n}: this server decodes at most {max_batch} answers at once (--max-batch)",
+                               "n")
             if worker.full:
                 raise ApiError(503, "the server is busy: too many requests are waiting; try again shortly",
                                kind="server_error", code="overloaded")
@@ -237,7 +246,7 @@ def make_app(model: ServedModel, *, api_key: str | None = None, max_batch: int =
         return JSONResponse(card if wanted else {"object": "list", "data": [card]})
 
     async def health(request: Request) -> Response:
-        return JSONResponse({"status": "ok", **worker.batcher.counts()})
+        return JSONResponse({"status": "ok", **worker.engine.counts()})
 
     async def page(request: Request) -> Response:
         body, kind = files[request.url.path]

@@ -1,5 +1,5 @@
-"""Between the event loop and the model: one thread steps the ``ContinuousBatcher``; each request is a ``Job`` whose
-sequence's tokens arrive in an asyncio queue, and a ``TextStream`` turns them into text, cut at a stop text.
+"""Between the event loop and the model: one thread steps the decoding engine (``generation/engine.py``); each HTTP
+request is a ``Job`` whose answers' texts (cut at a stop text by the engine) arrive in an asyncio queue.
 
 The model runs in its own thread (PyTorch lets go of the interpreter while it computes), so the event loop keeps
 answering, reading requests and writing streams while a step runs.
@@ -12,28 +12,32 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
-from scratchformer.generation.continuous import ContinuousBatcher, Sequence
+from scratchformer.generation.engine import Engine
+from scratchformer.generation.requests import Request
+
+# What a job's queue receives after a step: for each answer, (its text so far, its finish reason or None, its tokens)
+Snapshot = list[tuple[str, str | None, int]]
 
 
 class Worker:
-    """The thread that steps the batcher whenever it has sequences, and sleeps when it has none."""
+    """The thread that steps the engine whenever it has requests, and sleeps when it has none."""
 
-    def __init__(self, batcher: ContinuousBatcher, max_waiting: int) -> None:
-        self.batcher, self.max_waiting = batcher, max_waiting
+    def __init__(self, engine: Engine, max_waiting: int) -> None:
+        self.engine, self.max_waiting = engine, max_waiting
         self.wake = threading.Condition()
         self.stopping = False
         self.thread = threading.Thread(target=self._run, name="scratchformer-decoder", daemon=True)
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.pending: list[tuple[asyncio.Queue, tuple[list[int], str | None]]] = []
+        self.pending: list[tuple[asyncio.Queue, Snapshot]] = []
 
     def start(self) -> None:
         """Start stepping; the updates go to the running event loop."""
         self.loop = asyncio.get_running_loop()
         self.thread.start()
 
-    def post(self, queue: asyncio.Queue, update: tuple[list[int], str | None]) -> None:
+    def post(self, queue: asyncio.Queue, update: Snapshot) -> None:
         """An update for a job's queue, delivered with the others of its step (in the decoding thread)."""
         self.pending.append((queue, update))
 
@@ -51,63 +55,63 @@ class Worker:
             self.stopping = True
             self.wake.notify()
         self.thread.join()
-        for seq in self.batcher.fail_all():
-            if seq.on_update is not None:
-                seq.on_update(seq)
+        for request in self.engine.fail_all("cancelled"):
+            if request.on_update is not None:
+                request.on_update(request)
         self._deliver()
 
     @property
     def full(self) -> bool:
-        return len(self.batcher.waiting) >= self.max_waiting
+        return len(self.engine.scheduler) >= self.max_waiting
 
-    def submit(self, seq: Sequence) -> None:
-        self.batcher.submit(seq)
+    def submit(self, request: Request) -> None:
+        self.engine.add(request)
         with self.wake:
             self.wake.notify()
 
-    def cancel(self, seq: Sequence) -> None:
-        self.batcher.cancel(seq)
+    def cancel(self, request: Request) -> None:
+        self.engine.cancel(request)
         with self.wake:
             self.wake.notify()
 
     def _run(self) -> None:
         while True:
             with self.wake:
-                while not self.stopping and not self.batcher.busy:
+                while not self.stopping and not self.engine.busy:
                     self.wake.wait()
                 if self.stopping:
                     return
             try:
-                self.batcher.step()
+                self.engine.step()
             except Exception:  # noqa: BLE001 - the requests in the batch fail; the server goes on
                 traceback.print_exc(file=sys.stderr)
-                for seq in self.batcher.fail_all():
-                    if seq.on_update is not None:
-                        seq.on_update(seq)
+                for request in self.engine.fail_all():
+                    if request.on_update is not None:
+                        request.on_update(request)
             self._deliver()
 
 
 class Job:
-    """A request's sequence seen from the event loop: ``updates()`` yields (tokens so far, finish reason or None)
-    as the decoding thread makes them."""
+    """A request's answers seen from the event loop: ``updates()`` yields, after each step that touched them, every
+    answer's (text so far, finish reason or None, tokens so far)."""
 
-    def __init__(self, seq: Sequence, worker: Worker) -> None:
-        self.seq, self.worker = seq, worker
-        self.queue: asyncio.Queue[tuple[list[int], str | None]] = asyncio.Queue()
-        seq.on_update = self._notify
+    def __init__(self, request: Request, worker: Worker) -> None:
+        self.request, self.worker = request, worker
+        self.queue: asyncio.Queue[Snapshot] = asyncio.Queue()
+        request.on_update = self._notify
 
-    def _notify(self, seq: Sequence) -> None:  # in the decoding thread
-        self.worker.post(self.queue, (list(seq.tokens), seq.finish_reason))
+    def _notify(self, request: Request) -> None:  # in the decoding thread
+        self.worker.post(self.queue, [(c.text, c.finish_reason, len(c.tokens)) for c in request.choices])
 
     def start(self) -> None:
-        self.worker.submit(self.seq)
+        self.worker.submit(self.request)
 
     def cancel(self) -> None:
-        if not self.seq.done:
-            self.worker.cancel(self.seq)
+        if not self.request.done:
+            self.worker.cancel(self.request)
 
-    async def updates(self, gone: asyncio.Future | None = None) -> AsyncIterator[tuple[list[int], str | None]]:
-        """Each update until the sequence ends; stops early (cancelling it) if ``gone`` (the client left) is done."""
+    async def updates(self, gone: asyncio.Future | None = None) -> AsyncIterator[Snapshot]:
+        """Each update until every answer ends; stops early (cancelling them) if ``gone`` (the client left) is done."""
         try:
             while True:
                 getter = asyncio.ensure_future(self.queue.get())
@@ -116,35 +120,11 @@ class Job:
                 if not getter.done():
                     getter.cancel()
                     return
-                tokens, finish = getter.result()
-                while not self.queue.empty():  # behind the decoder: its latest state says it all (tokens so far)
-                    tokens, finish = self.queue.get_nowait()
-                yield tokens, finish
-                if finish is not None:
+                snapshot = getter.result()
+                while not self.queue.empty():  # behind the decoder: its latest state says it all (texts so far)
+                    snapshot = self.queue.get_nowait()
+                yield snapshot
+                if all(finish is not None for _, finish, _ in snapshot):
                     return
         finally:
             self.cancel()
-
-
-class TextStream:
-    """Tokens -> the text safe to send so far: a character whose bytes are not all there yet is held back, and so
-    is an end that may be the start of a stop text; at a stop text the text ends before it."""
-
-    def __init__(self, decode: Callable[[list[int]], str], stops: tuple[str, ...]) -> None:
-        self.decode, self.stops = decode, stops
-        self.sent = ""
-        self.stopped = False
-
-    def feed(self, tokens: list[int], final: bool) -> str:
-        """The new text since the last call (all of what is left when ``final``); sets ``stopped`` at a stop text."""
-        text = self.decode(tokens)
-        cut = min((i for i in (text.find(s) for s in self.stops) if i >= 0), default=-1)
-        if cut >= 0:
-            text, final, self.stopped = text[:cut], True, True
-        if not final:
-            text = text.rstrip("\ufffd")  # the first bytes of a character: wait for the rest
-            hold = max((k for s in self.stops for k in range(1, len(s)) if text.endswith(s[:k])), default=0)
-            text = text[:len(text) - hold]
-        new = text[len(self.sent):] if text.startswith(self.sent) else ""
-        self.sent = text if text.startswith(self.sent) else self.sent
-        return new

@@ -1,4 +1,4 @@
-"""The KV cache of continuous batching: one cache row per sequence, each row at its own length.
+"""The decoding engine's KV cache: one cache row per answer being decoded, each row at its own length.
 
 ``KVCache`` (``nn/kv_cache.py``) holds a batch whose rows all have one length, what ``generate`` needs: its prompts
 start together (left padding makes them equally long) and end together. A server cannot wait for that. A request
@@ -9,9 +9,10 @@ arrives while others are half-way through their answers, and one that is done le
   ``max_len``);
 - each row has its own length. A step writes each row's new key and value at that row's own position (its length),
   and the attention mask lets each row see its own ``length + 1`` keys and nothing after them;
-- a sequence that joins is prefilled alone (its whole prompt in one pass, through an ordinary ``KVCache``), then
-  copied into row ``n``; one that leaves is replaced by the last row (one row copied, the others untouched), so the
-  live rows stay ``0 .. n-1`` and a step reads a plain slice of the cache.
+- the prompts that join in a step are prefilled together (in one pass, through an ordinary ``KVCache`` of that
+  batch), then each copied into row ``n``; an answer that shares another's prompt (``n`` answers to one request) is
+  a copy of that row (``fork``): the prompt is read once; one that leaves is replaced by the last row (one row
+  copied, the others untouched), so the live rows stay ``0 .. n-1`` and a step reads a plain slice of the cache.
 
     step:  tokens (n, 1), positions (n, 1) = each row's length, key_mask (n, W') with W' = longest + 1
            -> every layer writes row i's key at column length_i and attends over its first length_i + 1 columns
@@ -24,54 +25,55 @@ from torch import Tensor
 
 from scratchformer.nn.kv_cache import DecoderCache, KVCache
 
-__all__ = ["RowKVCache", "SlotCache"]
+__all__ = ["KVPool", "RowKVCache"]
 
 
 class RowKVCache(KVCache):
-    """One layer's keys and values of a ``SlotCache``: a ``KVCache`` whose rows each have their own length (so
+    """One layer's keys and values of a ``KVPool``: a ``KVCache`` whose rows each have their own length (so
     attention takes it as a cache). ``update(k, v)`` takes one new position per row, ``(n, H_kv, 1, D)``."""
 
-    def __init__(self, slots: SlotCache, keys: Tensor, values: Tensor) -> None:  # no super(): storage is given
-        self.slots, self.keys, self.values = slots, keys, values
+    def __init__(self, pool: KVPool, keys: Tensor, values: Tensor) -> None:  # no super(): storage is given
+        self.pool, self.keys, self.values = pool, keys, values
 
     @property
     def length(self) -> int:  # type: ignore[override]  # the longest row: what the model checks against max_len
-        return max(self.slots.lengths, default=0)
+        return max(self.pool.lengths, default=0)
 
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Write row i's new key and value at its own position; return every row's first ``W'`` columns (a row
         reads only its own ``length + 1`` of them: the step's key mask says which)."""
         if k.size(2) != 1:
-            raise ValueError(f"a slot cache takes one new position per row, got {k.size(2)}")
-        n, at = k.size(0), self.slots.at  # (n,) each row's position
+            raise ValueError(f"a pool takes one new position per row, got {k.size(2)}")
+        n, at = k.size(0), self.pool.at  # (n,) each row's position
         rows = torch.arange(n, device=k.device)
         self.keys[rows, :, at] = k[:, :, 0]  # (n, H_kv, D) into column at[i] of row i
         self.values[rows, :, at] = v[:, :, 0]
-        width = self.slots.step_width
+        width = self.pool.step_width
         return self.keys[:n, :, :width], self.values[:n, :, :width]
 
     def reset(self) -> None:
-        self.slots.lengths.clear()
+        self.pool.lengths.clear()
 
     def reorder(self, index: Tensor) -> None:
-        """Refused: a row's length lives in its ``SlotCache``, so rows move only through ``SlotCache.add`` and
+        """Refused: a row's length lives in its ``KVPool``, so rows move only through ``KVPool.add``, ``fork`` and
         ``remove`` (``KVCache.reorder`` would move the keys and leave the lengths behind)."""
-        raise TypeError("a slot cache's rows move only through SlotCache.add and SlotCache.remove, not reorder")
+        raise TypeError("a pool's rows move only through KVPool.add, fork and remove, not reorder")
 
 
-class SlotCache:
-    """Per-sequence KV cache rows for a model's decoder (continuous batching; see the module docstring).
+class KVPool:
+    """Per-answer KV cache rows for a model's decoder (see the module docstring).
 
-    ``add(prefilled, length)`` copies a sequence's prompt cache into the next free row and returns the row;
-    ``remove(row)`` frees a row, moving the last one into it; ``step_inputs()`` gives the positions and key mask of
-    a step over all live rows; ``advance()`` counts that step's token in every row.
+    ``add(prefilled, index, length)`` copies row ``index`` of a prefill's cache into the next free row and returns
+    the row; ``fork(row)`` copies a live row into the next free one; ``remove(row)`` frees a row, moving the last one
+    into it; ``step_inputs()`` gives the positions and key mask of a step over all live rows; ``advance()`` counts
+    that step's token in every row.
     """
 
     def __init__(self, template: DecoderCache, capacity: int, max_len: int) -> None:
         """``template``: an empty ``model.new_cache(1, 1)`` (its layers give the shapes, dtype and device)."""
         first = template.self_attn[0]
         if not self.holds(template):
-            raise TypeError("a slot cache holds keys and values (softmax attention); this model's cache is "
+            raise TypeError("a pool holds keys and values (softmax attention); this model's cache is "
                             f"{type(first).__name__}")
         assert isinstance(first, KVCache)
         self.capacity, self.max_len = capacity, max_len
@@ -84,7 +86,7 @@ class SlotCache:
 
     @staticmethod
     def holds(template: DecoderCache) -> bool:
-        """Whether a model's cache (``template``) is keys and values, which rows of a slot cache can hold (a linear
+        """Whether a model's cache (``template``) is keys and values, which rows of a pool can hold (a linear
         attention's recurrent state is not)."""
         return bool(template.self_attn) and all(type(c) is KVCache for c in template.self_attn)
 
@@ -113,18 +115,33 @@ class SlotCache:
             keys[:, :, :old], values[:, :, :old] = layer.keys, layer.values
             layer.keys, layer.values = keys, values
 
-    def add(self, prefilled: DecoderCache, length: int) -> int:
-        """Copy the first ``length`` positions of a one-row ``prefilled`` cache into a new row; return the row."""
+    @property
+    def free(self) -> int:
+        return self.capacity - self.rows
+
+    def add(self, prefilled: DecoderCache, index: int, length: int) -> int:
+        """Copy the first ``length`` positions of row ``index`` of a ``prefilled`` cache into a new row; return it."""
         if self.rows == self.capacity:
             raise RuntimeError(f"all {self.capacity} rows are taken")
         self._fit(length + 1)
         row = self.rows
         for layer, source in zip(self.layers, prefilled.self_attn):
             assert isinstance(source, KVCache)
-            layer.keys[row, :, :length] = source.keys[0, :, :length]
-            layer.values[row, :, :length] = source.values[0, :, :length]
+            layer.keys[row, :, :length] = source.keys[index, :, :length]
+            layer.values[row, :, :length] = source.values[index, :, :length]
         self.lengths.append(length)
         return row
+
+    def fork(self, row: int) -> int:
+        """A new row holding what ``row`` holds (another answer to the same prompt); return it."""
+        if self.rows == self.capacity:
+            raise RuntimeError(f"all {self.capacity} rows are taken")
+        new, n = self.rows, self.lengths[row]
+        for layer in self.layers:
+            layer.keys[new, :, :n] = layer.keys[row, :, :n]
+            layer.values[new, :, :n] = layer.values[row, :, :n]
+        self.lengths.append(n)
+        return new
 
     def remove(self, row: int) -> int | None:
         """Free ``row``: the last row moves into it. Returns the row that moved (now at ``row``), or None."""
