@@ -80,8 +80,12 @@ def instruct_run(tmp_path_factory, shared_file):
     """A tiny instruction-tuned run of this module's own: the tests write into it (its benchmarks, its report), and
     its window of 200 tokens is what they assert (the answers' budget, 200 // 2 = 100 tokens; 5-shot prompts cut)."""
     root = tmp_path_factory.mktemp("gsm8k_run")
-    assert main(["train", "task=instruct", "--data", str(shared_file("records.json")), *TINY, "max_len=200", *QUICK,
-                 "--out", str(root / "run")]) == 0
+    threads = torch.get_num_threads()  # num_threads=1 sets it; the tests after this fixture get it back
+    try:
+        assert main(["train", "task=instruct", "--data", str(shared_file("records.json")), *TINY, "max_len=200",
+                     *QUICK, "--out", str(root / "run")]) == 0
+    finally:
+        torch.set_num_threads(threads)
     return root / "run"
 
 

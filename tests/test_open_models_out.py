@@ -38,16 +38,20 @@ def runs(shared_run, tmp_path_factory) -> dict[str, Path]:
     text = root / "text.txt"
     text.write_text(TEXT, encoding="utf-8")
     out = {"folder": folders / "llama_gqa_untied", "text": text}
-    for name, folder in (("llama", out["folder"]), ("qwen3", folders / "qwen3")):
-        run = root / f"{name}-run"
-        assert main(["train", "task=lm", f"init_from={folder}", "--data", str(text), "max_steps=20", "eval_every=20",
-                     "max_len=32", "num_threads=1", "--quiet", "--out", str(run)]) == 0
-        out[name] = run
-    # LoRA with the Llama folder as its base: the run saves its adapters; every export merges them
-    out["llama-lora"] = root / "llama-lora"
-    assert main(["train", "task=lm", f"init_from={out['folder']}", "--data", str(text), "lora_rank=4", "lr=1e-2",
-                 "max_steps=6", "eval_every=6", "max_len=32", "num_threads=1", "--quiet", "--out",
-                 str(out["llama-lora"])]) == 0
+    threads = torch.get_num_threads()  # num_threads=1 sets it; the tests after this fixture get it back
+    try:
+        for name, folder in (("llama", out["folder"]), ("qwen3", folders / "qwen3")):
+            run = root / f"{name}-run"
+            assert main(["train", "task=lm", f"init_from={folder}", "--data", str(text), "max_steps=20",
+                         "eval_every=20", "max_len=32", "num_threads=1", "--quiet", "--out", str(run)]) == 0
+            out[name] = run
+        # LoRA with the Llama folder as its base: the run saves its adapters; every export merges them
+        out["llama-lora"] = root / "llama-lora"
+        assert main(["train", "task=lm", f"init_from={out['folder']}", "--data", str(text), "lora_rank=4", "lr=1e-2",
+                     "max_steps=6", "eval_every=6", "max_len=32", "num_threads=1", "--quiet", "--out",
+                     str(out["llama-lora"])]) == 0
+    finally:
+        torch.set_num_threads(threads)
     return out
 
 
