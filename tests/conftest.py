@@ -179,11 +179,13 @@ def shared_file(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture(scope="session")
-def serve_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The models the server's tests serve (``test_serve.make_runs``), trained once for both of their modules."""
-    from test_serve import make_runs
-
-    return make_runs(tmp_path_factory.mktemp("serve-runs"))
+def serve_runs(shared_run) -> dict[str, Path]:
+    """The models the server's tests serve, made once per test run for both workers (``shared_runs``): an
+    instruction-tuned run (Alpaca's template), a Llama folder with a chat template, a plain GPT run (trained enough to
+    write words, not its end-of-text token), each in a folder of its name (the server names a model by its folder).
+    Read-only."""
+    return {"instruct": shared_run("instruct"), "llama": shared_run("hf-llama-chatml") / "llama",
+            "lm": shared_run("lm-records") / "lm"}
 
 
 @pytest.fixture(autouse=True, scope="session")

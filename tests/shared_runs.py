@@ -160,3 +160,143 @@ def copy_of(run: Path, folder: Path) -> Path:
     target = folder / run.name
     shutil.copytree(run, target)
     return target
+
+
+# ---- section C: instruction tuning, DPO, the server's models and tiny Hugging Face folders
+
+# The records' own words as a text (the plain GPT the server continues, and a base that instruction tuning starts from)
+RECORDS_TEXT = " ".join(f"{r['instruction']} {r['input']} {r['output']}." for r in RECORDS) * 20
+THINGS = ("fox", "dog", "brown fox", "quick dog", "lazy fox", "words", "fox and dog", "quick fox")
+# Preference records a tiny GPT learns to prefer in 10 steps of DPO
+PREFERENCES = [{"instruction": f"Say something about the {w}.", "input": "" if i % 3 else "the quick brown fox",
+                "chosen": f"The {w} jumps over the lazy dog.", "rejected": f"The {w} is lazy, and then some words."}
+               for i, w in enumerate(THINGS)]
+# The model of the instruction runs the server and the instruction tests use: two layers, a window of 256 tokens
+# (the server's tests ask for prompts beyond it, and init_from keeps it)
+INSTRUCT_MODEL = [*TWO_LAYERS, "max_len=256", "batch_size=4", "num_threads=1"]
+# The DPO chain's model: a BPE of 400 tokens (the preferences' words), dropout 0.1 (the reference turns it off),
+# a window of 384 (the test of cut records asks for 256)
+DPO_MODEL = [*TWO_LAYERS, "max_len=384", "tokenizer=bpe", "bpe_vocab_size=400", "dropout=0.1", "num_threads=1"]
+FILES.update({
+    "records-text.txt": RECORDS_TEXT,
+    "preferences.json": json.dumps(PREFERENCES),
+})
+
+
+def _make_instruct(out: Path, files: Path) -> None:
+    """A GPT instruction-tuned from scratch on ``RECORDS`` (Alpaca's template, characters): 60 steps at lr 3e-3,
+    enough to answer in words and end with its end-of-text token."""
+    _train("task=instruct", "--data", str(data_file(files, "records.json")), *INSTRUCT_MODEL, "max_steps=60",
+           "lr=3e-3", "eval_every=60", "--quiet", "--out", str(out))
+
+
+def _make_lm_records(out: Path, files: Path) -> None:
+    """``lm``: a character-level GPT on ``RECORDS_TEXT``, the instruction runs' model: 120 steps at lr 3e-3, enough
+    to write words but not its end-of-text token. (In a folder named ``lm``: the server names a model by its folder.)"""
+    _train("task=lm", "--data", str(data_file(files, "records-text.txt")), *INSTRUCT_MODEL, "max_steps=120",
+           "lr=3e-3", "eval_every=120", "--quiet", "--out", str(out / "lm"))
+
+
+def _make_dpo(out: Path, files: Path) -> None:
+    """The DPO chain, each a folder of ``out``: ``base`` (a GPT of ``DPO_MODEL`` trained 4 steps on the preferences'
+    words), ``instruct`` (instruction-tuned from it on the chosen answers, 10 steps), ``dpo`` (tuned from that by DPO on
+    ``PREFERENCES``, 10 steps at lr 1e-3, as the DPO issue's bar runs it); the records beside them."""
+    out.mkdir()
+    text = out / "text.txt"
+    text.write_text(" ".join(f"{r['instruction']} {r['input']} {r['chosen']} {r['rejected']}" for r in PREFERENCES)
+                    * 30, encoding="utf-8")
+    records = out / "instructions.json"
+    records.write_text(json.dumps([{**r, "output": r["chosen"]} for r in PREFERENCES]), encoding="utf-8")
+    prefs = out / "preferences.json"
+    prefs.write_text(json.dumps(PREFERENCES), encoding="utf-8")
+    _train("task=lm", "--data", str(text), *DPO_MODEL, "max_steps=4", "eval_every=4", "--quiet",
+           "--out", str(out / "base"))
+    _train("task=instruct", f"init_from={out / 'base'}", "--data", str(records), "max_steps=10", "lr=3e-3",
+           "eval_every=10", "num_threads=1", "--quiet", "--out", str(out / "instruct"))
+    _train("task=dpo", f"init_from={out / 'instruct'}", "--data", str(prefs), "--val", str(prefs), "max_steps=10",
+           "eval_every=10", "lr=1e-3", "num_threads=1", "--quiet", "--out", str(out / "dpo"))
+
+
+def _transformers():
+    return pytest.importorskip("transformers", reason="the hf extra (transformers) writes the folders")
+
+
+def _make_hf_open(out: Path, files: Path) -> None:
+    """Random folders saved by ``transformers`` (``chat_folders.SMALL``: 300 tokens, 64 wide, 2 layers), drawn in this
+    order after seed 0: ``llama_gqa_untied`` (grouped-query, untied, llama3 rotary scaling), ``llama_tied`` (one K/V
+    head, tied), ``qwen3`` (head_dim 32 != 64 / 4), ``gpt2``; ``llama_sharded`` (the first in shards of 40 KB). The
+    plain byte-level BPE (``chat_folders.write_tokenizer``) in ``llama_gqa_untied`` and ``qwen3``; none in the
+    others (a folder without one is a refusal's case)."""
+    from chat_folders import LLAMA3, SMALL, V, write_tokenizer
+
+    transformers = _transformers()
+    torch.manual_seed(0)
+    made = {
+        "llama_gqa_untied": transformers.LlamaForCausalLM(transformers.LlamaConfig(
+            **SMALL, num_key_value_heads=2, tie_word_embeddings=False, rope_theta=500000.0, rope_scaling=LLAMA3)),
+        "llama_tied": transformers.LlamaForCausalLM(transformers.LlamaConfig(
+            **SMALL, num_key_value_heads=1, tie_word_embeddings=True)),
+        "qwen3": transformers.Qwen3ForCausalLM(transformers.Qwen3Config(
+            **SMALL, num_key_value_heads=2, head_dim=32, tie_word_embeddings=True)),
+        "gpt2": transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            vocab_size=V, n_embd=64, n_layer=2, n_head=4, n_positions=128)),
+    }
+    for name, model in made.items():
+        model.eval().save_pretrained(out / name)
+    made["llama_gqa_untied"].save_pretrained(out / "llama_sharded", max_shard_size="40KB")
+    for name in ("llama_gqa_untied", "qwen3"):
+        write_tokenizer(out / name)
+
+
+def _make_hf_llama_chatml(out: Path, files: Path) -> None:
+    """``llama``: a random Llama folder (``chat_folders.SMALL``, grouped-query, end-of-text id 0) with the plain
+    byte-level BPE and ``CHATML`` as its ``chat_template.jinja``: the server's chat model."""
+    from chat_folders import SMALL, write_tokenizer
+
+    transformers = _transformers()
+    torch.manual_seed(0)
+    llama = transformers.LlamaForCausalLM(transformers.LlamaConfig(**SMALL, num_key_value_heads=2, bos_token_id=0,
+                                                                   eos_token_id=0))
+    llama.save_pretrained(out / "llama")
+    write_tokenizer(out / "llama")
+    (out / "llama" / "chat_template.jinja").write_text(CHATML, encoding="utf-8")
+
+
+def _make_hf_chat(out: Path, files: Path) -> None:
+    """Folders whose tokenizer is whole (``chat_folders.make_chat_folder``): ``llama3`` and ``qwen3``; ``nopad``
+    (``llama3`` without a pad token anywhere); ``run``, trained 3 steps further from ``llama3`` on ``text.txt``."""
+    from chat_folders import make_chat_folder
+
+    _transformers()
+    for style in ("llama3", "qwen3"):
+        make_chat_folder(out / style, style)
+    nopad = shutil.copytree(out / "llama3", out / "nopad")
+    for name in ("config.json", "generation_config.json", "tokenizer_config.json"):
+        data = json.loads((nopad / name).read_text())
+        data.pop("pad_token_id", None), data.pop("pad_token", None)
+        (nopad / name).write_text(json.dumps(data))
+    text = out / "text.txt"
+    text.write_text("the quick brown fox jumps over the lazy dog, and then some more words\n" * 40, encoding="utf-8")
+    _train("task=lm", f"init_from={out / 'llama3'}", "--data", str(text), "max_steps=3", "eval_every=3", "max_len=32",
+           "num_threads=1", "--quiet", "--out", str(out / "run"))
+
+
+def _make_hf_trl(out: Path, files: Path) -> None:
+    """The GPT-2 and Llama folders of the DPO parity tests (``test_dpo_trl.made``: 300 tokens, end-of-text id 0,
+    each drawn after seed 0) with their byte-level BPE and its ``tokenizer_config.json``: ``gpt2``, ``llama``."""
+    _transformers()
+    from test_dpo_trl import made, write_folder
+
+    for name in ("gpt2", "llama"):
+        write_folder(made(name), out / name)
+
+
+MAKERS.update({
+    "instruct": _make_instruct,
+    "lm-records": _make_lm_records,
+    "dpo": _make_dpo,
+    "hf-open": _make_hf_open,
+    "hf-llama-chatml": _make_hf_llama_chatml,
+    "hf-chat": _make_hf_chat,
+    "hf-trl": _make_hf_trl,
+})
