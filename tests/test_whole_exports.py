@@ -32,6 +32,8 @@ needs_gguf = pytest.mark.skipif(importlib.util.find_spec("gguf") is None,
 needs_ort = pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None or
                                importlib.util.find_spec("onnxscript") is None,
                                reason="the ONNX export needs the onnx extra (pip install -e \".[onnx]\")")
+
+
 @pytest.fixture(scope="module")
 def sources(shared_run) -> dict[str, Path]:
     """name -> a folder (``llama3``, ``qwen3``; ``nopad``: Llama-style without a pad token anywhere) or a run trained
