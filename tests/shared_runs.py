@@ -77,28 +77,33 @@ def _train(*argv: str) -> None:
         torch.set_num_threads(threads)
 
 
+# One torch thread for every maker: a run on a busy 2-core machine with two threads spinning took 50 s instead of 6.
+
+
 def _make_copy(out: Path, files: Path) -> None:
-    """A copy model (encoder-decoder) that copies: 300 steps of the copy preset, 50 test strings."""
+    """A copy model (encoder-decoder: the copy preset's post-LN, 2 layers, 4 heads) that copies: 300 steps on
+    strings of 4-8 of the symbols a..j, 50 test strings, exact match 100% on them."""
     _train("--preset", "copy", "max_steps=300", "d_model=64", "d_ff=128", "n_test=50", "eval_every=300",
-           "eval_decode=20", "max_seq_len=8", "log_every=50", "--quiet", "--out", str(out))
+           "eval_decode=20", "max_seq_len=8", "log_every=50", "num_threads=1", "--quiet", "--out", str(out))
 
 
 def _make_lm(out: Path, files: Path) -> None:
     """A character-level GPT on ``TEXT``: 30 steps."""
     _train("task=lm", "--data", str(data_file(files, "text.txt")), *TINY, "max_len=32", "max_steps=30",
-           "batch_size=8", "eval_every=30", "eval_batches=1", "log_every=50", "--quiet", "--out", str(out))
+           "batch_size=8", "eval_every=30", "eval_batches=1", "log_every=50", "num_threads=1", "--quiet", "--out",
+           str(out))
 
 
 def _make_classifier(out: Path, files: Path) -> None:
     """A character-level encoder classifier of ``LABELLED`` (pos / neg): 30 steps."""
     _train("task=classify", "--data", str(data_file(files, "labelled.tsv")), *TINY, "max_steps=30", "batch_size=16",
-           "eval_every=30", "log_every=50", "--quiet", "--out", str(out))
+           "eval_every=30", "log_every=50", "num_threads=1", "--quiet", "--out", str(out))
 
 
 def _make_translator(out: Path, files: Path) -> None:
     """A character-level encoder-decoder of ``PAIRS`` (German -> English): 20 steps."""
     _train("task=translate", "--data", str(data_file(files, "pairs.tsv")), *TINY, "max_steps=20", "batch_size=16",
-           "eval_every=20", "eval_decode=5", "log_every=50", "--quiet", "--out", str(out))
+           "eval_every=20", "eval_decode=5", "log_every=50", "num_threads=1", "--quiet", "--out", str(out))
 
 
 MAKERS: dict[str, Callable[[Path, Path], None]] = {
@@ -124,9 +129,14 @@ def _fingerprint(folder: Path) -> list[tuple[str, int, int]]:
 
 def get(factory: pytest.TempPathFactory, name: str) -> Path:
     """The run ``name``, made by its maker the first time any worker asks (the others wait for it)."""
+    return made_in(shared_root(factory), name)
+
+
+def made_in(root: Path, name: str) -> Path:
+    """The run ``name`` in the shared folder ``root`` (``get``; a maker that reads another kind calls it with the
+    folder its ``files`` lie in: ``made_in(files.parent, kind)``)."""
     from filelock import FileLock
 
-    root = shared_root(factory)
     out, stamp, files = root / name, root / f"{name}.made.json", root / "files"
     files.mkdir(exist_ok=True)
     with FileLock(str(root / f"{name}.lock")):
@@ -299,4 +309,136 @@ MAKERS.update({
     "hf-llama-chatml": _make_hf_llama_chatml,
     "hf-chat": _make_hf_chat,
     "hf-trl": _make_hf_trl,
+})
+
+
+# ---- section B: the ONNX export of the copy model, a BERT-shaped classifier, Shakespeare, GPT bases, a ViT
+
+# The verse the GPT bases read (test_lora.py, test_trainable.py, test_gpt_classifier.py): its capitals, colon and
+# apostrophe make a vocabulary of its own. And the reviews a GPT classifier learns.
+VERSE = "to be, or not to be: that is the question.\nWhether 'tis nobler in the mind to suffer\n" * 40
+REVIEWS = "".join(f"{w} film\t{y}\n" for w, y in [("a fine", 1), ("a dull", 0), ("a great", 1), ("a bad", 0)] * 30)
+FILES.update({"verse.txt": VERSE, "reviews.tsv": REVIEWS})
+# TINY with three blocks: what trains under trainable=last:1 (the last) differs from what does not (the others).
+THREE_LAYERS = [w if not w.startswith("n_layers=") else "n_layers=3" for w in TINY]
+
+
+def _kind(files: Path, name: str) -> Path:
+    """The shared run ``name``, for a maker that reads it (made first if no worker has made it yet)."""
+    return made_in(files.parent, name)
+
+
+def _cli(*argv: str) -> None:
+    """Any other command (``export ...``) in this process, leaving the thread count as it was."""
+    from scratchformer.app.cli import main
+
+    threads = torch.get_num_threads()
+    try:
+        assert main(list(argv)) == 0, f"{' '.join(argv)} failed"
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _make_copy_onnx(out: Path, files: Path) -> None:
+    """The copy model exported as ``export --format onnx`` writes it: encoder and decoder graphs with the KV cache,
+    the manifest and ``onnx_decode.py`` (an export takes seconds; test_commands.py and test_onnx_cache.py read it)."""
+    _cli("export", "--ckpt", str(_kind(files, "copy")), "--format", "onnx", "--out", str(out))
+
+
+def _make_bert_classifier(out: Path, files: Path) -> None:
+    """A BPE classifier of ``LABELLED`` in BERT's shape (post-LN, an embedding LayerNorm, GELU, learned positions,
+    unscaled embeddings, BERT's pooler): it exports as BertForSequenceClassification. 20 steps, evaluated every 10."""
+    _train("task=classify", "--data", str(data_file(files, "labelled.tsv")), *TWO_LAYERS, "dropout=0.1",
+           "tokenizer=bpe", "bpe_vocab_size=300", "norm=post", "embedding_norm=true", "activation=gelu",
+           "positional=learned", "scale_embeddings=false", "pooling=pooler", "max_steps=20", "batch_size=16",
+           "eval_every=10", "log_every=10", "num_threads=1", "--quiet", "--out", str(out))
+
+
+def _make_shakespeare(out: Path, files: Path) -> None:
+    """The shakespeare-char preset (4 layers, a 64-character window) for 200 of its 2,000 steps: enough to write
+    words ("ROMEO:\\nThe the the ..."). Needs tinyshakespeare.txt in the shared data folder."""
+    from conftest import SHARED_DATA
+
+    before = os.environ.get("SCRATCHFORMER_DATA")
+    os.environ["SCRATCHFORMER_DATA"] = str(SHARED_DATA)
+    try:
+        _train("--preset", "shakespeare-char", "max_steps=200", "eval_every=200", "eval_batches=2", "num_threads=1",
+               "--quiet", "--out", str(out))
+    finally:
+        if before is None:
+            os.environ.pop("SCRATCHFORMER_DATA")
+        else:
+            os.environ["SCRATCHFORMER_DATA"] = before
+
+
+def _make_gpt_base(out: Path, files: Path) -> None:
+    """A character GPT of ``VERSE`` with three blocks and tied embeddings (its output matrix is its token
+    embedding), ``max_len`` 32: the base of frozen-layer and GPT-classifier runs. 6 steps."""
+    _train("task=lm", "--data", str(data_file(files, "verse.txt")), *THREE_LAYERS, "max_len=32", *QUICK,
+           "--out", str(out))
+
+
+def _make_gpt_untied(out: Path, files: Path) -> None:
+    """A character GPT of ``VERSE`` with two blocks and an output layer of its own (``lm_head``, untied from the
+    embedding), ``max_len`` 32: the base of the LoRA runs. 6 steps, evaluated every 3."""
+    _train("task=lm", "--data", str(data_file(files, "verse.txt")), *TWO_LAYERS, "tie_embeddings=false",
+           "max_len=32", *[w if not w.startswith("eval_every=") else "eval_every=3" for w in QUICK], "--out", str(out))
+
+
+def _make_gpt_classifier(out: Path, files: Path) -> None:
+    """A GPT classifier (it reads its last real token) fine-tuned whole from ``gpt_base`` on ``REVIEWS``
+    (labels 0 and 1): ``train task=classify init_from=gpt_base``, 6 steps."""
+    _train("task=classify", f"init_from={_kind(files, 'gpt_base').resolve()}", "--data",
+           str(data_file(files, "reviews.tsv")), *QUICK, "--out", str(out))
+
+
+def sides(root: Path, n: int, seed: int = 0) -> Path:
+    """Two classes any model tells apart, ``n`` images each: ``left`` images are bright on the left, ``right`` on
+    the right (12 x 16 pixels, PNG and JPEG, resized to the model's 8 x 8). Needs Pillow."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    for name in ("left", "right"):
+        (root / name).mkdir(parents=True, exist_ok=True)
+        for i in range(n):
+            pixels = rng.integers(0, 60, (12, 16, 3))
+            pixels[:, :8] += 180 if name == "left" else 0
+            pixels[:, 8:] += 180 if name == "right" else 0
+            Image.fromarray(pixels.astype(np.uint8)).save(root / name / f"{i}.{'png' if i % 2 else 'jpg'}")
+    return root
+
+
+def _make_vit(out: Path, files: Path) -> None:
+    """A ViT that tells ``sides``'s ``left`` from ``right`` images: ``out/train`` (24 a class), ``out/test``
+    (6 a class, another seed) and the run ``out/run``, 60 steps."""
+    train, test = sides(out / "train", 24), sides(out / "test", 6, seed=1)
+    _train("task=image", "--data", str(train), "--test", str(test), *VIT, "max_steps=60", "num_threads=1",
+           "--quiet", "--out", str(out / "run"))
+
+
+# A ViT that trains in a second: 8 x 8 images in 4 patches of 4 x 4, TINY's sizes.
+VIT = ["image_size=8", "patch_size=4", *TINY, "batch_size=16", "lr=3e-3", "augment_shift=0", "eval_every=20",
+       "log_every=20"]
+
+def _make_saved_runs(out: Path, files: Path) -> None:
+    """The saved runs of every family (``tests/data/saved-runs``, made before the family registry), copied, the
+    paths they stored (``RUNS/``: a LoRA run's base) pointed at the copy."""
+    saved = Path(__file__).parent / "data" / "saved-runs"
+    for run in sorted(saved.iterdir()):
+        if run.is_dir() and (run / "last").is_dir():
+            shutil.copytree(run, out / run.name)
+    for config in out.rglob("config.json"):
+        config.write_text(config.read_text().replace("RUNS/", f"{out}/"))
+
+
+MAKERS.update({
+    "saved_runs": _make_saved_runs,
+    "copy_onnx": _make_copy_onnx,
+    "bert_classifier": _make_bert_classifier,
+    "shakespeare": _make_shakespeare,
+    "gpt_base": _make_gpt_base,
+    "gpt_untied": _make_gpt_untied,
+    "gpt_classifier": _make_gpt_classifier,
+    "vit": _make_vit,
 })
