@@ -6,26 +6,33 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
+from pathlib import Path
 
 import pytest
+import torch
 
+import shared_runs
 from scratchformer.app.cli import main
-
-TEXT = "to be, or not to be: that is the question.\nwhether 'tis nobler in the mind to suffer\n" * 40
-QUICK = ["task=lm", "d_model=32", "n_heads=2", "n_layers=1", "d_ff=64", "max_len=48", "max_steps=6", "batch_size=4",
-         "eval_every=3", "num_threads=1", "lr=3e-3"]
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def run(tmp_path_factory, shared_run):
+    """The shared character-level GPT (d_model 32, on ``text.txt``), copied: a benchmark's scores are written
+    into it."""
     root = tmp_path_factory.mktemp("report")
-    data = root / "text.txt"
-    data.write_text(TEXT, encoding="utf-8")
-    assert main(["train", "--data", str(data), *QUICK, "--quiet", "--out", str(root / "run")]) == 0
+    run = shared_runs.copy_of(shared_run("lm"), root)
     questions = root / "mine.jsonl"
-    questions.write_text(json.dumps({"context": "to be, or not to", "choices": ["be", "suffer"], "answer": 0}) + "\n")
-    assert main(["evaluate", "--ckpt", str(root / "run"), "--benchmark", str(questions)]) == 0
-    return root / "run"
+    questions.write_text(json.dumps({"context": "to be or not to", "choices": ["be", "question"], "answer": 0}) + "\n")
+    threads = torch.get_num_threads()
+    try:
+        assert main(["evaluate", "--ckpt", str(run), "--benchmark", str(questions)]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    return run
+
+
+def data_of(run: Path) -> Path:
+    return Path(json.loads((run / "config.json").read_text())["data"]["train"][0])
 
 
 def test_the_page_says_what_was_trained_on_what_where_how_it_scored_and_how_to_make_it_again(run, capsys):
@@ -43,9 +50,10 @@ def test_the_page_says_what_was_trained_on_what_where_how_it_scored_and_how_to_m
         assert words in page, words
     import hashlib
 
-    digest = hashlib.sha256((run.parent / "text.txt").read_bytes()).hexdigest()
+    digest = hashlib.sha256(data_of(run).read_bytes()).hexdigest()
     assert f"`{digest}`" in page
-    assert str(run.parent) not in page  # it names no folder of this machine: the run and its data by their names
+    # it names no folder of this machine: the run and its data by their names
+    assert str(run.parent) not in page and str(data_of(run).parent) not in page
     assert config["environment"]["torch"] and config["environment"]["device"].startswith("cpu")
 
 
