@@ -162,16 +162,29 @@ sys.exit(main(sys.argv[3:]))
 """
 
 
+UNBROKEN = ["train", "--preset", "copy", *TINY, "max_steps=100", "save_every=20", "eval_every=50", "eval_decode=0",
+            "n_test=20", "dropout=0.1", "num_threads=1"]
+
+
+@pytest.fixture(scope="module")
+def unbroken(tmp_path_factory) -> Path:
+    """The run that SIGKILL interrupts below, never stopped: made once for both kills, read only. In this process,
+    with one thread (num_threads=1) as in the killed run's process."""
+    out, threads = tmp_path_factory.mktemp("unbroken") / "full", torch.get_num_threads()
+    try:
+        assert main([*UNBROKEN, "--out", str(out)]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    return out
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("when,kill_at,saved", [("step", 55, 40), ("save", 60, 40)])
-def test_resume_after_sigkill_is_bit_identical(tmp_path, when, kill_at, saved):
+def test_resume_after_sigkill_is_bit_identical(tmp_path, unbroken, when, kill_at, saved):
     """SIGKILL at a step between checkpoints, or while a checkpoint is half written: the run resumes from the
     last complete one and ends bit-identical to a run that never stopped. The kill comes from inside the run at
     a chosen step, so the test does not race the run."""
-    args = ["train", "--preset", "copy", *TINY, "max_steps=100", "save_every=20", "eval_every=50",
-            "eval_decode=0", "n_test=20", "dropout=0.1", "num_threads=1"]
-    full = tmp_path / "full"
-    assert main([*args, "--out", str(full)]) == 0  # one thread (num_threads=1), as in the killed run's process
+    args, full = UNBROKEN, unbroken
 
     killed = tmp_path / "killed"
     script = tmp_path / "killer.py"

@@ -349,13 +349,26 @@ def _train_rows(run: Path) -> int:
         return 0
 
 
+UNBROKEN = ["train", "--preset", "copy", *TINY, "max_steps=60", "eval_every=60", "n_test=20", "eval_decode=0",
+            "log_every=1", "dropout=0.1", "num_threads=1"]
+
+
+@pytest.fixture(scope="module")
+def unbroken(tmp_path_factory) -> Path:
+    """The run that a signal interrupts below, never stopped: made once for both signals, read only. In this
+    process, with one thread (num_threads=1) as in the interrupted process."""
+    out, threads = tmp_path_factory.mktemp("unbroken") / "full", torch.get_num_threads()
+    try:
+        assert main([*UNBROKEN, "--out", str(out)]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    return out
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_an_interrupt_before_the_first_checkpoint_leaves_a_resumable_run(tmp_path, sig):
-    args = ["train", "--preset", "copy", *TINY, "max_steps=60", "eval_every=60", "n_test=20", "eval_decode=0",
-            "log_every=1", "dropout=0.1", "num_threads=1"]
-    full = tmp_path / "full"
-    assert main([*args, "--out", str(full)]) == 0  # one thread (num_threads=1), as in the interrupted process
+def test_an_interrupt_before_the_first_checkpoint_leaves_a_resumable_run(tmp_path, unbroken, sig):
+    args, full = UNBROKEN, unbroken
     run = tmp_path / "run"
     # a process of its own: the signal comes from outside, and its exit code is the point
     proc = subprocess.Popen([sys.executable, "-m", "scratchformer", *args, "--out", str(run)],
