@@ -12,6 +12,10 @@ Two styles, as the open models come:
 
 The special tokens' names are none that llama.cpp recognises by name (``<|eot_id|>``, ``<|im_end|>``, ...), so a test
 that llama.cpp stops on each of them proves the GGUF file says so. Weights: random, saved by ``transformers``.
+
+Also the pieces of the plainer open-model folders (``SMALL``, ``LLAMA3`` and ``write_tokenizer``, a byte-level BPE
+with no pad token and no ``tokenizer_config.json``). The folders themselves are made once per test run by
+``shared_runs`` (``shared_run("hf-open")``, ``"hf-chat"``, ``"hf-llama-chatml"``, ``"hf-trl"``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,12 @@ import json
 from pathlib import Path
 
 V = 300
+# The size of every tiny open-model folder here (Llama, Qwen3): 300 tokens, 64 wide, 2 layers of 4 heads
+SMALL = dict(vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+             max_position_embeddings=256)
+# Llama 3's rotary scaling, on a short original window (so that it changes something at 256 positions)
+LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 32}
 SPECIALS = ["<|start|>", "<|stop|>", "<|call_over|>", "<|turn_over|>", "<|pad|>", "<|header|>", "<|header_end|>"]
 TEXT = ("the quick brown fox jumps over the lazy dog, and then some more words. Café, naïve, Straße; 3.14 + 2 = 5.14! "
         "中文 字符 🙂 tabs\tand  spaces\n")
@@ -36,6 +46,21 @@ MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "conten
 
 def _ids(name: str) -> int:
     return V - len(SPECIALS) + SPECIALS.index(name)
+
+
+def write_tokenizer(folder: Path) -> None:
+    """A plain byte-level BPE of exactly V tokens, as Llama's and Qwen3's are (no pad token; ``<|endoftext|>`` is id
+    0), and no ``tokenizer_config.json``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=V, special_tokens=["<|endoftext|>"], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(["the quick brown fox jumps over the lazy dog, and then some more words"] * 50, trainer)
+    assert tok.get_vocab_size() == V
+    tok.save(str(folder / "tokenizer.json"))
 
 
 def write_chat_tokenizer(folder: Path, style: str = "llama3") -> dict:
@@ -79,8 +104,7 @@ def make_chat_folder(folder: Path, style: str = "llama3", seed: int = 0) -> Path
 
     folder.mkdir(parents=True, exist_ok=True)
     ids = write_chat_tokenizer(folder, style)
-    small = dict(vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=2, max_position_embeddings=256, **ids)
+    small = dict(**SMALL, num_key_value_heads=2, **ids)
     torch.manual_seed(seed)
     if style == "llama3":
         model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**small, tie_word_embeddings=False))

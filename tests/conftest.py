@@ -47,11 +47,11 @@ def pytest_configure(config: pytest.Config) -> None:
 # The modules whose tests take longest, longest first (pytest --durations=0): they start first, so that the two
 # workers end together. Every other module follows in its usual order; each goes whole to one worker (pyproject's
 # `--dist loadfile`: its module fixtures are made once).
-LONGEST_FIRST = ["test_first_read.py", "test_paper.py", "test_train.py", "test_faults.py", "test_fsdp.py",
-                 "test_your_data.py", "test_explore_export.py", "test_benchmarks_parity.py", "test_commands.py",
-                 "test_open_models_out.py", "test_onnx_cache.py", "test_gsm8k_parity.py", "test_corpora.py",
-                 "test_linear_attention.py", "test_extras.py", "test_serve.py", "test_export.py", "test_modern.py",
-                 "test_lens.py"]
+LONGEST_FIRST = ["test_paper.py", "test_first_read.py", "test_train.py", "test_fsdp.py", "test_your_data.py",
+                 "test_commands.py", "test_benchmarks_parity.py", "test_explore_export.py", "test_open_models_out.py",
+                 "test_gsm8k_parity.py", "test_export.py", "test_serve.py", "test_faults.py", "test_modern.py",
+                 "test_linear_attention.py", "test_lens.py", "test_own_text.py", "test_corpora.py",
+                 "test_whole_exports.py"]
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -179,11 +179,13 @@ def shared_file(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture(scope="session")
-def serve_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The models the server's tests serve (``test_serve.make_runs``), trained once for both of their modules."""
-    from test_serve import make_runs
-
-    return make_runs(tmp_path_factory.mktemp("serve-runs"))
+def serve_runs(shared_run) -> dict[str, Path]:
+    """The models the server's tests serve, made once per test run for both workers (``shared_runs``): an
+    instruction-tuned run (Alpaca's template), a Llama folder with a chat template, a plain GPT run (trained enough to
+    write words, not its end-of-text token), each in a folder of its name (the server names a model by its folder).
+    Read-only."""
+    return {"instruct": shared_run("instruct"), "llama": shared_run("hf-llama-chatml") / "llama",
+            "lm": shared_run("lm-records") / "lm"}
 
 
 @pytest.fixture(autouse=True, scope="session")

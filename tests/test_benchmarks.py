@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import shared_runs
 from conftest import SHARED_DATA, needs_data, tiny
 from scratchformer.app.cli import main
 from scratchformer.benchmarks import Request, loglikelihoods
@@ -21,8 +22,9 @@ from scratchformer.benchmarks.metrics import item_scores, pooled, summary
 from scratchformer.models import GPT
 
 TEXT = "to be, or not to be: that is the question.\nwhether 'tis nobler in the mind to suffer\n" * 40
-QUICK = ["d_model=32", "n_heads=2", "n_layers=1", "d_ff=64", "max_len=48", "max_steps=6", "batch_size=4",
-         "eval_every=6", "num_threads=1", "--quiet"]
+# The runs here read a text of their own (every character of the questions below but the Unicode ones) and a window
+# of 48 tokens (the five-shot MMLU prompts must be cut), and the benchmarks write into them: trained here.
+WINDOW = ["max_len=48", *shared_runs.QUICK]
 QUESTIONS = [{"context": "to be, or not to", "choices": ["be", "suffer", "question"], "answer": 0},
              {"question": "whether 'tis nobler in the", "choices": ["mind", "be"], "answer": 0},
              {"context": "Ünïcödé: a character the model never saw", "choices": ["to be", "not"], "answer": 1}]
@@ -36,8 +38,8 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     data = ["--data", str(root / "text.txt")]
     for name, args in {"char": ["task=lm", *data], "bpe": ["task=lm", *data, "tokenizer=bpe", "bpe_vocab_size=300"],
                        "clf": ["task=classify", "--data", str(root / "labelled.tsv")]}.items():
-        assert main(["train", *args, *QUICK, "--out", str(root / name)]) == 0
-    assert main(["train", "task=lm", *data, f"init_from={root / 'char'}", "lora_rank=2", *QUICK[4:],
+        assert main(["train", *args, *shared_runs.TINY, *WINDOW, "--out", str(root / name)]) == 0
+    assert main(["train", "task=lm", *data, f"init_from={root / 'char'}", "lora_rank=2", *WINDOW,
                  "--out", str(root / "lora")]) == 0
     questions = root / "mine.jsonl"
     questions.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS), encoding="utf-8")

@@ -12,33 +12,13 @@ import torch
 import scratchformer
 from scratchformer.app.cli import main
 
-TINY = ["d_model=32", "n_heads=2", "n_layers=1", "d_ff=64", "log_every=50"]
-
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, Path]:
-    """Three tiny trained runs: a copy model, a character-level LM and a classifier."""
-    root = tmp_path_factory.mktemp("runs")
-    text = root / "text.txt"
-    text.write_text("to be or not to be, that is the question.\n" * 50, encoding="utf-8")
-    labelled = root / "labelled.tsv"
-    labelled.write_text("text\tlabel\n" + "".join(f"good fun {i}\tpos\nbad dull {i}\tneg\n" for i in range(40)))
-    pairs = root / "pairs.tsv"
-    pairs.write_text("".join(f"ein haus {i}\ta house {i}\n" for i in range(80)), encoding="utf-8")
-    out = {}
-    for name, args in {
-        "copy": ["--preset", "copy", "max_steps=300", "d_model=64", "d_ff=128", "n_test=50", "eval_every=300",
-                 "eval_decode=20", "max_seq_len=8"],
-        "lm": ["task=lm", "--data", str(text), *TINY, "max_len=32", "max_steps=30", "batch_size=8", "eval_every=30",
-               "eval_batches=1"],
-        "clf": ["task=classify", "--data", str(labelled), *TINY, "max_steps=30", "batch_size=16", "eval_every=30"],
-        "mt": ["task=translate", "--data", str(pairs), *TINY, "max_steps=20", "batch_size=16", "eval_every=20",
-               "eval_decode=5"],
-    }.items():
-        assert main(["train", *args, "--out", str(root / name)]) == 0
-        out[name] = root / name
-    out["pairs"] = pairs
-    return out
+def runs(shared_run) -> dict[str, Path]:
+    """Four tiny trained runs, shared (``shared_runs.py``): a copy model, a character-level LM, a classifier and a
+    translator. Read only: no test here writes into them."""
+    return {"copy": shared_run("copy"), "lm": shared_run("lm"), "clf": shared_run("classifier"),
+            "mt": shared_run("translator")}
 
 
 def test_load_model_returns_an_eval_mode_model(runs):
@@ -136,13 +116,14 @@ def test_evaluate_several_classifiers_as_an_ensemble(runs, capsys):
 
 
 @pytest.mark.slow
-def test_export_and_plot_commands_write_files(runs, capsys, tmp_path):
+def test_export_and_plot_commands_write_files(runs, shared_run, capsys, tmp_path):
     pytest.importorskip("onnxruntime", reason="onnxruntime is a dependency of the export command")
     out = tmp_path / "copy.onnx"
     assert main(["export", "--ckpt", str(runs["copy"]), "--format", "onnx-single", "--out", str(out)]) == 0
     assert out.stat().st_size > 1000
-    folder = tmp_path / "copy-onnx"  # --format onnx: the graphs with the KV cache, in a folder
-    assert main(["export", "--ckpt", str(runs["copy"]), "--format", "onnx", "--out", str(folder)]) == 0
+    # --format onnx: the graphs with the KV cache, in a folder; the shared export (made once, by the same command
+    # on the same run: ``shared_runs._make_copy_onnx``, which test_onnx_cache.py decodes)
+    folder = shared_run("copy_onnx")
     assert {"encoder.onnx", "decoder.onnx", "manifest.json", "onnx_decode.py"} <= {p.name for p in folder.iterdir()}
     ts = tmp_path / "lm.pt"
     assert main(["export", "--ckpt", str(runs["lm"]), "--format", "torchscript", "--out", str(ts)]) == 0
@@ -163,6 +144,7 @@ def test_output_into_a_closed_pipe_ends_quietly():
     import subprocess
     import sys
 
+    # a process of its own: the test is about the exit status a process gets from SIGPIPE
     proc = subprocess.Popen([sys.executable, "-m", "scratchformer", "explain", "--preset", "copy"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.close()  # the reader leaves before the first line is written

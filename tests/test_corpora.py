@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 
+import shared_runs
 from conftest import task_of
 from corpus_cases import CASES, STEPS, make_inputs
 from scratchformer.app.cli import main
@@ -37,8 +38,9 @@ from scratchformer.settings.config import TrainConfig
 from scratchformer.tokenizers import BPETokenizer
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "in_memory_batches.json").read_text())
-QUICK = ["d_model=32", "n_heads=2", "n_layers=1", "d_ff=64", "max_steps=4", "eval_every=2", "eval_batches=1",
-         "eval_decode=2", "batch_size=8", "max_tokens=0", "num_threads=1"]
+# Not shared_runs.QUICK: the tests read the runs' information lines (which --quiet leaves out) and decode.
+QUICK = [*shared_runs.TINY, "max_steps=4", "eval_every=2", "eval_batches=1", "eval_decode=2", "batch_size=8",
+         "max_tokens=0", "num_threads=1"]
 
 
 @pytest.fixture
@@ -295,6 +297,7 @@ def test_a_preparation_killed_midway_leaves_nothing_a_later_run_reads(tmp_path, 
     script = tmp_path / "killer.py"
     script.write_text(KILLER)
     args = ["prepare", "task=translate", "tokenizer=char", "--data", str(inputs["pairs"])]
+    # a process of its own: it is killed, or its exit code after SIGINT is the point
     proc = subprocess.run([sys.executable, str(script), "5", sig, *args], capture_output=True, text=True,
                           timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
     if sig == "SIGKILL":
@@ -393,9 +396,11 @@ def test_under_ddp_rank_zero_prepares_and_the_other_ranks_wait_for_its_outcome(t
 
 
 @pytest.mark.slow
+@pytest.mark.processes
 def test_two_torchrun_processes_share_one_corpus_prepared_by_rank_zero(tmp_path, inputs):
     root = tmp_path / "corpora"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "SCRATCHFORMER_CORPORA": str(root)}
+    # two processes (torchrun)
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m",
                         "scratchformer", "train", "task=translate", "tokenizer=bpe", "bpe_vocab_size=300",
                         "--data", str(inputs["pairs"]), *QUICK, "--out", str(tmp_path / "run")],
@@ -424,26 +429,26 @@ sys.exit(main(sys.argv[2:]))
 
 
 @pytest.mark.slow
-def test_resume_after_preparation_draws_the_batches_of_an_uninterrupted_run(tmp_path, corpora, inputs):
+def test_resume_after_preparation_draws_the_batches_of_an_uninterrupted_run(tmp_path, corpora, inputs, capsys):
     from safetensors.torch import load_file
 
     args = ["train", "task=translate", "tokenizer=bpe", "bpe_vocab_size=300", "--data", str(inputs["pairs"]),
-            "d_model=32", "n_heads=2", "n_layers=1", "d_ff=64", "max_steps=30", "save_every=10", "eval_every=15",
-            "eval_decode=0", "batch_size=16", "max_tokens=0", "dropout=0.1", "num_threads=1", "log_every=5"]
+            *shared_runs.TINY, "max_steps=30", "save_every=10", "eval_every=15", "eval_decode=0", "batch_size=16",
+            "max_tokens=0", "dropout=0.1", "num_threads=1", "log_every=5"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    full = subprocess.run([sys.executable, "-m", "scratchformer", *args, "--out", str(tmp_path / "full")],
-                          capture_output=True, text=True, env=env, timeout=300)
-    assert full.returncode == 0, full.stderr
+    # one thread (num_threads=1), as in the killed run's process
+    assert main([*args, "--out", str(tmp_path / "full")]) == 0, capsys.readouterr().err
     script = tmp_path / "killer.py"
     script.write_text(RESUME_KILLER)
+    # a process of its own: it is SIGKILLed
     killed = subprocess.run([sys.executable, str(script), "23", *args, "--out", str(tmp_path / "killed")],
                             capture_output=True, text=True, env=env, timeout=300)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     cached = entries(corpora)
-    resumed = subprocess.run([sys.executable, "-m", "scratchformer", "train", "--out", str(tmp_path / "killed"),
-                              "--resume"], capture_output=True, text=True, env=env, timeout=300)
-    assert resumed.returncode == 0, resumed.stderr
-    assert "resuming" in resumed.stderr and not said_prepared(resumed.stderr) and entries(corpora) == cached
+    capsys.readouterr()
+    assert main(["train", "--out", str(tmp_path / "killed"), "--resume"]) == 0
+    resumed = capsys.readouterr().err
+    assert "resuming" in resumed and not said_prepared(resumed) and entries(corpora) == cached
     a, b = load_file(str(tmp_path / "full" / "last" / "model.safetensors")), \
         load_file(str(tmp_path / "killed" / "last" / "model.safetensors"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

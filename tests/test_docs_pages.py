@@ -80,7 +80,8 @@ def test_a_link_to_a_missing_section_fails_on_the_same_page_and_on_another(tmp_p
 # Phrases the pages once said that were not true (a close read against the papers and the sources): they must not
 # come back.
 WRONG = {
-    "docs/04-attention-and-masks.md": ["no longer the diagonal", "Two rules decide which keys a query may see (§3.2.3)"],
+    "docs/04-attention-and-masks.md": ["no longer the diagonal",
+                                       "Two rules decide which keys a query may see (§3.2.3)"],
     "docs/09-three-families.md": ["Padding in front would be seen", "which GPT-2 changed:"],
     "docs/README.md": ["pages 12 to 19", "the paper's model and nothing else"],
     "docs/16-since-2017.md": ["add three changes to these", "smooth at 0 where ReLU has a kink",

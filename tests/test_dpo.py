@@ -25,15 +25,11 @@ from scratchformer.nn.lora import adapters_off, add_lora
 from scratchformer.tasks.build import build_task
 from scratchformer.tasks.dpo import answer_logps, dpo_loss
 from scratchformer.tasks.instruct import IGNORE
+from shared_runs import CHATML, PREFERENCES, copy_of
 
 DATA = Path(os.environ.get("SCRATCHFORMER_DATA", "../shared/data"))
 SHARED = DATA / "preferences" / "instruction-data-with-preference.json"
-THINGS = ("fox", "dog", "brown fox", "quick dog", "lazy fox", "words", "fox and dog", "quick fox")
-PREFERENCES = [{"instruction": f"Say something about the {w}.", "input": "" if i % 3 else "the quick brown fox",
-                "chosen": f"The {w} jumps over the lazy dog.", "rejected": f"The {w} is lazy, and then some words."}
-               for i, w in enumerate(THINGS)]
-SMALL = ["d_model=32", "n_layers=2", "n_heads=2", "d_ff=64", "max_len=384", "tokenizer=bpe", "bpe_vocab_size=400",
-         "dropout=0.1", "num_threads=1"]
+# PREFERENCES (shared_runs.py): the records the shared DPO chain learns; test_dpo_trl.py imports them from here
 
 
 def error_line(capsys) -> str:
@@ -52,26 +48,13 @@ def dpo_task(records, tmp_path: Path, **settings):
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, Path]:
-    """A small GPT (dropout 0.1) trained on text, instruction-tuned on the records' instructions, then tuned by DPO
-    for 10 steps as the issue's bar runs it: once for the module."""
-    root = tmp_path_factory.mktemp("dpo")
-    text = root / "text.txt"
-    text.write_text(" ".join(f"{r['instruction']} {r['input']} {r['chosen']} {r['rejected']}" for r in PREFERENCES)
-                    * 30, encoding="utf-8")
-    records = root / "instructions.json"
-    records.write_text(json.dumps([{**r, "output": r["chosen"]} for r in PREFERENCES]), encoding="utf-8")
-    prefs = root / "preferences.json"
-    prefs.write_text(json.dumps(PREFERENCES), encoding="utf-8")
-    out = {"prefs": prefs, "base": root / "base", "instruct": root / "instruct", "dpo": root / "dpo"}
-    assert main(["train", "task=lm", "--data", str(text), *SMALL, "max_steps=4", "eval_every=4", "--quiet",
-                 "--out", str(out["base"])]) == 0
-    assert main(["train", "task=instruct", f"init_from={out['base']}", "--data", str(records), "max_steps=10",
-                 "lr=3e-3", "eval_every=10", "num_threads=1", "--quiet", "--out", str(out["instruct"])]) == 0
-    assert main(["train", "task=dpo", f"init_from={out['instruct']}", "--data", str(prefs), "--val", str(prefs),
-                 "max_steps=10", "eval_every=10", "lr=1e-3", "num_threads=1", "--quiet", "--out",
-                 str(out["dpo"])]) == 0
-    return out
+def runs(shared_run) -> dict[str, Path]:
+    """A small GPT (dropout 0.1) trained on text (``base``), instruction-tuned on the records' instructions
+    (``instruct``), then tuned by DPO for 10 steps as the issue's bar runs it (``dpo``), and the records (``prefs``):
+    made once per test run (``shared_run("dpo")``), read-only (a test that writes into one works on a copy)."""
+    root = shared_run("dpo")
+    return {"prefs": root / "preferences.json", "base": root / "base", "instruct": root / "instruct",
+            "dpo": root / "dpo"}
 
 
 def rows_of(run: Path) -> list[dict]:
@@ -275,7 +258,8 @@ def test_evaluate_reports_the_rewards_and_the_closeness_of_the_answers(runs, cap
 
 
 def test_a_resumed_run_reads_its_reference_back_and_lora_and_trainable_train(runs, tmp_path, capsys):
-    assert main(["train", "--resume", "--out", str(runs["dpo"]), "max_steps=12"]) == 0
+    resumed = copy_of(runs["dpo"], tmp_path)  # the resume writes into the run: a copy of the shared one
+    assert main(["train", "--resume", "--out", str(resumed), "max_steps=12"]) == 0
     assert "read back from, in reference.safetensors" in capsys.readouterr().err
     for words in (["lora_rank=4", "lora_targets=all"], ["trainable=last:1"]):
         out = tmp_path / words[0].split("=")[0]
@@ -285,14 +269,11 @@ def test_a_resumed_run_reads_its_reference_back_and_lora_and_trainable_train(run
         assert first["step"] == 1 and first["loss"] == pytest.approx(math.log(2), abs=1e-4)
 
 
-def test_a_hugging_face_folder_with_a_chat_template_tuned_with_lora(tmp_path, capsys):
+def test_a_hugging_face_folder_with_a_chat_template_tuned_with_lora(shared_run, tmp_path, capsys):
     """A GPT-2 folder with its chat template: the records are asked in that template, the reference is the folder
     with the adapters off (no table), the first loss is ln 2, and generate asks in the same template."""
     pytest.importorskip("transformers", reason="a dev dependency: it writes the folder")
-    from test_dpo_trl import made, write_folder
-    from test_instruct import CHATML
-
-    folder = write_folder(made("gpt2"), tmp_path / "gpt2")
+    folder = copy_of(shared_run("hf-trl") / "gpt2", tmp_path)  # test_dpo_trl's GPT-2 folder, given a template
     (folder / "chat_template.jinja").write_text(CHATML, encoding="utf-8")
     prefs = tmp_path / "p.jsonl"
     prefs.write_text("".join(json.dumps({"prompt": [{"role": "user", "content": r["instruction"]}],

@@ -33,7 +33,7 @@ SUMS = dict(atol=1e-5, rtol=1e-6)
 
 def write_folder(model, folder: Path) -> Path:
     """``model`` saved with a byte-level BPE of V tokens whose end-of-text token is id 0 (the config's eos)."""
-    from test_open_models import write_tokenizer
+    from chat_folders import write_tokenizer
 
     model.save_pretrained(folder)
     write_tokenizer(folder)
@@ -43,6 +43,7 @@ def write_folder(model, folder: Path) -> Path:
 
 
 def made(name: str):
+    """A random GPT-2 or Llama of V tokens, drawn after seed 0 (``shared_run("hf-trl")`` holds both, saved)."""
     torch.manual_seed(0)
     if name == "gpt2":
         return transformers.GPT2LMHeadModel(transformers.GPT2Config(
@@ -88,11 +89,11 @@ def their_names(plan, cfg, grads: dict[str, torch.Tensor], prefix: str) -> dict[
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["gpt2", "llama"])
-def test_log_probabilities_loss_rewards_and_gradients_equal_trl(name, tmp_path):
+def test_log_probabilities_loss_rewards_and_gradients_equal_trl(name, shared_run, tmp_path):
     from scratchformer.interop.hf_folder import llama_plan
     from scratchformer.interop.huggingface import gpt2_plan
 
-    folder = write_folder(made(name), tmp_path / name)
+    folder = shared_run("hf-trl") / name  # write_folder(made(name)), made once per test run; read-only
     records = PREFERENCES[:6]
     trainer, batch, moved = their_step(folder, records, tmp_path)
     # ours: the same records read by task=dpo from the folder, the reference precomputed from it

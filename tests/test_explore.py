@@ -316,6 +316,7 @@ def test_cli_refuses_a_bad_checkpoint_and_a_busy_port_in_one_line(ckpts, tmp_pat
 @pytest.mark.skipif(sys.platform == "win32", reason="sends SIGINT, which Windows does not have")
 def test_cli_prints_the_url_serves_and_stops_cleanly_on_ctrl_c(ckpts):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # a process of its own: a server process that must stop cleanly on the SIGINT sent to it
     proc = subprocess.Popen([sys.executable, "-m", "scratchformer", "explore", "--ckpt", str(ckpts["encoder"]),
                              "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             # Ctrl-C's default even when the tests run as a background job (which ignores it)

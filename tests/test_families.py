@@ -5,7 +5,6 @@ line before anything is written, naming the ones it has. A family added later is
 from __future__ import annotations
 
 import dataclasses
-import shutil
 from pathlib import Path
 
 import pytest
@@ -70,15 +69,10 @@ def test_an_older_form_names_the_family_it_was_saved_as():
 
 
 @pytest.fixture(scope="module")
-def saved(tmp_path_factory) -> Path:
-    """The saved runs of every family (``tests/data/saved-runs``), their stored paths pointed at their copy."""
-    root = tmp_path_factory.mktemp("saved")
-    for run in SAVED.iterdir():
-        if run.is_dir() and (run / "last").is_dir():
-            shutil.copytree(run, root / run.name)
-    for config in root.rglob("config.json"):
-        config.write_text(config.read_text().replace("RUNS/", f"{root}/"))
-    return root
+def saved(shared_run) -> Path:
+    """The saved runs of every family (``tests/data/saved-runs``), their stored paths pointed at their copy: the
+    shared ``saved_runs``, read only."""
+    return shared_run("saved_runs")
 
 
 @pytest.mark.parametrize("name", [f for f in FAMILIES if (SAVED / f / "last").is_dir()])

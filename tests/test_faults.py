@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -18,19 +19,38 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+import shared_runs
 from scratchformer.app.cli import main
 from scratchformer.errors import RunDirError
 
-TINY = ["task=lm", "d_model=16", "n_heads=2", "n_layers=1", "d_ff=32", "max_len=16", "batch_size=4", "log_every=2",
-        "eval_every=3", "eval_batches=1", "max_steps=9"]
+# The shared tiny model, with this module's own schedule: the write sites are counted against it (metrics.jsonl's
+# 3rd line, TensorBoard's 4th scalar, the save after step 6), and every run here ends at step 9.
+TINY = ["task=lm", *shared_runs.TINY, "max_len=16", "batch_size=4", "log_every=2", "eval_every=3", "eval_batches=1",
+        "max_steps=9"]
 FULL = OSError(errno.ENOSPC, "No space left on device")
+
+
+BOOK = "".join(f"line {i}: the quick brown fox jumps over the lazy dog.\n" for i in range(300))
 
 
 @pytest.fixture
 def text(tmp_path):
     path = tmp_path / "book.txt"
-    path.write_text("".join(f"line {i}: the quick brown fox jumps over the lazy dog.\n" for i in range(300)))
+    path.write_text(BOOK)
     return path
+
+
+@pytest.fixture(scope="module")
+def unbroken(tmp_path_factory) -> Path:
+    """A run of ``TINY`` on the book that nothing stopped, made once for every test that compares with it (read
+    only)."""
+    root, threads = tmp_path_factory.mktemp("unbroken"), torch.get_num_threads()
+    (root / "book.txt").write_text(BOOK)
+    try:
+        assert train(root / "book.txt", root / "run") == 0
+    finally:
+        torch.set_num_threads(threads)
+    return root / "run"
 
 
 def train(text: Path, out: Path, *words: str) -> int:
@@ -174,6 +194,7 @@ def test_a_run_directory_made_read_only_mid_run_ends_in_one_line_and_resumes(tmp
     try:
         out = disk / "run"
         argv = ["train", "--data", str(text), *TINY, "--out", str(out)]
+        # a process of its own: the lock it leaves must be a process's that has ended, for the resume to take it over
         done = subprocess.run([sys.executable, "-c", READ_ONLY, str(disk), *argv], capture_output=True, text=True)
         err = done.stderr.strip().splitlines()
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
@@ -221,9 +242,11 @@ sys.exit(main(sys.argv[2:]))
 
 
 @pytest.mark.parametrize("point", ["weights written", "old moved aside", "new in place"])
-def test_a_save_killed_half_way_never_leaves_a_checkpoint_that_loads_wrong(tmp_path, text, capsys, point):
+def test_a_save_killed_half_way_never_leaves_a_checkpoint_that_loads_wrong(tmp_path, text, capsys, point,
+                                                                           unbroken):
     out = tmp_path / "run"
     argv = ["train", "--data", str(text), *TINY, "--out", str(out)]
+    # a process of its own: it is SIGKILLed half-way through a save
     done = subprocess.run([sys.executable, "-c", KILLER, point, *argv], capture_output=True, text=True)
     assert done.returncode == -signal.SIGKILL, done.stderr
     assert (out / ".lock").exists()  # the killed process never released it
@@ -231,35 +254,57 @@ def test_a_save_killed_half_way_never_leaves_a_checkpoint_that_loads_wrong(tmp_p
     err = capsys.readouterr().err
     assert "taking over the lock" in err and "Traceback" not in err, err
     assert json.loads((out / "last" / "config.json").read_text())["step"] == 9 and leftovers(out) == []
-    reference = tmp_path / "reference"
-    assert train(text, reference) == 0  # the killed and resumed run computed what an unbroken one computes
-    a, b = load_file(str(out / "last" / "model.safetensors")), load_file(str(reference / "last" / "model.safetensors"))
+    # the killed and resumed run computed what an unbroken one computes
+    a, b = load_file(str(out / "last" / "model.safetensors")), load_file(str(unbroken / "last" / "model.safetensors"))
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+HELD = """
+import os, sys, time
+from pathlib import Path
+import scratchformer.train.trainer as trainer
+from scratchformer.app.cli import main
+
+waiting, go, real_step = Path(sys.argv[1]), Path(sys.argv[2]), trainer.Trainer.train_step
+def step(self, i):
+    if i == 5:  # in the middle of the run: say so, then wait until the test has tried to write into it
+        waiting.touch()
+        deadline = time.monotonic() + 300
+        while not go.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    return real_step(self, i)
+trainer.Trainer.train_step = step
+sys.exit(main(sys.argv[3:]))
+"""
+
+
 def test_a_second_writer_is_refused_while_the_first_finishes_untouched(tmp_path, text, capsys):
-    out = tmp_path / "run"
-    first = subprocess.Popen([sys.executable, "-m", "scratchformer", "train", "--data", str(text), *TINY,
-                              "max_steps=400", "eval_every=100", "--quiet", "--out", str(out)],
+    """The first writer is held at step 5 of its 40 until both second writers have been refused (it once ran 400
+    steps and the test hoped to be quicker than it): the refusals come while it is surely running."""
+    out, waiting, go = tmp_path / "run", tmp_path / "waiting", tmp_path / "go"
+    # a process of its own: the lock is between two processes
+    first = subprocess.Popen([sys.executable, "-c", HELD, str(waiting), str(go), "train", "--data", str(text), *TINY,
+                              "max_steps=40", "eval_every=10", "--quiet", "--out", str(out)],
                              stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
-        while not (out / "config.json").is_file() and time.monotonic() < deadline and first.poll() is None:
-            time.sleep(0.1)
-        assert first.poll() is None, first.stderr.read()
+        while not waiting.exists() and time.monotonic() < deadline and first.poll() is None:
+            time.sleep(0.05)
+        assert first.poll() is None and (out / "config.json").is_file(), first.stderr.read()
         for argv in (["train", "--resume", "--out", str(out), "max_steps=500"], ["train", *TINY, "--out", str(out)]):
             line = one_error_line(capsys, main(argv))
             assert f"process {first.pid}" in line and str(out / ".lock") in line, line
     finally:
+        go.touch()
         assert first.wait(timeout=600) == 0, first.stderr.read()
-    assert json.loads((out / "last" / "config.json").read_text())["step"] == 400
+    assert json.loads((out / "last" / "config.json").read_text())["step"] == 40
     assert len(rows(out)) == len(set(rows(out))) and leftovers(out) == []
 
 
 def test_a_stale_lock_is_taken_over_and_another_hosts_lock_is_not(tmp_path, text, capsys):
     out = tmp_path / "run"
     assert train(text, out, "max_steps=3") == 0
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])  # a process that has ended: its id is free
     dead.wait()
     (out / ".lock").write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname()}))
     assert main(["train", "--resume", "--out", str(out), "max_steps=6"]) == 0
@@ -271,36 +316,41 @@ def test_a_stale_lock_is_taken_over_and_another_hosts_lock_is_not(tmp_path, text
     assert (out / "last" / "model.safetensors").read_bytes() == before and (out / ".lock").exists()
 
 
-SOAK = """
-import os, signal, sys
-import scratchformer.train.trainer as trainer
-from scratchformer.app.cli import main
-from scratchformer.errors import RunDirError
-stop_at, real = int(sys.argv[1]), trainer.Trainer.train_step
-def step(self, i):
-    if i == stop_at:
-        os.kill(os.getpid(), signal.SIGTERM)  # as a job scheduler would; the run saves after this step
-    return real(self, i)
-trainer.Trainer.train_step = step
-sys.exit(main(sys.argv[2:]))
-"""
-
-
 @pytest.mark.slow
-def test_ten_sigterms_at_random_steps_end_bit_identical_to_one_unbroken_run(tmp_path, text):
+def test_ten_sigterms_at_random_steps_end_bit_identical_to_one_unbroken_run(tmp_path, text, capsys, monkeypatch):
+    """Ten runs each stopped by a SIGTERM sent to itself at a random step (as a job scheduler would; the run saves
+    after that step and returns 130), each resumed by the next: the end is bit-identical to one unbroken run. In
+    this process: the handler the trainer installs catches the signal in pytest's main thread as in a process of
+    its own (and is put back after each run)."""
     import random
 
-    # one thread in every run: the reference runs in this process, whose thread count an earlier test may have set,
-    # and a sum split over another count of threads rounds differently
+    import scratchformer.train.trainer as trainer
+
+    # a SIGTERM the trainer did not catch would end this process: its handler is installed in the main thread only
+    assert threading.current_thread() is threading.main_thread()
+    # one thread in every run: a sum split over another count of threads rounds differently
     steps = ["max_steps=60", "eval_every=7", "save_every=5", "num_threads=1"]
     reference = tmp_path / "reference"
     assert train(text, reference, *steps) == 0
     out = tmp_path / "run"
     stops = sorted(random.Random(0).sample(range(1, 59), 10))
+    real_step, stop_at, before = trainer.Trainer.train_step, [None], signal.getsignal(signal.SIGTERM)
+
+    def step(self, i):
+        if i == stop_at[0]:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real_step(self, i)
+
+    monkeypatch.setattr(trainer.Trainer, "train_step", step)
     for i, stop in enumerate(stops):
+        stop_at[0] = stop
+        capsys.readouterr()
         argv = ["train", *(["--resume"] if i else ["--data", str(text), *TINY, *steps]), "--out", str(out)]
-        done = subprocess.run([sys.executable, "-c", SOAK, str(stop), *argv], capture_output=True, text=True)
-        assert done.returncode == 130 and f"interrupted at step {stop + 1}" in done.stderr, done.stderr
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code == 130 and f"interrupted at step {stop + 1}" in err, err
+        assert signal.getsignal(signal.SIGTERM) == before  # the run put this process's handler back
+    monkeypatch.setattr(trainer.Trainer, "train_step", real_step)
     assert main(["train", "--resume", "--out", str(out)]) == 0
     a = load_file(str(out / "last" / "model.safetensors"))
     b = load_file(str(reference / "last" / "model.safetensors"))

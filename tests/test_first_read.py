@@ -12,8 +12,6 @@ from __future__ import annotations
 import ast
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -202,7 +200,18 @@ def _programs(page: Path) -> list[str]:
 
 
 FIRST_READ_CODE = [p for p in PAGES if _programs(p)]
-NO_LIBRARY = "import runpy, sys; sys.modules['scratchformer'] = None; sys.path.insert(0, '.'); "
+
+
+@pytest.fixture(scope="module")
+def torch_alone(tmp_path_factory):
+    """One Python with torch and nothing of the library, which runs every snippet and solution of this module, each
+    in its own empty folder (``torch_alone.py``: the point is the folder and the missing library, not a process
+    each)."""
+    from torch_alone import TorchAlone
+
+    interpreter = TorchAlone(tmp_path_factory.mktemp("torch-alone"))
+    yield interpreter
+    interpreter.close()
 
 
 def _empty_folder(tmp_path: Path) -> Path:
@@ -213,18 +222,12 @@ def _empty_folder(tmp_path: Path) -> Path:
     return folder
 
 
-def _run(folder: Path, script: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    env = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "HOME": str(folder)}
-    return subprocess.run([sys.executable, "-c", NO_LIBRARY + script], cwd=folder, env=env, capture_output=True,
-                          text=True, timeout=timeout)
-
-
 def test_the_pages_have_first_read_code_to_run():
     assert {p.name[:2] for p in FIRST_READ_CODE} >= {"04", "05"}
 
 
 @pytest.mark.parametrize("page", FIRST_READ_CODE, ids=lambda p: p.name)
-def test_every_first_read_snippet_runs_in_an_empty_folder_with_torch_alone(page, tmp_path):
+def test_every_first_read_snippet_runs_in_an_empty_folder_with_torch_alone(page, tmp_path, torch_alone):
     """Copied into a folder that holds only paper.py and paper_train.py, with every ``scratchformer`` import made
     to fail, each snippet above the mark runs and its ``# True`` claims hold."""
     folder = _empty_folder(tmp_path)
@@ -232,7 +235,7 @@ def test_every_first_read_snippet_runs_in_an_empty_folder_with_torch_alone(page,
     for i, program in enumerate(_programs(page)):
         names.append(f"{page.stem[:2]}_snippet_{i}.py")
         (folder / names[-1]).write_text(program, encoding="utf-8")
-    done = _run(folder, f"[runpy.run_path(name, run_name='__main__') for name in {names!r}]")
+    done = torch_alone.run(folder, names)
     assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -248,13 +251,13 @@ TRAINS = {"08", "10", "11"}  # solutions that train the copy task (a minute or s
 
 @pytest.mark.parametrize("solution", [pytest.param(s, marks=pytest.mark.slow) if s.name[:2] in TRAINS else s
                                       for s in SOLUTION_FILES], ids=lambda p: p.name)
-def test_every_solution_runs_in_an_empty_folder_and_answers_each_exercise(solution, tmp_path):
+def test_every_solution_runs_in_an_empty_folder_and_answers_each_exercise(solution, tmp_path, torch_alone):
     """``python NN_page.py`` beside paper.py and paper_train.py, torch alone: it exits 0, so every assert holds,
     and prints one answer per exercise of its page, in order."""
     page = next(p for p in PAGES if p.name[:2] == solution.name[:2])
     folder = _empty_folder(tmp_path)
     shutil.copy(solution, folder / solution.name)
-    done = _run(folder, f"runpy.run_path({solution.name!r}, run_name='__main__')")
+    done = torch_alone.run(folder, [solution.name])
     assert done.returncode == 0, done.stderr[-3000:]
     answered = re.findall(r"^Exercise (\d+\.\d+): ", done.stdout, re.M)
     assert answered == _exercises()[page], (answered, _exercises()[page])

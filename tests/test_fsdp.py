@@ -6,6 +6,8 @@ its files) loads like any other; what cannot be sharded is refused in one line."
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import pickle
@@ -13,11 +15,13 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 import scratchformer
+import shared_runs
 from conftest import SHARED_DATA, exactly, needs_data, tiny
 from scratchformer.app.cli import main
 from scratchformer.checkpoint import CheckpointError
@@ -30,17 +34,30 @@ from scratchformer.train.fsdp import sharded_run
 from scratchformer.train.fsdp_checkpoint import restore_sharded, save_sharded
 
 TEXT = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n" * 40)
-TINY = ["d_model=32", "n_heads=2", "n_layers=2", "d_ff=64", "max_len=32", "batch_size=8", "log_every=1",
-        "eval_every=1000", "eval_batches=1", "dropout=0.0", "num_threads=1", "test_at_end=false"]
+# The shared two-layer model (a layer a process to shard), every step logged, one thread in every process.
+TINY = [*shared_runs.TWO_LAYERS, "max_len=32", "batch_size=8", "log_every=1", "eval_every=1000", "eval_batches=1",
+        "dropout=0.0", "num_threads=1", "test_at_end=false"]
 CONSTANT = ["schedule=constant", "warmup_steps=0"]  # a run extended by --resume keeps its rates
 SST2 = ["task=classify", "--data", str(SHARED_DATA / "sst2" / "dev.tsv"), "word_dropout=0.0", "tokenizer=bpe",
         "bpe_vocab_size=300", "batch_size=16"]
 
 
-def train(*args: str, processes: int = 1, env: dict | None = None) -> subprocess.CompletedProcess:
-    """``scratchformer train ARGS`` in one process, or under ``torchrun --nproc_per_node=processes``."""
-    launch = [] if processes == 1 else ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
+def train(*args: str, processes: int = 1, env: dict | None = None):
+    """``scratchformer train ARGS`` in this process (the reference runs: one thread, ``num_threads=1``, as in each
+    of several processes), or under ``torchrun --nproc_per_node=processes``; what it said is in ``.stderr``."""
+    if processes == 1:
+        assert env is None, "a run in this process reads this process's environment"
+        said, threads = io.StringIO(), torch.get_num_threads()
+        try:  # (a module fixture's run, too, leaves the thread count as it found it)
+            with contextlib.redirect_stderr(said), contextlib.redirect_stdout(io.StringIO()):
+                code = main(["train", *args])
+        finally:
+            torch.set_num_threads(threads)
+        assert code == 0, said.getvalue()[-3000:]
+        return SimpleNamespace(stderr=said.getvalue())
+    launch = ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
     full = {**os.environ, "SCRATCHFORMER_DATA": str(SHARED_DATA), "OMP_NUM_THREADS": "1", **(env or {})}
+    # several processes (torchrun)
     r = subprocess.run([sys.executable, *launch, "-m", "scratchformer", "train", *args], capture_output=True,
                        text=True, env=full, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -233,13 +250,14 @@ def gpt_runs(tmp_path_factory) -> dict[str, Path]:
     common = ["--data", str(corpus), "task=lm", "tokenizer=char", *TINY, *CONSTANT]
     runs = {name: root / name for name in ("one", "two", "two_on_one", "two_on_two")}
     train(*common, "max_steps=24", "--out", str(runs["one"]))
-    r = train(*common, "max_steps=20", "shard=fsdp", "--out", str(runs["two"]), processes=2)
-    assert "2 processes on cpu, the model sharded across them (FSDP2)" in r.stderr
-    for name in ("two_on_one", "two_on_two"):
-        shutil.copytree(runs["two"], runs[name])
+    with shared_runs.processes_lock(tmp_path_factory):  # no other test's processes beside these (conftest)
+        r = train(*common, "max_steps=20", "shard=fsdp", "--out", str(runs["two"]), processes=2)
+        assert "2 processes on cpu, the model sharded across them (FSDP2)" in r.stderr
+        for name in ("two_on_one", "two_on_two"):
+            shutil.copytree(runs["two"], runs[name])
+        train("--resume", "--out", str(runs["two_on_two"]), "max_steps=24", processes=2)
     r = train("--resume", "--out", str(runs["two_on_one"]), "max_steps=24")
     assert "the model is whole here; the run's checkpoints stay sharded" in r.stderr
-    train("--resume", "--out", str(runs["two_on_two"]), "max_steps=24", processes=2)
     return runs
 
 
@@ -268,6 +286,7 @@ def test_the_hugging_face_export_of_a_sharded_run_gives_the_unsharded_export_s_l
 
 
 @pytest.mark.slow
+@pytest.mark.processes
 def test_lora_on_a_gpt_sharded_gives_one_process_losses(gpt_runs, tmp_path):
     corpus = gpt_runs["one"].parent / "corpus.txt"
     common = ["--data", str(corpus), "task=lm", f"init_from={gpt_runs['one']}", "lora_rank=4", "lora_targets=all",
@@ -280,6 +299,7 @@ def test_lora_on_a_gpt_sharded_gives_one_process_losses(gpt_runs, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.processes
 @needs_data("sst2/dev.tsv")
 def test_an_encoder_classifier_with_and_without_lora_sharded_gives_one_process_losses(tmp_path):
     common = [*SST2, *TINY, "max_steps=20", "batch_size=16"]
@@ -295,6 +315,7 @@ def test_an_encoder_classifier_with_and_without_lora_sharded_gives_one_process_l
 
 
 @pytest.mark.slow
+@pytest.mark.processes
 def test_a_llama_folder_built_on_the_meta_device_trains_as_one_process(tmp_path):
     """Forced onto the meta device (the base read row by row), a Llama folder trained further by two processes gives
     one process's losses: nothing in it is new."""

@@ -118,7 +118,8 @@ def _compare(path, model, prompts, n=64):
     with torch.no_grad():
         reference = model(expected[:, :-1])[:, len(prompts[0]) - 1:].numpy()  # (B, n, V): each step's logits
     steps: list[np.ndarray] = []
-    got = np.array(llama_generate(path, prompts, n, threads=2, step_logits=steps))
+    # llama.cpp gets the threads torch has (one a worker under xdist): two threads on a shared core spin for seconds
+    got = np.array(llama_generate(path, prompts, n, threads=torch.get_num_threads(), step_logits=steps))
     return got, expected.numpy(), np.abs(np.stack(steps, 1) - reference).max()
 
 

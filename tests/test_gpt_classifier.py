@@ -17,12 +17,10 @@ from scratchformer.models.gpt_classifier import last_real
 from scratchformer.models.params import count_parameters_formula
 from scratchformer.nn.config import ModelConfig
 from scratchformer.tasks.classify import class_probabilities
+from shared_runs import QUICK, TINY, TINY_MODEL
 
-TINY = dict(arch="gpt", vocab_size=40, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=48, dropout=0.0,
-            pooling="last", n_classes=3)
-TEXT = "to be, or not to be: that is the question.\nWhether 'tis nobler in the mind to suffer\n" * 40
-LABELLED = "".join(f"{w} film\t{y}\n" for w, y in [("a fine", 1), ("a dull", 0), ("a great", 1), ("a bad", 0)] * 30)
-QUICK = ["max_steps=4", "batch_size=4", "eval_every=4", "num_threads=1", "--quiet"]
+# The shared tiny model as a GPT classifier of 3 classes, over 40 ids (the tests draw ids from 1 to 39).
+CLASSIFIER = dict(TINY_MODEL, arch="gpt", vocab_size=40, pooling="last", n_classes=3)
 
 
 def error_line(capsys) -> str:
@@ -34,7 +32,7 @@ def error_line(capsys) -> str:
 @pytest.mark.parametrize("positional", ["learned", "rotary"])
 def test_padding_on_the_left_or_the_right_changes_nothing(positional):
     torch.manual_seed(0)
-    model = build_model(ModelConfig(**TINY, positional=positional)).eval()
+    model = build_model(ModelConfig(**CLASSIFIER, positional=positional)).eval()
     assert isinstance(model, GPTClassifier)
     rows = [torch.randint(1, 40, (n,)).tolist() for n in (3, 9, 5, 1)]
     alone = torch.cat([model(torch.tensor([r])) for r in rows])  # (4, 3): each text without any padding
@@ -58,7 +56,7 @@ def test_the_last_real_token_is_found_from_the_mask():
 def test_a_gpt_read_at_its_last_token_alone_differs_from_reading_the_pad():
     """The bug the model avoids: a right-padded row read at its last position (a pad) gives other logits."""
     torch.manual_seed(0)
-    model = build_model(ModelConfig(**TINY)).eval()
+    model = build_model(ModelConfig(**CLASSIFIER)).eval()
     ids, mask = pad_batch([[5, 6, 7], [5, 6, 7, 8, 9, 10]], 0)
     with torch.no_grad():
         hidden = model.hidden_states(ids, mask)
@@ -67,7 +65,7 @@ def test_a_gpt_read_at_its_last_token_alone_differs_from_reading_the_pad():
 
 
 def test_the_parameter_formula_counts_a_gpt_classifier():
-    model = build_model(ModelConfig(**TINY))
+    model = build_model(ModelConfig(**CLASSIFIER))
     assert sum(p.numel() for p in model.parameters()) == count_parameters_formula(model.config)
 
 
@@ -99,24 +97,20 @@ def test_equal_to_hugging_face_gpt2_for_sequence_classification(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def gpt_run(tmp_path_factory) -> tuple[Path, Path]:
-    root = tmp_path_factory.mktemp("gptcls")
-    text, labelled = root / "text.txt", root / "reviews.tsv"
-    text.write_text(TEXT, encoding="utf-8")
-    labelled.write_text(LABELLED, encoding="utf-8")
-    run = root / "gpt"
-    assert main(["train", "task=lm", "--data", str(text), "d_model=32", "n_heads=2", "n_layers=2", "d_ff=64",
-                 "max_len=40", *QUICK, "--out", str(run)]) == 0
-    return run, labelled
+def gpt_run(shared_run, shared_file) -> tuple[Path, Path]:
+    """The shared ``gpt_base`` run (a character GPT, max_len 32) and the reviews its classifiers learn: read only."""
+    return shared_run("gpt_base"), shared_file("reviews.tsv")
 
 
-def test_a_classifier_starts_from_a_gpt_run(gpt_run, tmp_path, capsys):
-    base, labelled = gpt_run
-    out = tmp_path / "cls"
-    assert main(["train", "task=classify", f"init_from={base.resolve()}", "--data", str(labelled), *QUICK,
-                 "--out", str(out)]) == 0
+def test_a_classifier_starts_from_a_gpt_run(gpt_run, shared_run, tmp_path, capsys):
+    """The shared ``gpt_classifier`` is ``train task=classify init_from=gpt_base`` on the reviews (its maker checks
+    that the command succeeds)."""
+    base, _ = gpt_run
+    out = shared_run("gpt_classifier")
     ckpt = load_checkpoint(out)
-    assert isinstance(ckpt.model, GPTClassifier) and ckpt.model_config.max_len == 40  # the base's length
+    # the base's length (32), not the 256 a classifier has by default
+    assert isinstance(ckpt.model, GPTClassifier) and ckpt.model_config.max_len == 32 == \
+        load_checkpoint(base).model_config.max_len
     before = load_checkpoint(base).model.state_dict()
     assert not torch.equal(ckpt.model.state_dict()["decoder.layers.0.ffn.linear1.weight"],
                            before["decoder.layers.0.ffn.linear1.weight"])  # fine-tuned: the body trained too
@@ -154,25 +148,21 @@ def test_lora_on_a_gpt_classifier_trains_the_adapters_and_the_head(gpt_run, tmp_
 def test_a_gpt_classifier_from_scratch(gpt_run, tmp_path):
     _, labelled = gpt_run
     out = tmp_path / "scratch"
-    assert main(["train", "task=classify", "arch=gpt", "--data", str(labelled), "d_model=32", "n_heads=2",
-                 "n_layers=1", "d_ff=64", "tokenizer=char", *QUICK, "--out", str(out)]) == 0
+    assert main(["train", "task=classify", "arch=gpt", "--data", str(labelled), *TINY, "tokenizer=char", *QUICK,
+                 "--out", str(out)]) == 0
     assert isinstance(load_checkpoint(out).model, GPTClassifier)
 
 
-def test_pairs_that_do_not_exist_are_refused_in_one_line(gpt_run, tmp_path, capsys):
+def test_pairs_that_do_not_exist_are_refused_in_one_line(gpt_run, shared_run, shared_file, tmp_path, capsys):
     base, labelled = gpt_run
-    cls = tmp_path / "cls"
-    assert main(["train", "task=classify", f"init_from={base}", "--data", str(labelled), *QUICK, "--out",
-                 str(cls)]) == 0
-    capsys.readouterr()
+    cls = shared_run("gpt_classifier")  # train task=classify init_from=gpt_base
     assert main(["train", "task=translate", f"init_from={base}", "--data", str(labelled), *QUICK, "--out",
                  str(tmp_path / "t")]) == 2
     line = error_line(capsys)
     assert "holds a gpt model; task=translate starts from seq2seq" in line
     assert "task=classify from encoder or gpt or gpt-classifier" in line and "task=lm from gpt" in line
     assert not (tmp_path / "t" / "best").exists()
-    text = tmp_path / "t.txt"
-    text.write_text(TEXT, encoding="utf-8")
+    text = shared_file("verse.txt")
     assert main(["train", "task=lm", f"init_from={cls}", "--data", str(text), *QUICK, "--out",
                  str(tmp_path / "l")]) == 2
     assert "holds a gpt-classifier model; task=lm starts from gpt" in error_line(capsys)

@@ -16,12 +16,11 @@ from scratchformer.app.cli import main
 from scratchformer.benchmarks.gsm8k import exact_match, extract, gsm8k_problems, score_answers
 from scratchformer.generation import generate, generate_until
 from scratchformer.models import GPT
+from shared_runs import QUICK, TINY
 
 gsm8k_data = needs_data("benchmarks/gsm8k_test.jsonl.gz", "benchmarks/gsm8k_train.jsonl.gz")
 TRAIN = [(i + 1, {"question": f"q{i}?", "answer": f"step {i}\n#### {i}"}) for i in range(20)]
 TEST = [(i + 1, {"question": f"t{i}?", "answer": f"#### {100 + i}"}) for i in range(6)]
-RECORDS = [{"instruction": f"What is {a} plus {b}?", "input": "", "output": f"{a + b}"} for a in range(6)
-           for b in range(6)]
 
 
 def test_each_problem_follows_its_examples_drawn_as_the_harness_draws_them():
@@ -77,13 +76,16 @@ def test_greedy_until_a_stop_equals_generate_and_rows_leave_their_batch():
 
 
 @pytest.fixture(scope="module")
-def instruct_run(tmp_path_factory):
+def instruct_run(tmp_path_factory, shared_file):
+    """A tiny instruction-tuned run of this module's own: the tests write into it (its benchmarks, its report), and
+    its window of 200 tokens is what they assert (the answers' budget, 200 // 2 = 100 tokens; 5-shot prompts cut)."""
     root = tmp_path_factory.mktemp("gsm8k_run")
-    records = root / "records.json"
-    records.write_text(json.dumps(RECORDS))
-    assert main(["train", "task=instruct", "--data", str(records), "d_model=32", "n_heads=2", "n_layers=1", "d_ff=64",
-                 "max_len=200", "max_steps=4", "batch_size=4", "eval_every=4", "num_threads=1", "--quiet",
-                 "--out", str(root / "run")]) == 0
+    threads = torch.get_num_threads()  # num_threads=1 sets it; the tests after this fixture get it back
+    try:
+        assert main(["train", "task=instruct", "--data", str(shared_file("records.json")), *TINY, "max_len=200",
+                     *QUICK, "--out", str(root / "run")]) == 0
+    finally:
+        torch.set_num_threads(threads)
     return root / "run"
 
 

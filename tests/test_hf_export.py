@@ -279,24 +279,14 @@ def test_bpe_tokenizer_gives_the_same_ids(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, Path]:
-    """A character-level GPT and a BPE classifier with BERT's pooler, each trained for a few steps."""
-    root = tmp_path_factory.mktemp("hf-runs")
-    text = root / "text.txt"
-    text.write_text("to be or not to be, that is the question.\n" * 50, encoding="utf-8")
-    labelled = root / "labelled.tsv"
-    labelled.write_text("text\tlabel\n" + "".join(f"good fun {i}\tpos\nbad dull {i}\tneg\n" for i in range(40)))
-    small = ["d_model=32", "n_heads=2", "n_layers=2", "d_ff=64", "log_every=10", "dropout=0.1"]
-    assert main(["train", "task=lm", "--data", str(text), *small, "max_len=32", "max_steps=20", "batch_size=8",
-                 "eval_every=20", "eval_batches=1", "--out", str(root / "lm")]) == 0
-    assert main(["train", "task=classify", "--data", str(labelled), *small, "tokenizer=bpe", "bpe_vocab_size=300",
-                 "norm=post", "embedding_norm=true", "activation=gelu", "positional=learned", "scale_embeddings=false",
-                 "pooling=pooler", "max_steps=20", "batch_size=16", "eval_every=10", "--out", str(root / "clf")]) == 0
-    return {"lm": root / "lm", "clf": root / "clf", "root": root}
+def runs(shared_run) -> dict[str, Path]:
+    """A character-level GPT and a BPE classifier with BERT's pooler, each trained for a few steps: the shared runs
+    ``lm`` and ``bert_classifier`` (``shared_runs.py``), read only; the exports go to each test's own folder."""
+    return {"lm": shared_run("lm"), "clf": shared_run("bert_classifier")}
 
 
-def test_export_command_gpt_loads_in_transformers_and_continues_text_the_same_way(runs, capsys):
-    out = runs["root"] / "lm-hf"
+def test_export_command_gpt_loads_in_transformers_and_continues_text_the_same_way(runs, capsys, tmp_path):
+    out = tmp_path / "lm-hf"
     assert main(["export", "--format", "hf", "--ckpt", str(runs["lm"]), "--out", str(out)]) == 0
     assert "GPT2LMHeadModel" in capsys.readouterr().out
     ckpt = load_checkpoint(runs["lm"])
@@ -315,8 +305,8 @@ def test_export_command_gpt_loads_in_transformers_and_continues_text_the_same_wa
     assert tok.decode(theirs[0], skip_special_tokens=True) == ckpt.tokenizer.decode(ours[0])
 
 
-def test_export_command_classifier_loads_in_transformers_and_classifies_the_same_way(runs):
-    out = runs["root"] / "clf-hf"
+def test_export_command_classifier_loads_in_transformers_and_classifies_the_same_way(runs, tmp_path):
+    out = tmp_path / "clf-hf"
     assert main(["export", "--format", "hf", "--ckpt", str(runs["clf"]), "--out", str(out)]) == 0
     ckpt = load_checkpoint(runs["clf"])
     hf = transformers.AutoModelForSequenceClassification.from_pretrained(out).eval()
@@ -332,7 +322,7 @@ def test_export_command_classifier_loads_in_transformers_and_classifies_the_same
                                                                         for i in ours.argmax(-1)]
     assert set(hf.config.label2id) == {"neg", "pos"}
 
-    encoder = runs["root"] / "clf-encoder"
+    encoder = tmp_path / "clf-encoder"
     assert main(["export", "--format", "hf", "--ckpt", str(runs["clf"]), "--out", str(encoder),
                  "--hf-class", "BertModel"]) == 0
     bert = transformers.AutoModel.from_pretrained(encoder).eval()
@@ -341,8 +331,8 @@ def test_export_command_classifier_loads_in_transformers_and_classifies_the_same
     torch.testing.assert_close(hidden[mask], ckpt.model.encode(ids, mask)[mask], atol=ATOL, rtol=0)
 
 
-def test_model_card_records_the_settings_and_the_runs_metrics(runs):
-    out = runs["root"] / "card"
+def test_model_card_records_the_settings_and_the_runs_metrics(runs, tmp_path):
+    out = tmp_path / "card"
     result = export_hf(runs["clf"], out)
     card = (out / "README.md").read_text(encoding="utf-8")
     assert card.startswith("---\nlibrary_name: transformers\npipeline_tag: text-classification")
@@ -356,8 +346,8 @@ def test_model_card_records_the_settings_and_the_runs_metrics(runs):
     assert "labelled.tsv" in card  # the data it was trained on
 
 
-def test_export_never_overwrites_without_force_and_replaces_atomically_with_it(runs, capsys):
-    out = runs["root"] / "again"
+def test_export_never_overwrites_without_force_and_replaces_atomically_with_it(runs, capsys, tmp_path):
+    out = tmp_path / "again"
     assert main(["export", "--format", "hf", "--ckpt", str(runs["lm"]), "--out", str(out)]) == 0
     (out / "mine.txt").write_text("keep me")
     assert main(["export", "--format", "hf", "--ckpt", str(runs["lm"]), "--out", str(out)]) == 2
@@ -366,14 +356,14 @@ def test_export_never_overwrites_without_force_and_replaces_atomically_with_it(r
     assert (out / "mine.txt").read_text() == "keep me"
     assert main(["export", "--format", "hf", "--ckpt", str(runs["lm"]), "--out", str(out), "--force"]) == 0
     assert not (out / "mine.txt").exists() and (out / "model.safetensors").is_file()
-    assert sorted(p.name for p in runs["root"].iterdir() if p.name.startswith(".")) == []  # no temp or old dirs
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temp or old dirs
 
 
-def test_refusals_and_failed_checks_leave_nothing_behind(runs, capsys, monkeypatch):
-    out = runs["root"] / "refused"
+def test_refusals_and_failed_checks_leave_nothing_behind(runs, shared_file, capsys, monkeypatch, tmp_path):
+    out = tmp_path / "refused"
     # a classifier without BERT's pooler, asked for as BertForSequenceClassification: one line, no directory
-    mean = runs["root"] / "mean"
-    assert main(["train", "task=classify", "--data", str(runs["root"] / "labelled.tsv"), "d_model=16", "n_heads=2",
+    mean = tmp_path / "mean"
+    assert main(["train", "task=classify", "--data", str(shared_file("labelled.tsv")), "d_model=16", "n_heads=2",
                  "n_layers=1", "d_ff=32", "norm=post", "embedding_norm=true", "max_steps=1", "eval_every=1", "--out",
                  str(mean)]) == 0
     capsys.readouterr()
@@ -383,7 +373,7 @@ def test_refusals_and_failed_checks_leave_nothing_behind(runs, capsys, monkeypat
     assert not out.exists()
     assert main(["export", "--format", "hf", "--ckpt", str(mean), "--out", str(out), "--hf-class", "BertModel"]) == 0
     # --hf-class with another format is a mistake, said in one line
-    assert main(["export", "--format", "onnx", "--ckpt", str(mean), "--out", str(runs["root"] / "x.onnx"),
+    assert main(["export", "--format", "onnx", "--ckpt", str(mean), "--out", str(tmp_path / "x.onnx"),
                  "--hf-class", "BertModel"]) == 2
     assert "--hf-class applies to --format hf" in capsys.readouterr().err
 
@@ -391,16 +381,16 @@ def test_refusals_and_failed_checks_leave_nothing_behind(runs, capsys, monkeypat
     import scratchformer.app.export.huggingface as hf_export
 
     monkeypatch.setattr(hf_export, "compare_logits", lambda *a, **k: (0.5, 1.0))
-    failed = runs["root"] / "failed"
+    failed = tmp_path / "failed"
     assert main(["export", "--format", "hf", "--ckpt", str(runs["lm"]), "--out", str(failed)]) == 2
     assert "differs from the checkpoint by 5.00e-01" in capsys.readouterr().err
     assert not failed.exists()
-    assert [p.name for p in runs["root"].iterdir() if p.name.startswith(".")] == []
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
-def test_without_transformers_the_command_says_which_extra_to_install(runs, capsys, monkeypatch):
+def test_without_transformers_the_command_says_which_extra_to_install(runs, capsys, monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now raises ImportError
-    assert main(["export", "--format", "hf", "--ckpt", str(runs["lm"]), "--out", str(runs["root"] / "no-hf")]) == 2
+    assert main(["export", "--format", "hf", "--ckpt", str(runs["lm"]), "--out", str(tmp_path / "no-hf")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and 'pip install -e ".[hf]"' in err
-    assert not (runs["root"] / "no-hf").exists()
+    assert not (tmp_path / "no-hf").exists()

@@ -6,29 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from scratchformer.app.cli import main
+from shared_runs import VIT, sides
 
-Image = pytest.importorskip("PIL.Image", reason="images need Pillow (pip install -e \".[images]\")")
-
-TINY = ["image_size=8", "patch_size=4", "d_model=32", "n_heads=2", "n_layers=1", "d_ff=64", "batch_size=16",
-        "lr=3e-3", "augment_shift=0", "eval_every=20", "log_every=20"]
-
-
-def sides(root: Path, n: int, seed: int = 0) -> Path:
-    """Two classes any model tells apart: ``left`` images are bright on the left, ``right`` on the right
-    (12 x 16 pixels, PNG and JPEG, resized to the model's 8 x 8)."""
-    rng = np.random.default_rng(seed)
-    for name in ("left", "right"):
-        (root / name).mkdir(parents=True, exist_ok=True)
-        for i in range(n):
-            pixels = rng.integers(0, 60, (12, 16, 3))
-            pixels[:, :8] += 180 if name == "left" else 0
-            pixels[:, 8:] += 180 if name == "right" else 0
-            Image.fromarray(pixels.astype(np.uint8)).save(root / name / f"{i}.{'png' if i % 2 else 'jpg'}")
-    return root
+pytest.importorskip("PIL.Image", reason="images need Pillow (pip install -e \".[images]\")")
 
 
 def one_line_error(capsys, code: int, *words: str) -> str:
@@ -42,14 +25,11 @@ def one_line_error(capsys, code: int, *words: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory) -> tuple[Path, Path]:
-    """(run directory, data folder): a ViT trained 60 steps on ``sides``, with a test folder."""
-    root = tmp_path_factory.mktemp("images")
-    data, test = sides(root / "train", 24), sides(root / "test", 6, seed=1)
-    run = root / "run"
-    assert main(["train", "task=image", "--data", str(data), "--test", str(test), *TINY, "max_steps=60",
-                 "--out", str(run)]) == 0
-    return run, root
+def trained(shared_run) -> tuple[Path, Path]:
+    """(run directory, data folder): the shared ``vit`` (``shared_runs``), a ViT trained 60 steps on ``sides``'s
+    images (24 a class in ``train``, 6 a class in ``test``), read only."""
+    root = shared_run("vit")
+    return root / "run", root
 
 
 @pytest.mark.slow
@@ -91,7 +71,7 @@ def test_evaluate_scores_a_folder_and_the_runs_own_test_split(trained, capsys):
 def test_an_image_run_resumes_and_extends(tmp_path, capsys):
     data = sides(tmp_path / "data", 8)
     run = tmp_path / "run"
-    args = ["train", "task=image", "--data", str(data), *TINY]
+    args = ["train", "task=image", "--data", str(data), *VIT]
     assert main([*args, "max_steps=20", "--out", str(run)]) == 0
     assert main(["train", "--out", str(run), "--resume", "max_steps=40"]) == 0
     steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
@@ -103,14 +83,14 @@ def test_bad_images_and_wrong_inputs_end_in_one_line(tmp_path, capsys):
     broken = data / "left" / "broken.png"
     broken.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 20)
     run = tmp_path / "run"
-    code = main(["train", "task=image", "--data", str(data), *TINY, "max_steps=2", "--out", str(run)])
+    code = main(["train", "task=image", "--data", str(data), *VIT, "max_steps=2", "--out", str(run)])
     one_line_error(capsys, code, str(broken), "is not a readable PNG or JPEG image")
     assert not (run / "best").exists()
     table = tmp_path / "rows.csv"
     table.write_text("a,b\n")
-    code = main(["train", "task=image", "--data", str(table), *TINY, "--out", str(tmp_path / "r2")])
+    code = main(["train", "task=image", "--data", str(table), *VIT, "--out", str(tmp_path / "r2")])
     one_line_error(capsys, code, "rows.csv is a file; task=image takes a folder with one sub-folder")
-    code = main(["train", "task=image", "dataset=sst2", *TINY, "--out", str(tmp_path / "r3")])
+    code = main(["train", "task=image", "dataset=sst2", *VIT, "--out", str(tmp_path / "r3")])
     one_line_error(capsys, code, "dataset 'sst2' cannot be used for task=image", "digits")
     code = main(["train", "task=classify", "augment_shift=1", "--out", str(tmp_path / "r4")])
     one_line_error(capsys, code, "augment_shift works with task=image")

@@ -20,14 +20,13 @@ from scratchformer.models import build_model
 from scratchformer.settings.resolve import resolve
 from scratchformer.tasks.build import build_task
 from scratchformer.tasks.instruct import IGNORE, response_targets
+from shared_runs import CHATML, INSTRUCT_MODEL, RECORDS, copy_of
 
 DATA = Path(os.environ.get("SCRATCHFORMER_DATA", "../shared/data"))
 BOOK = DATA / "instructions" / "instruction-data.json"
-RECORDS = [{"instruction": f"Add {a} and {b}.", "input": "", "output": f"{a + b}"} for a in range(6) for b in range(5)]
-RECORDS += [{"instruction": "Spell the word backwards.", "input": w, "output": w[::-1]} for w in ("cat", "dog", "sun")]
-SMALL = ["d_model=32", "n_layers=2", "n_heads=2", "d_ff=64", "max_len=256", "batch_size=4", "num_threads=1"]
-CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+# the instruction runs' model (shared_runs.INSTRUCT_MODEL: two layers, a window of 256, which a run tuned from a
+# base keeps: asserted below)
+SMALL = INSTRUCT_MODEL
 
 
 def error_line(capsys) -> str:
@@ -37,10 +36,9 @@ def error_line(capsys) -> str:
 
 
 @pytest.fixture
-def records(tmp_path) -> Path:
-    path = tmp_path / "records.json"
-    path.write_text(json.dumps(RECORDS), encoding="utf-8")
-    return path
+def records(shared_file) -> Path:
+    """``RECORDS`` in a file, shared by every test (read-only)."""
+    return shared_file("records.json")
 
 
 def test_the_targets_are_the_response_and_its_end_token_only():
@@ -214,12 +212,8 @@ def test_the_readme_command_trains_from_scratch_and_logs_a_validation_loss(tmp_p
     assert val and val[-1]["step"] == 20 and 0 < val[-1]["loss"] < 6
 
 
-def test_instruct_from_a_gpt_run_then_generate_answers_an_instruction(records, tmp_path, capsys):
-    base = tmp_path / "base"
-    text = tmp_path / "text.txt"
-    text.write_text(" ".join(f"{r['instruction']} {r['input']} {r['output']}." for r in RECORDS) * 20, encoding="utf-8")
-    assert main(["train", "task=lm", "--data", str(text), *SMALL, "max_steps=4", "eval_every=4", "--quiet",
-                 "--out", str(base)]) == 0
+def test_instruct_from_a_gpt_run_then_generate_answers_an_instruction(records, shared_run, tmp_path, capsys):
+    base = shared_run("lm-records") / "lm"  # a GPT of SMALL on the records' own words (init_from only reads it)
     out = tmp_path / "tuned"
     assert main(["train", "task=instruct", f"init_from={base}", "--data", str(records), "max_steps=30", "lr=3e-3",
                  "eval_every=30", "eval_decode=4", "num_threads=1", "--quiet", "--out", str(out)]) == 0
@@ -239,12 +233,8 @@ def test_instruct_from_a_gpt_run_then_generate_answers_an_instruction(records, t
     assert report["examples"] == 3 and "chrf" in report and "exact_match" in report  # 10 % of 33 records
 
 
-def test_a_base_that_is_not_a_gpt_is_refused_naming_the_pairs(records, tmp_path, capsys):
-    labelled = tmp_path / "l.tsv"
-    labelled.write_text("a good film\t1\na bad film\t0\n" * 20, encoding="utf-8")
-    enc = tmp_path / "enc"
-    assert main(["train", "task=classify", "--data", str(labelled), *SMALL, "max_steps=2", "eval_every=2",
-                 "--quiet", "--out", str(enc)]) == 0
+def test_a_base_that_is_not_a_gpt_is_refused_naming_the_pairs(records, shared_run, tmp_path, capsys):
+    enc = shared_run("classifier")  # an encoder classifier (read-only: the refusal reads its config)
     capsys.readouterr()
     assert main(["train", "task=instruct", f"init_from={enc}", "--data", str(records), "max_steps=1", "--out",
                  str(tmp_path / "x")]) == 2
@@ -253,18 +243,13 @@ def test_a_base_that_is_not_a_gpt_is_refused_naming_the_pairs(records, tmp_path,
     assert "task=classify from encoder or gpt" in line
 
 
-@pytest.mark.slow
-def test_a_hugging_face_folder_brings_its_chat_template(records, tmp_path, capsys):
-    transformers = pytest.importorskip("transformers", reason="a dev dependency: it writes the folder")
-    from test_open_models import SMALL as QWEN
-    from test_open_models import write_tokenizer
-
-    folder = tmp_path / "qwen3"
-    torch.manual_seed(0)
-    model = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**QWEN, num_key_value_heads=2, head_dim=32,
-                                                                   eos_token_id=0, tie_word_embeddings=True))
-    model.save_pretrained(folder)
-    write_tokenizer(folder)
+def test_a_hugging_face_folder_brings_its_chat_template(records, shared_run, tmp_path, capsys):
+    pytest.importorskip("transformers", reason="a dev dependency: it wrote the folder")
+    # a random Qwen3 folder with its byte-level BPE (shared, copied: the test moves it), its end-of-text token id 0
+    folder = copy_of(shared_run("hf-open") / "qwen3", tmp_path)
+    for name in ("config.json", "generation_config.json"):  # as transformers writes them for eos_token_id=0
+        config = json.loads((folder / name).read_text(encoding="utf-8"))
+        (folder / name).write_text(json.dumps({**config, "eos_token_id": 0}), encoding="utf-8")
     (folder / "chat_template.jinja").write_text(CHATML, encoding="utf-8")
     out = tmp_path / "chat"
     assert main(["train", "task=instruct", f"init_from={folder}", "--data", str(records), "max_steps=2",

@@ -286,12 +286,9 @@ def test_explain_mistakes_end_in_one_line(ckpts, capsys, words, needle):
 
 
 @pytest.fixture(scope="module")
-def shakespeare(tmp_path_factory) -> Path:
-    """A trained shakespeare-char model: the preset, 200 of its 2,000 steps (about 10 s on 2 cores)."""
-    run = tmp_path_factory.mktemp("shakespeare") / "run"
-    assert main(["train", "--preset", "shakespeare-char", "max_steps=200", "eval_every=200", "eval_batches=2",
-                 "--quiet", "--out", str(run)]) == 0
-    return run
+def shakespeare(shared_run) -> Path:
+    """A trained shakespeare-char model: the preset, 200 of its 2,000 steps (the shared ``shakespeare``, read only)."""
+    return shared_run("shakespeare")
 
 
 PROMPT = "ROMEO: But soft, what light"

@@ -25,6 +25,7 @@ from scratchformer.nn.linear_attention import (
     recurrent_linear_attention,
 )
 from scratchformer.tokenizers import CharTokenizer
+from shared_runs import TINY
 
 FAMILIES = {"gpt": GPT, "seq2seq": Seq2SeqTransformer, "encoder": EncoderClassifier}
 
@@ -237,13 +238,11 @@ def test_a_linear_attention_checkpoint_reloads_and_decodes_the_same(tmp_path):
 
 
 @pytest.mark.slow
-def test_attention_linear_through_the_cli_trains_generates_and_refuses_hf_export(tmp_path, capsys):
-    text = tmp_path / "text.txt"
-    text.write_text("to be or not to be, that is the question.\n" * 50, encoding="utf-8")
+def test_attention_linear_through_the_cli_trains_generates_and_refuses_hf_export(tmp_path, shared_file, capsys):
+    text = shared_file("text.txt")  # the shared ``lm``'s run, with linear attention
     run = tmp_path / "run"
-    assert main(["train", "task=lm", "--data", str(text), "attention=linear", "d_model=32", "n_heads=2",
-                 "n_layers=1", "d_ff=64", "max_len=32", "max_steps=30", "batch_size=8", "eval_every=30",
-                 "eval_batches=1", "--out", str(run)]) == 0
+    assert main(["train", "task=lm", "--data", str(text), "attention=linear", *TINY, "max_len=32", "max_steps=30",
+                 "batch_size=8", "eval_every=30", "eval_batches=1", "--out", str(run)]) == 0
     assert load_model(run).config.attention == "linear"
     capsys.readouterr()
     assert main(["generate", "--ckpt", str(run), "--prompt", "to be", "--max-new-tokens", "12", "--seed", "1"]) == 0

@@ -12,6 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+import shared_runs
 from conftest import inputs_for, tiny_model
 from scratchformer.app.cli import main
 from scratchformer.checkpoint import load_checkpoint, load_model
@@ -22,19 +23,14 @@ from scratchformer.nn.lora import LORA_TARGETS, add_lora, merge_lora
 from scratchformer.settings.resolve import resolve
 from scratchformer.train.start import train
 
-TEXT = "to be, or not to be: that is the question.\nWhether 'tis nobler in the mind to suffer\n" * 40
-QUICK = ["max_steps=6", "max_len=32", "batch_size=4", "eval_every=3", "num_threads=1", "--quiet"]
-BASE = ["d_model=32", "n_heads=2", "n_layers=2", "d_ff=64", "tie_embeddings=false"]
+# The LoRA runs' own settings: the shared QUICK with the base's window (max_len=32).
+QUICK = ["max_len=32", *shared_runs.QUICK]
 
 
 @pytest.fixture(scope="module")
-def base_run(tmp_path_factory) -> tuple[Path, Path]:
-    root = tmp_path_factory.mktemp("lora")
-    text = root / "text.txt"
-    text.write_text(TEXT, encoding="utf-8")
-    run = root / "base"
-    assert main(["train", "task=lm", "--data", str(text), *BASE, *QUICK, "--out", str(run)]) == 0
-    return run, text
+def base_run(shared_run, shared_file) -> tuple[Path, Path]:
+    """The shared ``gpt_untied`` run (two blocks, an output layer of its own) and the verse it read: read only."""
+    return shared_run("gpt_untied"), shared_file("verse.txt")
 
 
 def lora_run(base: Path, text: Path, out: Path, *extra: str):
@@ -105,29 +101,23 @@ def test_trainable_head_changes_the_output_matrix_and_nothing_else(base_run, tmp
     assert changed == {"lm_head.weight"}
 
 
-def test_a_classifier_and_a_translator_take_lora_from_runs_of_their_family(tmp_path, capsys):
-    rows = tmp_path / "rows.tsv"
-    rows.write_text("".join(f"{'good fine nice' if i % 2 else 'bad awful poor'} film {i}\t{i % 2}\n"
-                            for i in range(60)), encoding="utf-8")
-    small = ["d_model=32", "n_heads=2", "n_layers=2", "d_ff=64", "bpe_vocab_size=300", "max_len=32", "batch_size=8",
-             "max_steps=4", "eval_every=4", "num_threads=1", "--quiet"]
-    assert main(["train", "task=classify", "--data", str(rows), *small, "--out", str(tmp_path / "enc")]) == 0
-    assert main(["train", "task=classify", f"init_from={tmp_path / 'enc'}", "--data", str(rows), "lora_rank=2",
-                 *small[5:], "--out", str(tmp_path / "cls")]) == 0
+def test_a_classifier_and_a_translator_take_lora_from_runs_of_their_family(shared_run, shared_file, tmp_path, capsys):
+    """The shared classifier and translator (``shared_runs``) as bases."""
+    rows, quick = shared_file("labelled.tsv"), shared_runs.QUICK
+    assert main(["train", "task=classify", f"init_from={shared_run('classifier')}", "--data", str(rows),
+                 "lora_rank=2", *quick, "--out", str(tmp_path / "cls")]) == 0
     lora = json.loads((tmp_path / "cls" / "best" / "config.json").read_text())["lora"]
     assert lora["trained"] == ["head.weight", "head.bias"]  # a classifier's head trains beside the adapters
-    assert main(["classify", "--ckpt", str(tmp_path / "cls"), "a nice film"]) == 0
+    assert main(["classify", "--ckpt", str(tmp_path / "cls"), "good fun 3"]) == 0
 
-    pairs = tmp_path / "pairs.tsv"
-    pairs.write_text("".join(f"ein hund {i}\ta dog {i}\n" for i in range(60)), encoding="utf-8")
-    assert main(["train", "task=translate", "--data", str(pairs), *small, "eval_decode=4", "--out",
-                 str(tmp_path / "s2s")]) == 0
-    assert main(["train", "task=translate", f"init_from={tmp_path / 's2s'}", "--data", str(pairs), "lora_rank=2",
-                 "lora_targets=query,key,value", "eval_decode=4", *small[6:], "--out", str(tmp_path / "s2s_lora")]) == 0
+    pairs = shared_file("pairs.tsv")
+    assert main(["train", "task=translate", f"init_from={shared_run('translator')}", "--data", str(pairs),
+                 "lora_rank=2", "lora_targets=query,key,value", "eval_decode=4", *quick, "--out",
+                 str(tmp_path / "s2s_lora")]) == 0
     saved = load_file(tmp_path / "s2s_lora" / "best" / "model.safetensors")
     assert any("cross_attn" in n for n in saved)  # the decoder's attention over the encoder is adapted too
     capsys.readouterr()
-    assert main(["translate", "--ckpt", str(tmp_path / "s2s_lora"), "ein hund 3"]) == 0
+    assert main(["translate", "--ckpt", str(tmp_path / "s2s_lora"), "ein haus 3"]) == 0
 
 
 @pytest.mark.parametrize("words, says", [

@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 
+import shared_runs
 from scratchformer.app.cli import main
 from scratchformer.checkpoint import load_checkpoint
 from scratchformer.models import EncoderClassifier
@@ -15,7 +16,10 @@ from scratchformer.nn.config import ModelConfig
 from scratchformer.tasks import mask_tokens
 from scratchformer.tokenizers import BOS_ID, MASK_ID, PAD_ID, SPECIAL_TOKENS, CharTokenizer, load_tokenizer
 
-TINY = ["d_model=32", "n_heads=2", "n_layers=1", "d_ff=64", "log_every=1", "dropout=0.0"]
+# The shared tiny model, each step's samples printed (the test reads them) and no dropout (its loss must fall within
+# 150 steps); the fine-tuning below names the model's width, read from it.
+TINY = [*shared_runs.TINY, "log_every=1", "dropout=0.0"]
+D_MODEL = int(next(w for w in TINY if w.startswith("d_model="))[len("d_model="):])
 WORDS = ["good", "bad", "film", "plot", "great", "dull", "actors", "story", "fun", "boring", "the", "a"]
 
 
@@ -83,8 +87,8 @@ def test_pretrain_then_fine_tune_a_classifier_from_the_run(tmp_path, capsys):
     labelled = tmp_path / "labelled.tsv"
     labelled.write_text("sentence\tlabel\n" + "".join(f"{t}\t{int('good' in t or 'great' in t)}\n" for t in lines))
     clf = tmp_path / "clf"
-    assert main(["train", "--data", str(labelled), "task=classify", f"init_from={mlm}", "d_model=32", "dropout=0.1",
-                 "pooling=max", "max_len=32", "max_steps=1", "batch_size=8", "lr=1e-9", "eval_every=1",
+    assert main(["train", "--data", str(labelled), "task=classify", f"init_from={mlm}", f"d_model={D_MODEL}",
+                 "dropout=0.1", "pooling=max", "max_len=32", "max_steps=1", "batch_size=8", "lr=1e-9", "eval_every=1",
                  "--out", str(clf)]) == 0
     assert "initialised from" in capsys.readouterr().err
     base, tuned = load_checkpoint(mlm), load_checkpoint(clf)
@@ -96,10 +100,10 @@ def test_pretrain_then_fine_tune_a_classifier_from_the_run(tmp_path, capsys):
             assert torch.allclose(after[name], value, atol=1e-6), name
 
     # settings that contradict the checkpoint's architecture are refused before any work
-    assert main(["train", "--data", str(labelled), "task=classify", f"init_from={mlm}", "d_model=64",
+    assert main(["train", "--data", str(labelled), "task=classify", f"init_from={mlm}", f"d_model={2 * D_MODEL}",
                  "--out", str(tmp_path / "clash")]) != 0
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert "d_model=64" in err and "(it has 32)" in err
+    assert f"d_model={2 * D_MODEL}" in err and f"(it has {D_MODEL})" in err
     assert main(["train", "--data", str(labelled), "task=classify", f"init_from={mlm}", "max_len=64",
                  "--out", str(tmp_path / "long")]) != 0
     assert "set max_len=32 or less" in capsys.readouterr().err

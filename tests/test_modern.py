@@ -23,6 +23,7 @@ from scratchformer.nn.attention import MultiHeadAttention
 from scratchformer.nn.feedforward import FeedForward
 from scratchformer.nn.norms import RMSNorm, norm_layer
 from scratchformer.tokenizers import CharTokenizer
+from shared_runs import TINY
 
 MODERN = dict(norm_type="rmsnorm", qk_norm=True, activation="relu2")
 
@@ -227,16 +228,15 @@ def test_onnx_export_of_a_modern_model_matches_pytorch(tmp_path, arch):
 
 
 @pytest.mark.slow
-def test_a_modern_run_through_the_commands(tmp_path, capsys):
+def test_a_modern_run_through_the_commands(tmp_path, shared_file, capsys):
     """Trained with every setting and Muon: ``generate`` and ``evaluate`` load it, its settings are in the
     checkpoint, ONNX and TorchScript export it, and the Hugging Face export refuses it in one line."""
     from scratchformer.app.cli import main
 
-    text = tmp_path / "text.txt"
-    text.write_text("to be or not to be, that is the question.\n" * 50, encoding="utf-8")
+    text = shared_file("text.txt")  # the shared ``lm``'s run, with every modern setting
     out = tmp_path / "run"
-    assert main(["train", "task=lm", "--data", str(text), "d_model=32", "n_heads=2", "n_layers=1", "d_ff=64",
-                 "max_len=32", "max_steps=30", "batch_size=8", "eval_every=30", "eval_batches=1",
+    assert main(["train", "task=lm", "--data", str(text), *TINY, "max_len=32", "max_steps=30", "batch_size=8",
+                 "eval_every=30", "eval_batches=1",
                  "norm_type=rmsnorm", "qk_norm=true", "activation=relu2", "init=zero_out", "tie_embeddings=false",
                  "optimizer=muon", "--out", str(out), "--quiet"]) == 0
     saved = load_checkpoint(out / "last").model_config

@@ -2,8 +2,8 @@
 
 - GPT: the same greedy tokens for 128 new tokens, a left-padded batch included, and the same logits (1e-4) at
   every step; past ``max_len`` the same sliding window; sampling reproducible with a seed and inside top-k/top-p.
-- Encoder-decoder (a small copy model trained here): the same whole sentences, greedy and beam search, and the
-  same logits at every greedy step.
+- Encoder-decoder (the shared copy model and its shared export, ``shared_runs.py``): the same whole sentences,
+  greedy and beam search, and the same logits at every greedy step.
 - The loop runs in a process in which importing torch fails, both as the copy the export writes beside the graphs
   and through the package (whose ``__init__`` files must not pull torch in).
 """
@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from conftest import tiny
-from scratchformer import GPT, Seq2SeqTransformer, generate
+from scratchformer import GPT, generate
 from scratchformer.generation import beam_search, greedy_translate
 
 pytest.importorskip("onnxruntime", reason="ONNX checks need onnxruntime (pip install onnxruntime)")
@@ -108,36 +108,22 @@ def test_filter_logits_matches_pytorch():
 
 # =================================================================================== encoder-decoder
 
-def _copy_model() -> Seq2SeqTransformer:
-    """A tiny encoder-decoder taught to copy its source (ids 4..36) and stop: outputs are whole sentences."""
-    torch.manual_seed(0)
-    model = Seq2SeqTransformer(tiny("seq2seq", d_model=48, d_ff=96))
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    gen = torch.Generator().manual_seed(0)
-    for _ in range(250):
-        lengths = torch.randint(3, 9, (32,), generator=gen)
-        src = torch.randint(4, V, (32, 8), generator=gen)
-        real = torch.arange(8)[None] < lengths[:, None]
-        src = src.masked_fill(~real, 0)
-        tgt = torch.cat([src, torch.zeros(32, 1, dtype=torch.long)], 1)
-        tgt[torch.arange(32), lengths] = 2  # eos after the copy
-        tgt_in = torch.cat([torch.ones(32, 1, dtype=torch.long), tgt[:, :-1]], 1)
-        loss = torch.nn.functional.cross_entropy(model(src, tgt_in).transpose(1, 2), tgt, ignore_index=0)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return model.eval()
-
-
 @pytest.fixture(scope="module")
-def seq2seq_export(tmp_path_factory):
-    model = _copy_model()
-    folder = export_onnx_cached(model, tmp_path_factory.mktemp("s2s") / "onnx")
+def seq2seq_export(shared_run):
+    """The shared copy model (``shared_runs``: the copy preset, taught to copy strings of 4-8 of the symbols a..j and
+    stop, so its outputs are whole sentences) and its shared export with the KV cache (``export --format onnx``,
+    which calls ``export_onnx_cached``), with 6 sources of 4-8 symbols (the lengths it learnt) and their ``<eos>``,
+    padded."""
+    from scratchformer.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(shared_run("copy"))
+    symbols = torch.tensor(ckpt.tokenizer.encode("abcdefghij"))
     gen = torch.Generator().manual_seed(7)
-    lengths = torch.tensor([8, 5, 3, 7, 6, 4])
-    src = torch.randint(4, V, (6, 8), generator=gen)
-    mask = torch.arange(8)[None] < lengths[:, None]
-    return model, od.CachedModel(folder), src.masked_fill(~mask, 0), mask
+    lengths = torch.tensor([8, 5, 4, 7, 6, 4])
+    src = symbols[torch.randint(len(symbols), (6, 9), generator=gen)]
+    src[torch.arange(6), lengths] = 2  # <eos> ends each source, as the copy task's sources end
+    mask = torch.arange(9)[None] <= lengths[:, None]
+    return ckpt.model, od.CachedModel(shared_run("copy_onnx")), src.masked_fill(~mask, 0), mask
 
 
 def test_translation_greedy_sentences_and_logits_equal_pytorch(seq2seq_export):
@@ -146,7 +132,9 @@ def test_translation_greedy_sentences_and_logits_equal_pytorch(seq2seq_export):
     logits: list[np.ndarray] = []
     got = od.greedy_translate(onnx_model, src.numpy(), mask.numpy(), step_logits=logits)
     assert got == expected
-    assert sum(len(out) < 58 for out in got) >= 5  # whole sentences: most stop at eos, far below the limit
+    # whole sentences: most are their source's copy, stopped at eos below the limit (the model's max_len)
+    copies = [out == row[:n].tolist() for out, row, n in zip(got, src, mask.sum(1) - 1)]
+    assert sum(copies) >= 5 and all(len(out) < onnx_model.max_len for out in got), got
     tgt_in = torch.ones(6, len(logits), dtype=torch.long)  # bos, then what each row was fed
     for t in range(1, len(logits)):
         tgt_in[:, t] = torch.from_numpy(logits[t - 1].argmax(-1))
@@ -202,6 +190,7 @@ def test_the_loop_runs_where_importing_torch_fails(gpt_export, tmp_path):
         assert not any(m.split(".")[0] == "torch" for m in sys.modules)
     '''))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # a process of its own: a fresh import, in which importing torch fails
     done = subprocess.run([sys.executable, str(script), str(folder)], capture_output=True, text=True, env=env,
                           timeout=120)
     assert done.returncode == 0, done.stderr

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import scratchformer
+from chat_folders import LLAMA3, SMALL, V, write_tokenizer  # noqa: F401  (other modules import them from here)
 from scratchformer.app.cli import main
 from scratchformer.generation import generate
 from scratchformer.nn.attention import MultiHeadAttention
@@ -20,25 +21,9 @@ from scratchformer.tokenizers.pretrained import PretrainedTokenizer
 
 transformers = pytest.importorskip("transformers", reason="the hf extra (transformers) is the reference here")
 
-V = 300
-LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-          "original_max_position_embeddings": 32}
-SMALL = dict(vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
-             max_position_embeddings=256)
-
-
-def write_tokenizer(folder: Path) -> None:
-    """A byte-level BPE of exactly V tokens, as Llama's and Qwen3's are (no pad token)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=V, special_tokens=["<|endoftext|>"], show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(["the quick brown fox jumps over the lazy dog, and then some more words"] * 50, trainer)
-    assert tok.get_vocab_size() == V
-    tok.save(str(folder / "tokenizer.json"))
+# the folders of shared_run("hf-open") (shared_runs.py) and the transformers class that reads each
+CLASSES = {"llama_gqa_untied": "LlamaForCausalLM", "llama_tied": "LlamaForCausalLM", "qwen3": "Qwen3ForCausalLM",
+           "gpt2": "GPT2LMHeadModel", "llama_sharded": "LlamaForCausalLM"}
 
 
 def save(model, folder: Path, **kw) -> Path:
@@ -47,28 +32,13 @@ def save(model, folder: Path, **kw) -> Path:
 
 
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory) -> dict[str, tuple[Path, object]]:
-    """name -> (folder, the transformers model whose save_pretrained wrote it)."""
-    root = tmp_path_factory.mktemp("open_models")
-    torch.manual_seed(0)
-    made = {
-        "llama_gqa_untied": transformers.LlamaForCausalLM(transformers.LlamaConfig(
-            **SMALL, num_key_value_heads=2, tie_word_embeddings=False, rope_theta=500000.0, rope_scaling=LLAMA3)),
-        "llama_tied": transformers.LlamaForCausalLM(transformers.LlamaConfig(
-            **SMALL, num_key_value_heads=1, tie_word_embeddings=True)),
-        "qwen3": transformers.Qwen3ForCausalLM(transformers.Qwen3Config(
-            **SMALL, num_key_value_heads=2, head_dim=32, tie_word_embeddings=True)),
-        "gpt2": transformers.GPT2LMHeadModel(transformers.GPT2Config(
-            vocab_size=V, n_embd=64, n_layer=2, n_head=4, n_positions=128)),
-    }
-    out = {}
-    for name, model in made.items():
-        out[name] = (save(model.eval(), root / name), model)
-    sharded = save(made["llama_gqa_untied"], root / "llama_sharded", max_shard_size="40KB")
-    assert (sharded / "model.safetensors.index.json").is_file()
-    out["llama_sharded"] = (sharded, made["llama_gqa_untied"])
-    write_tokenizer(root / "qwen3")
-    return out
+def folders(shared_run) -> dict[str, tuple[Path, object]]:
+    """name -> (folder, the transformers model read back from it): random folders made once per test run, read-only
+    (a test that changes one copies it first)."""
+    root = shared_run("hf-open")
+    assert (root / "llama_sharded" / "model.safetensors.index.json").is_file()
+    return {name: (root / name, getattr(transformers, cls).from_pretrained(root / name).eval())
+            for name, cls in CLASSES.items()}
 
 
 def ids_and_mask() -> tuple[torch.Tensor, torch.Tensor]:
@@ -293,7 +263,7 @@ def test_each_refusal_is_one_line_and_exit_2(folders, tmp_path, capsys, case):
     one_line_error(capsys, code, *needles)
 
 
-def test_a_folder_without_tokenizer_json_is_refused_by_a_text_command_but_loads_in_python(folders, capsys):
+def test_a_folder_without_tokenizer_json_is_refused_by_a_text_command_but_loads_in_python(folders, tmp_path, capsys):
     folder = folders["llama_tied"][0]
     assert not (folder / "tokenizer.json").exists()
     assert isinstance(scratchformer.load_model(folder), scratchformer.GPT)
@@ -301,9 +271,9 @@ def test_a_folder_without_tokenizer_json_is_refused_by_a_text_command_but_loads_
         code = main([command[0], "--ckpt", str(folder), *command[1:]])
         one_line_error(capsys, code, "no tokenizer.json", f"'{command[0]}'")
     for kind in ("hf", "gguf"):  # the export carries the tokenizer: refused before any work, nothing written
-        code = main(["export", "--ckpt", str(folder), "--format", kind, "--out", str(folder.parent / f"x-{kind}")])
+        code = main(["export", "--ckpt", str(folder), "--format", kind, "--out", str(tmp_path / f"x-{kind}")])
         one_line_error(capsys, code, "no tokenizer.json", f"--format {kind} carries the model's tokenizer")
-        assert not (folder.parent / f"x-{kind}").exists()
+        assert not (tmp_path / f"x-{kind}").exists()
 
 
 def test_explain_titles_a_folder_by_its_own_name(folders, capsys):

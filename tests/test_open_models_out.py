@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ import torch
 from scratchformer.app.cli import main
 from scratchformer.checkpoint import load_checkpoint
 from scratchformer.generation import generate
-from test_open_models import LLAMA3, SMALL, V, write_tokenizer
+from test_open_models import V
 
 transformers = pytest.importorskip("transformers", reason="the hf extra (transformers) makes the folders")
 needs_llama = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
@@ -29,30 +30,28 @@ TEXT = "the quick brown fox jumps over the lazy dog, and then some more words\n"
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, object]:
-    """name -> the run directory of 20 steps trained further from a folder (``train init_from=DIR``)."""
+def runs(shared_run, tmp_path_factory) -> dict[str, Path]:
+    """name -> the run directory of 20 steps trained further from a folder (``train init_from=DIR``); ``folder`` -> the
+    Llama folder (shared, read-only: ``shared_run("hf-open")``), ``text`` -> the text they train on."""
     root = tmp_path_factory.mktemp("open_models_out")
-    torch.manual_seed(0)
-    made = {"llama": transformers.LlamaForCausalLM(transformers.LlamaConfig(
-                **SMALL, num_key_value_heads=2, tie_word_embeddings=False, rope_theta=500000.0, rope_scaling=LLAMA3)),
-            "qwen3": transformers.Qwen3ForCausalLM(transformers.Qwen3Config(
-                **SMALL, num_key_value_heads=2, head_dim=32, tie_word_embeddings=True))}
+    folders = shared_run("hf-open")
     text = root / "text.txt"
     text.write_text(TEXT, encoding="utf-8")
-    out = {}
-    for name, model in made.items():
-        folder = root / name
-        model.save_pretrained(folder)
-        write_tokenizer(folder)
-        run = root / f"{name}-run"
-        assert main(["train", "task=lm", f"init_from={folder}", "--data", str(text), "max_steps=20", "eval_every=20",
-                     "max_len=32", "num_threads=1", "--quiet", "--out", str(run)]) == 0
-        out[name] = run
-    # LoRA with the Llama folder as its base: the run saves its adapters; every export merges them
-    out["llama-lora"] = root / "llama-lora"
-    assert main(["train", "task=lm", f"init_from={root / 'llama'}", "--data", str(text), "lora_rank=4", "lr=1e-2",
-                 "max_steps=6", "eval_every=6", "max_len=32", "num_threads=1", "--quiet", "--out",
-                 str(out["llama-lora"])]) == 0
+    out = {"folder": folders / "llama_gqa_untied", "text": text}
+    threads = torch.get_num_threads()  # num_threads=1 sets it; the tests after this fixture get it back
+    try:
+        for name, folder in (("llama", out["folder"]), ("qwen3", folders / "qwen3")):
+            run = root / f"{name}-run"
+            assert main(["train", "task=lm", f"init_from={folder}", "--data", str(text), "max_steps=20",
+                         "eval_every=20", "max_len=32", "num_threads=1", "--quiet", "--out", str(run)]) == 0
+            out[name] = run
+        # LoRA with the Llama folder as its base: the run saves its adapters; every export merges them
+        out["llama-lora"] = root / "llama-lora"
+        assert main(["train", "task=lm", f"init_from={out['folder']}", "--data", str(text), "lora_rank=4", "lr=1e-2",
+                     "max_steps=6", "eval_every=6", "max_len=32", "num_threads=1", "--quiet", "--out",
+                     str(out["llama-lora"])]) == 0
+    finally:
+        torch.set_num_threads(threads)
     return out
 
 
@@ -72,8 +71,8 @@ def test_a_folder_trained_further_keeps_its_architecture_and_decodes(runs, name,
 
 
 def test_init_from_refuses_a_model_setting_that_changes_the_architecture(runs, tmp_path, capsys):
-    folder = runs["llama"].parent / "llama"
-    code = main(["train", "task=lm", f"init_from={folder}", "--data", str(runs["llama"].parent / "text.txt"),
+    folder = runs["folder"]
+    code = main(["train", "task=lm", f"init_from={folder}", "--data", str(runs["text"]),
                  "d_model=128", "max_len=32", "max_steps=2", "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
@@ -102,7 +101,8 @@ def test_export_gguf_gives_llama_cpp_the_same_64_greedy_tokens(runs, tmp_path, n
     model = load_checkpoint(runs[name]).model
     prompts = torch.randint(4, V, (2, 8), generator=torch.Generator().manual_seed(2))
     expected = generate(model, prompts, 64).numpy()
-    assert np.array_equal(np.array(llama_generate(path, prompts.tolist(), 64, threads=2)), expected)
+    threads = torch.get_num_threads()  # llama.cpp's as torch's: one a worker under xdist (two spin on a busy core)
+    assert np.array_equal(np.array(llama_generate(path, prompts.tolist(), 64, threads=threads)), expected)
 
 
 @needs_ort
@@ -122,15 +122,15 @@ def test_export_onnx_with_its_cache_decodes_the_same_tokens(runs, tmp_path, name
 
 
 def test_export_hf_straight_from_a_folder_says_so_in_its_model_card(runs, tmp_path):
-    folder = runs["llama"].parent / "llama"
+    folder = runs["folder"]
     assert main(["export", "--ckpt", str(folder), "--format", "hf", "--out", str(tmp_path / "hf")]) == 0
     card = (tmp_path / "hf" / "README.md").read_text(encoding="utf-8")
-    assert "from the Hugging Face folder `llama` (a `LlamaForCausalLM`)" in card and "0 steps" not in card
+    assert f"from the Hugging Face folder `{folder.name}` (a `LlamaForCausalLM`)" in card and "0 steps" not in card
 
 
 def test_lora_on_a_llama_folder_exports_its_merged_weights(runs, tmp_path):
     """LoRA with a Hugging Face folder as the base: the adapters alone are saved; the export holds W + (alpha/r) B A."""
-    folder, out = runs["llama"].parent / "llama", runs["llama-lora"]
+    folder, out = runs["folder"], runs["llama-lora"]
     assert json.loads((out / "best" / "config.json").read_text())["lora"]["base"]["path"] == str(folder.resolve())
     merged = load_checkpoint(out).model
     base = load_checkpoint(folder).model

@@ -8,11 +8,8 @@ from __future__ import annotations
 import ast
 import copy
 import math
-import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -222,16 +219,19 @@ def test_the_trainer_imports_torch_the_standard_library_and_paper_only():
 
 def _run_the_two_files(folder: Path, steps: int | None = None) -> list[str]:
     """``python paper_train.py [--steps N]`` with the two files alone in ``folder``, every ``scratchformer`` import
-    made to fail; the lines it prints."""
+    made to fail (in a Python with torch alone: ``torch_alone.py``, one thread: the same numbers; where other work
+    shares 2 cores, two threads wait on each other); the lines it prints."""
+    from torch_alone import TorchAlone
+
     for source in (PAPER_FILE, TRAIN_FILE):
         shutil.copy(source, folder / source.name)
     argv = ["paper_train.py"] + ([] if steps is None else ["--steps", str(steps)])
-    no_library = (f"import runpy, sys; sys.modules['scratchformer'] = None; sys.argv = {argv!r}; "
-                  "runpy.run_path('paper_train.py', run_name='__main__')")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["OMP_NUM_THREADS"] = "1"  # the same numbers; where other work shares 2 cores, two threads wait on each other
-    done = subprocess.run([sys.executable, "-c", no_library], cwd=folder, env=env, capture_output=True, text=True,
-                          timeout=1200)
+    (folder / "home").mkdir()
+    interpreter = TorchAlone(folder / "home")
+    try:
+        done = interpreter.run(folder, ["paper_train.py"], argv)
+    finally:
+        interpreter.close()
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
 

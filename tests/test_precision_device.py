@@ -12,6 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+import shared_runs
 from conftest import exactly
 from scratchformer.app.cli import main
 from scratchformer.settings.config import TrainConfig
@@ -20,8 +21,9 @@ from scratchformer.train import device as device_mod
 from scratchformer.train import train
 
 TEXT = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n" * 40)
-TINY_LM = dict(task="lm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=32, batch_size=4, eval_every=3,
-               eval_batches=1, log_every=1, dropout=0.0, num_threads=1)
+SIZES = {key: int(value) for key, value in (word.split("=") for word in shared_runs.TINY)}  # the shared tiny model
+TINY_LM = dict(task="lm", **SIZES, max_len=32, batch_size=4, eval_every=3, eval_batches=1, log_every=1, dropout=0.0,
+               num_threads=1)
 
 
 @pytest.fixture
@@ -166,8 +168,7 @@ def test_adamw_is_fused_where_torch_has_it_and_updates_as_the_plain_loop_does():
     from scratchformer.train.optim import make_optimizer
 
     cfg = TrainConfig(lr=1e-2, weight_decay=0.1)
-    models = [GPT(ModelConfig(arch="gpt", vocab_size=20, d_model=16, n_heads=2, n_layers=1, d_ff=32, max_len=8))
-              for _ in range(2)]
+    models = [GPT(ModelConfig(**{**shared_runs.TINY_MODEL, "arch": "gpt"})) for _ in range(2)]
     models[1].load_state_dict(models[0].state_dict())
     start = [p.detach().clone() for p in models[0].parameters()]
     fused = make_optimizer(models[0], cfg, torch.device("cpu"))

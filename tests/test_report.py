@@ -7,31 +7,38 @@ import json
 import os
 import shlex
 import shutil
+from pathlib import Path
 
 import pytest
+import torch
 
+import shared_runs
 from scratchformer.app.cli import main
-
-TEXT = "to be, or not to be: that is the question.\nwhether 'tis nobler in the mind to suffer\n" * 40
-QUICK = ["task=lm", "d_model=32", "n_heads=2", "n_layers=1", "d_ff=64", "max_len=48", "max_steps=6", "batch_size=4",
-         "eval_every=3", "num_threads=1", "lr=3e-3"]
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
+    """A tiny character-level GPT trained from its own folder, as a user trains one (its files named from there: the
+    report names them as given); a benchmark's scores are written into it."""
     root = tmp_path_factory.mktemp("report")
-    data = root / "text.txt"
-    data.write_text(TEXT, encoding="utf-8")
-    here = os.getcwd()
-    os.chdir(root)  # as a user runs it: in a folder, naming its files from there
+    (root / "text.txt").write_text(shared_runs.TEXT, encoding="utf-8")
+    here, threads = os.getcwd(), torch.get_num_threads()
+    os.chdir(root)  # as a user runs it: in a folder, naming its files from there (the report names them so)
     try:
-        assert main(["train", "--data", "text.txt", *QUICK, "--quiet", "--out", "run"]) == 0
+        assert main(["train", "task=lm", "--data", "text.txt", *shared_runs.TINY, "max_len=48", *shared_runs.QUICK,
+                     "--out", "run"]) == 0
+        questions = root / "mine.jsonl"
+        questions.write_text(json.dumps({"context": "to be or not to", "choices": ["be", "question"], "answer": 0})
+                             + "\n")
+        assert main(["evaluate", "--ckpt", "run", "--benchmark", str(questions)]) == 0
     finally:
         os.chdir(here)
-    questions = root / "mine.jsonl"
-    questions.write_text(json.dumps({"context": "to be, or not to", "choices": ["be", "suffer"], "answer": 0}) + "\n")
-    assert main(["evaluate", "--ckpt", str(root / "run"), "--benchmark", str(questions)]) == 0
+        torch.set_num_threads(threads)
     return root / "run"
+
+
+def data_of(run: Path) -> Path:
+    return Path(json.loads((run / "config.json").read_text())["data"]["train"][0])
 
 
 def test_the_page_says_what_was_trained_on_what_where_how_it_scored_and_how_to_make_it_again(run, capsys,
@@ -51,11 +58,12 @@ def test_the_page_says_what_was_trained_on_what_where_how_it_scored_and_how_to_m
         assert words in page, words
     import hashlib
 
-    digest = hashlib.sha256((run.parent / "text.txt").read_bytes()).hexdigest()
+    digest = hashlib.sha256(data_of(run).read_bytes()).hexdigest()
     assert f"`{digest}`" in page
     assert str(run.parent) not in page  # it names no folder of this machine: the run and its data by their names
     again = page.split("## Make it again")[1].split("```")[1].strip().splitlines()
     assert len(again) == 1 and " --data text.txt " in again[0] and again[0].endswith(" --out run")  # as given
+    assert str(data_of(run).parent) not in page
     assert config["environment"]["torch"] and config["environment"]["device"].startswith("cpu")
 
 

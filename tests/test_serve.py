@@ -17,18 +17,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-import torch
 
 from scratchformer.app.cli import main
 
 openai = pytest.importorskip("openai", reason="the official client is a dev dependency")
 pytest.importorskip("starlette", reason="the serve extra")
 
-RECORDS = [{"instruction": f"Add {a} and {b}.", "input": "", "output": f"{a + b}"} for a in range(6) for b in range(5)]
-RECORDS += [{"instruction": "Spell the word backwards.", "input": w, "output": w[::-1]} for w in ("cat", "dog", "sun")]
-SMALL = ["d_model=32", "n_layers=2", "n_heads=2", "d_ff=64", "max_len=256", "batch_size=4", "num_threads=1"]
-CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 QUESTIONS = ["Add 1 and 2.", "Add 4 and 3.", "Spell the word backwards."]
 
 
@@ -45,6 +39,7 @@ class Server:
         self.port = free_port()
         self.log = log
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+        # a process: a server listening on a port while the test is its client, stopped by SIGTERM (its exit code)
         self.proc = subprocess.Popen([sys.executable, "-m", "scratchformer", "serve", "--ckpt", str(ckpt), "--host",
                                       "127.0.0.1", "--port", str(self.port), *extra], stdout=subprocess.PIPE,
                                      stderr=log.open("w"), text=True, env=env)
@@ -74,32 +69,10 @@ class Server:
         return self.proc.returncode, out
 
 
-def make_runs(root: Path) -> dict[str, Path]:
-    """An instruction-tuned run (Alpaca's template), a Llama folder with a chat template, a plain GPT run (trained
-    enough to write words, not its end-of-text token), in ``root``; conftest's ``serve_runs`` makes them once."""
-    transformers = pytest.importorskip("transformers", reason="it writes the Llama folder (the hf extra)")
-    from test_open_models import SMALL as LLAMA
-    from test_open_models import write_tokenizer
-
-    records = root / "records.json"
-    records.write_text(json.dumps(RECORDS), encoding="utf-8")
-    assert main(["train", "task=instruct", "--data", str(records), *SMALL, "max_steps=60", "lr=3e-3",
-                 "eval_every=60", "--quiet", "--out", str(root / "instruct")]) == 0
-    text = root / "text.txt"
-    text.write_text(" ".join(f"{r['instruction']} {r['input']} {r['output']}." for r in RECORDS) * 20, encoding="utf-8")
-    assert main(["train", "task=lm", "--data", str(text), *SMALL, "max_steps=120", "lr=3e-3", "eval_every=120",
-                 "--quiet", "--out", str(root / "lm")]) == 0
-    torch.manual_seed(0)
-    llama = transformers.LlamaForCausalLM(transformers.LlamaConfig(**LLAMA, num_key_value_heads=2, bos_token_id=0,
-                                                                   eos_token_id=0))
-    llama.save_pretrained(root / "llama")
-    write_tokenizer(root / "llama")
-    (root / "llama" / "chat_template.jinja").write_text(CHATML, encoding="utf-8")
-    return {"instruct": root / "instruct", "llama": root / "llama", "lm": root / "lm"}
-
-
 @pytest.fixture(scope="module")
 def runs(serve_runs) -> dict[str, Path]:
+    """The instruction-tuned run (Alpaca's template), the Llama folder with a chat template and the plain GPT run
+    (words, never its end-of-text token) that the servers serve: conftest's ``serve_runs``, made once per test run."""
     return serve_runs
 
 

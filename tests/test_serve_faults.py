@@ -82,8 +82,9 @@ def settled(server: Server) -> dict:
 
 
 @pytest.fixture(scope="module")
-def lm_run(serve_runs) -> Path:
-    return serve_runs["lm"]
+def lm_run(shared_run) -> Path:
+    """The plain GPT run the server's tests serve (conftest's ``serve_runs["lm"]``), alone: made once per test run."""
+    return shared_run("lm-records") / "lm"
 
 
 def test_clients_dropping_mid_stream_leave_the_others_and_the_memory_as_they_were(lm_run, tmp_path):

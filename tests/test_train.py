@@ -15,6 +15,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+import shared_runs
 from conftest import SHARED_DATA, exactly
 from scratchformer import ModelConfig
 from scratchformer import checkpoint as ckpt_mod
@@ -31,18 +32,13 @@ from scratchformer.train.optim import lr_at, param_groups
 
 DATA = SHARED_DATA
 
-TINY = ["d_model=32", "n_heads=2", "n_layers=1", "d_ff=64", "log_every=1"]
+TINY = [*shared_runs.TINY, "log_every=1"]  # every step logged: test_run_directory_... counts the rows
+SIZES = {key: int(value) for key, value in (word.split("=") for word in shared_runs.TINY)}  # the same, as settings
 TEXT = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n" * 40)
 
 
 def weights(run: Path, name: str = "last") -> dict[str, torch.Tensor]:
     return load_file(str(run / name / "model.safetensors"))
-
-
-def run_cli(*args: str, env: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "SCRATCHFORMER_DATA": str(DATA), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "scratchformer", *args], capture_output=True, text=True,
-                          env=full_env, timeout=timeout)
 
 
 @pytest.fixture
@@ -89,7 +85,7 @@ def test_a_decay_shape_needs_the_cosine_schedule():
 def test_no_weight_decay_on_biases_norms_and_embeddings():
     from scratchformer import GPT, ModelConfig
 
-    model = GPT(ModelConfig(arch="gpt", vocab_size=20, d_model=16, n_heads=2, n_layers=1, d_ff=32, max_len=8))
+    model = GPT(ModelConfig(**{**shared_runs.TINY_MODEL, "arch": "gpt"}))
     decay, no_decay = param_groups(model, 0.1)
     names = {id(p): n for n, p in model.named_parameters()}
     decayed = {names[id(p)] for p in decay["params"]}
@@ -109,8 +105,8 @@ def test_gradient_accumulation_equals_one_full_batch(text_file, task):
     from scratchformer.tasks import build_task, split_rows
     from scratchformer.train.steps import accumulate_gradients
 
-    run = exactly(dict(task=task, d_model=32, n_heads=2, n_layers=1, d_ff=64, batch_size=16, n_test=20, dropout=0.0,
-                       max_len=40), [str(text_file)] if task == "lm" else [])
+    run = exactly(dict(task=task, **SIZES, batch_size=16, n_test=20, dropout=0.0, max_len=40),
+                  [str(text_file)] if task == "lm" else [])
     t = build_task(run.train, run.model, run.data, log=lambda s: None)
     model = build_model(t.model_config)
     batch = t.global_batch(3)
@@ -131,8 +127,8 @@ def test_gradient_accumulation_equals_one_full_batch(text_file, task):
 def test_accumulation_end_to_end_gives_the_same_weights(tmp_path, text_file):
     runs = {}
     for accum in (1, 2):
-        settings = dict(task="lm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_steps=4,
-                        batch_size=16, grad_accum=accum, eval_every=4, dropout=0.0, max_len=40)
+        settings = dict(task="lm", **SIZES, max_steps=4, batch_size=16, grad_accum=accum, eval_every=4, dropout=0.0,
+                        max_len=40)
         train(exactly(settings, [str(text_file)]), tmp_path / f"a{accum}", echo=lambda s: None)
         runs[accum] = weights(tmp_path / f"a{accum}")
     for name, w in runs[1].items():
@@ -166,26 +162,39 @@ sys.exit(main(sys.argv[3:]))
 """
 
 
+UNBROKEN = ["train", "--preset", "copy", *TINY, "max_steps=100", "save_every=20", "eval_every=50", "eval_decode=0",
+            "n_test=20", "dropout=0.1", "num_threads=1"]
+
+
+@pytest.fixture(scope="module")
+def unbroken(tmp_path_factory) -> Path:
+    """The run that SIGKILL interrupts below, never stopped: made once for both kills, read only. In this process,
+    with one thread (num_threads=1) as in the killed run's process."""
+    out, threads = tmp_path_factory.mktemp("unbroken") / "full", torch.get_num_threads()
+    try:
+        assert main([*UNBROKEN, "--out", str(out)]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    return out
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("when,kill_at,saved", [("step", 55, 40), ("save", 60, 40)])
-def test_resume_after_sigkill_is_bit_identical(tmp_path, when, kill_at, saved):
+def test_resume_after_sigkill_is_bit_identical(tmp_path, unbroken, when, kill_at, saved):
     """SIGKILL at a step between checkpoints, or while a checkpoint is half written: the run resumes from the
     last complete one and ends bit-identical to a run that never stopped. The kill comes from inside the run at
     a chosen step, so the test does not race the run."""
-    args = ["train", "--preset", "copy", *TINY, "max_steps=100", "save_every=20", "eval_every=50",
-            "eval_decode=0", "n_test=20", "dropout=0.1", "num_threads=1"]
-    full = tmp_path / "full"
-    assert run_cli(*args, "--out", str(full)).returncode == 0
+    args, full = UNBROKEN, unbroken
 
     killed = tmp_path / "killed"
     script = tmp_path / "killer.py"
     script.write_text(KILLER)
+    # a process of its own: it is SIGKILLed
     proc = subprocess.run([sys.executable, str(script), str(kill_at), when, *args, "--out", str(killed)],
                           capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     assert json.loads((killed / "last" / "config.json").read_text())["step"] == saved
-    resumed = run_cli("train", "--out", str(killed), "--resume")
-    assert resumed.returncode == 0, resumed.stderr
+    assert main(["train", "--out", str(killed), "--resume"]) == 0
     a, b = weights(full), weights(killed)
     assert a.keys() == b.keys()
     for name in a:
@@ -203,14 +212,15 @@ def test_resume_after_sigkill_is_bit_identical(tmp_path, when, kill_at, saved):
 
 
 @pytest.mark.slow
-def test_two_ddp_processes_match_one(tmp_path, text_file):
+@pytest.mark.processes
+def test_two_ddp_processes_match_one(tmp_path, text_file, capsys):
     common = ["--data", str(text_file), "task=lm", "tokenizer=char", *TINY, "max_len=32", "max_steps=6",
               "batch_size=8", "eval_every=6", "eval_batches=1", "dropout=0.0", "num_threads=1"]
     one = tmp_path / "one"
-    r = run_cli("train", *common, "--out", str(one))
-    assert r.returncode == 0, r.stderr
+    assert main(["train", *common, "--out", str(one)]) == 0, capsys.readouterr().err  # one thread, as each of two
     two = tmp_path / "two"
     env = {**os.environ, "SCRATCHFORMER_DATA": str(DATA), "OMP_NUM_THREADS": "1"}
+    # two processes (torchrun)
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                         "-m", "scratchformer", "train", *common, "--out", str(two)],
                        capture_output=True, text=True, env=env, timeout=300)
@@ -266,8 +276,7 @@ def test_nan_loss_stops_cleanly_and_keeps_the_last_good_checkpoint(tmp_path, tex
         return loss * float("nan") if calls["n"] > 5 else loss
 
     monkeypatch.setattr(LMTask, "loss_sum", exploding)
-    settings = dict(task="lm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=32,
-                    max_steps=20, batch_size=4, eval_every=2, eval_batches=1)
+    settings = dict(task="lm", **SIZES, max_len=32, max_steps=20, batch_size=4, eval_every=2, eval_batches=1)
     with pytest.raises(TrainingError, match="nan at step 6"):
         train(exactly(settings, [str(text_file)]), tmp_path / "run", echo=lambda s: None)
     ck = ckpt_mod.load_checkpoint(tmp_path / "run" / "last")
@@ -293,9 +302,8 @@ def test_weight_average_follows_its_formula_and_swaps_back():
 
 
 def test_weight_average_is_what_is_saved_and_resume_continues_exactly(tmp_path, text_file):
-    settings = dict(task="lm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=32, batch_size=4,
-                    eval_every=3, eval_batches=1, schedule="constant", warmup_steps=0, ema_decay=0.9,
-                    num_threads=1)
+    settings = dict(task="lm", **SIZES, max_len=32, batch_size=4, eval_every=3, eval_batches=1, schedule="constant",
+                    warmup_steps=0, ema_decay=0.9, num_threads=1)
     files = [str(text_file)]
     result = train(exactly({**settings, "max_steps": 6}, files), tmp_path / "full", echo=lambda s: None)
     train(exactly({**settings, "max_steps": 3}, files), tmp_path / "half", echo=lambda s: None)
@@ -318,7 +326,7 @@ def test_checkpoint_history_keeps_the_last_n_and_averages_them(tmp_path):
     from scratchformer.models import Seq2SeqTransformer
     from scratchformer.nn.config import ModelConfig
 
-    model = Seq2SeqTransformer(ModelConfig(vocab_size=11, d_model=8, n_heads=2, n_layers=1, d_ff=16, max_len=8))
+    model = Seq2SeqTransformer(ModelConfig(**{**shared_runs.TINY_MODEL, "arch": "seq2seq"}))
     assert model.src_embed.token.weight is model.tgt_embed.token.weight  # shared: stored once, fills both names
     history, seen = CheckpointHistory(tmp_path / "history", keep=3), {}
     for step in (10, 20, 30, 40):
@@ -338,8 +346,8 @@ def test_checkpoint_history_keeps_the_last_n_and_averages_them(tmp_path):
 
 
 def test_average_last_writes_the_mean_of_the_last_saves_and_it_is_the_kept_checkpoint(tmp_path, text_file):
-    settings = dict(task="lm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=32, batch_size=4,
-                    max_steps=8, eval_every=2, eval_batches=1, average_last=3, num_threads=1)
+    settings = dict(task="lm", **SIZES, max_len=32, batch_size=4, max_steps=8, eval_every=2, eval_batches=1,
+                    average_last=3, num_threads=1)
     states = {}
     real_add = CheckpointHistory.add
 
@@ -368,8 +376,8 @@ def test_average_last_and_ema_decay_are_refused_together():
 
 
 def test_bf16_autocast_trains(tmp_path, text_file):
-    settings = dict(task="lm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=32,
-                    max_steps=3, batch_size=4, eval_every=3, eval_batches=1, precision="bf16")
+    settings = dict(task="lm", **SIZES, max_len=32, max_steps=3, batch_size=4, eval_every=3, eval_batches=1,
+                    precision="bf16")
     result = train(exactly(settings, [str(text_file)]), tmp_path / "run", echo=lambda s: None)
     assert math.isfinite(result.val["loss"])
     assert all(p.dtype == torch.float32 for p in result.model.parameters())  # master weights stay fp32
@@ -378,8 +386,7 @@ def test_bf16_autocast_trains(tmp_path, text_file):
 def test_early_stopping(tmp_path, text_file, monkeypatch):
     losses = iter([3.0, 2.0, 2.5, 2.6, 2.7, 2.8])
     monkeypatch.setattr(LMTask, "evaluate", lambda self, model, split: {"loss": next(losses)})
-    settings = dict(task="lm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=32,
-                    max_steps=100, batch_size=4, eval_every=2, patience=2)
+    settings = dict(task="lm", **SIZES, max_len=32, max_steps=100, batch_size=4, eval_every=2, patience=2)
     result = train(exactly(settings, [str(text_file)]), tmp_path / "run", echo=lambda s: None)
     assert result.stopped_early and result.step == 8
     assert json.loads((tmp_path / "run" / "best" / "config.json").read_text())["step"] == 4
@@ -392,8 +399,7 @@ def test_select_by_a_metric_where_higher_is_better(tmp_path, text_file, monkeypa
     evals = iter([(3.0, 0.2), (2.0, 0.3), (2.5, 0.5), (2.6, 0.4), (2.7, 0.45), (2.8, 0.1)])
     monkeypatch.setattr(MaskedLMTask, "evaluate",
                         lambda self, model, split: dict(zip(("loss", "accuracy"), next(evals))))
-    settings = dict(task="mlm", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=32,
-                    max_steps=100, batch_size=4, eval_every=2, patience=2,
+    settings = dict(task="mlm", **SIZES, max_len=32, max_steps=100, batch_size=4, eval_every=2, patience=2,
                     select_by="accuracy")
     result = train(exactly(settings, [str(text_file)]), tmp_path / "run", echo=lambda s: None)
     assert result.stopped_early and result.step == 10  # best accuracy 0.5 at step 6, then two worse
@@ -408,12 +414,10 @@ def test_select_by_a_metric_where_higher_is_better(tmp_path, text_file, monkeypa
 # ------------------------------------------------------------------------------------ data sources
 
 
-def test_translation_from_tsv_and_classification_from_csv(tmp_path, capsys):
-    pairs = tmp_path / "pairs.tsv"
-    pairs.write_text("".join(f"ein haus {i}\ta house {i}\n" for i in range(60)), encoding="utf-8")
-    assert main(["train", "--data", str(pairs), "task=translate", *TINY, "max_steps=3", "batch_size=8",
-                 "eval_every=3", "eval_decode=4", "--out", str(tmp_path / "mt")]) == 0
-    rows = [json.loads(line) for line in (tmp_path / "mt" / "metrics.jsonl").read_text().splitlines()]
+def test_translation_from_tsv_and_classification_from_csv(tmp_path, capsys, shared_run):
+    mt = shared_run("translator")  # translation pairs from a .tsv (shared_runs.PAIRS), eval_decode=5
+    assert json.loads((mt / "config.json").read_text())["data"]["train"][0].endswith(".tsv")
+    rows = [json.loads(line) for line in (mt / "metrics.jsonl").read_text().splitlines()]
     assert "bleu" in [r for r in rows if r["split"] == "val"][-1]
     labelled = tmp_path / "reviews.csv"
     labelled.write_text("text,label\n" + "".join(f'"good, really good {i}",pos\n"bad, bad {i}",neg\n'
@@ -434,8 +438,7 @@ def test_test_metrics_are_logged_at_the_step_of_the_checkpoint_they_measure_unle
     labelled.write_text("".join(f"good film {i}\t1\nbad film {i}\t0\n" for i in range(20)))
     held_out.write_text("".join(f"good show {i}\t1\nbad show {i}\t0\n" for i in range(5)))
     files = DataFiles.of([str(labelled)], test=[str(held_out)])
-    settings = dict(task="classify", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=16,
-                    max_steps=6, batch_size=8, eval_every=2)
+    settings = dict(task="classify", **SIZES, max_len=16, max_steps=6, batch_size=8, eval_every=2)
     result = train(exactly(settings, files), tmp_path / "run", echo=lambda s: None)
     assert result.val == {"loss": 0.5} and result.last_val == {"loss": 0.9}
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -559,12 +562,9 @@ def test_existing_output_is_never_overwritten(tmp_path, capsys):
     _one_line_error(capsys, main(["train", "--out", str(tmp_path / "fresh"), "--resume"]), "nothing to resume")
 
 
-def test_missing_and_corrupt_checkpoints_fail_with_one_line(tmp_path, capsys, text_file):
+def test_missing_and_corrupt_checkpoints_fail_with_one_line(tmp_path, capsys, shared_run):
     _one_line_error(capsys, main(["info", str(tmp_path / "nowhere")]), "no checkpoint")
-    out = tmp_path / "run"
-    assert main(["train", "--data", str(text_file), "task=lm", *TINY, "max_len=32", "max_steps=2", "batch_size=4",
-                 "eval_every=2", "eval_batches=1", "--out", str(out)]) == 0
-    capsys.readouterr()
+    out = shared_runs.copy_of(shared_run("lm"), tmp_path)  # damaged below: a copy
     weights_file = out / "last" / "model.safetensors"
     weights_file.write_bytes(weights_file.read_bytes()[:100])
     _one_line_error(capsys, main(["info", str(out / "last")]), "corrupt")
@@ -592,8 +592,7 @@ def test_padding_is_left_out_of_the_loss():
     from scratchformer.tasks import Seq2SeqTask
 
     torch.manual_seed(0)
-    model = build_model(__import__("scratchformer").ModelConfig(arch="seq2seq", vocab_size=20, d_model=16,
-                                                                n_heads=2, n_layers=1, d_ff=32, dropout=0.0)).eval()
+    model = build_model(ModelConfig(**{**shared_runs.TINY_MODEL, "arch": "seq2seq"})).eval()
     task = Seq2SeqTask.__new__(Seq2SeqTask)  # only collate/count/loss_sum are used: no data needed
     alone = Seq2SeqTask.collate([([5, 6, 7], [8, 9])])
     padded = Seq2SeqTask.collate([([5, 6, 7], [8, 9]), ([5, 6, 7, 10, 11, 12], [8, 9, 13, 14, 15, 16])])

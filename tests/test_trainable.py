@@ -18,10 +18,6 @@ from scratchformer.models import build_model
 from scratchformer.train.optim import param_groups
 from scratchformer.train.trainable import apply_trainable
 
-TEXT = "to be, or not to be: that is the question.\nWhether 'tis nobler in the mind to suffer\n" * 40
-QUICK = ["d_model=32", "n_heads=2", "n_layers=3", "d_ff=64", "max_len=32", "batch_size=4", "eval_every=5",
-         "num_threads=1", "--quiet"]
-
 
 def trained_names(model) -> set[str]:
     return {n for n, p in model.named_parameters() if p.requires_grad}
@@ -76,13 +72,9 @@ def test_more_blocks_than_the_model_has_or_an_unknown_word_is_refused():
 
 
 @pytest.fixture(scope="module")
-def base_run(tmp_path_factory) -> tuple[Path, Path]:
-    root = tmp_path_factory.mktemp("trainable")
-    text = root / "text.txt"
-    text.write_text(TEXT, encoding="utf-8")
-    run = root / "base"
-    assert main(["train", "task=lm", "--data", str(text), "max_steps=5", *QUICK, "--out", str(run)]) == 0
-    return run, text
+def base_run(shared_run, shared_file) -> tuple[Path, Path]:
+    """The shared ``gpt_base`` run (three blocks, tied embeddings, max_len 32) and the verse it read: read only."""
+    return shared_run("gpt_base"), shared_file("verse.txt")
 
 
 def test_last_1_from_a_run_changes_only_the_last_block_the_final_norm_and_the_head(base_run, tmp_path, capsys):

@@ -18,6 +18,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+import shared_runs
 from scratchformer.app.cli import main
 from scratchformer.checkpoint import load_checkpoint
 from scratchformer.errors import ConfigError
@@ -25,7 +26,9 @@ from scratchformer.interop import minilm_path
 from scratchformer.settings.resolve import resolve
 from scratchformer.train.optim import Schedule
 
-TINY = ["d_model=32", "n_heads=2", "n_layers=1", "d_ff=64"]
+TINY = shared_runs.TINY
+# Not shared_runs.QUICK: these runs print their progress and samples (the tests read them), decode, and train a
+# BPE tokenizer small enough for a few lines of text.
 QUICK = [*TINY, "max_steps=4", "eval_every=2", "eval_batches=1", "eval_decode=2", "batch_size=8", "max_tokens=0",
          "bpe_vocab_size=300", "num_threads=1"]
 
@@ -43,11 +46,6 @@ def one_line_error(capsys, code: int, *needles: str) -> str:
     for needle in needles:
         assert needle in last, last
     return last
-
-
-def cli(*args: str, timeout: int = 300, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "scratchformer", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
 
 
 # ------------------------------------------------------------------------------------ files of the user's own
@@ -243,19 +241,10 @@ def test_key_value_after_data_paths_and_option_values_with_equals(tmp_path, caps
     (["train", "--out", "{tmp}/r", "val_fraction=1.5"], "val_fraction=1.5"),
     (["train", "--out", "{tmp}/r", "--nope"], "unrecognized arguments: --nope"),
 ])
-def test_every_bad_option_value_fails_with_one_line(lm_run, tmp_path, capsys, argv, needle):
-    code = main([a.format(lm=lm_run, tmp=tmp_path) for a in argv])
+def test_every_bad_option_value_fails_with_one_line(shared_run, tmp_path, capsys, argv, needle):
+    code = main([a.format(lm=shared_run("lm"), tmp=tmp_path) for a in argv])
     one_line_error(capsys, code, needle)
     assert not (tmp_path / "r").exists()
-
-
-@pytest.fixture(scope="module")
-def lm_run(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("lm")
-    out = root / "run"
-    assert main(["train", "task=lm", "--data", str(zebra_text(root / "a.txt")), *QUICK, "max_len=16",
-                 "--out", str(out)]) == 0
-    return out
 
 
 # ------------------------------------------------------------------------------------ roles and splits
@@ -360,14 +349,28 @@ def _train_rows(run: Path) -> int:
         return 0
 
 
+UNBROKEN = ["train", "--preset", "copy", *TINY, "max_steps=60", "eval_every=60", "n_test=20", "eval_decode=0",
+            "log_every=1", "dropout=0.1", "num_threads=1"]
+
+
+@pytest.fixture(scope="module")
+def unbroken(tmp_path_factory) -> Path:
+    """The run that a signal interrupts below, never stopped: made once for both signals, read only. In this
+    process, with one thread (num_threads=1) as in the interrupted process."""
+    out, threads = tmp_path_factory.mktemp("unbroken") / "full", torch.get_num_threads()
+    try:
+        assert main([*UNBROKEN, "--out", str(out)]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    return out
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_an_interrupt_before_the_first_checkpoint_leaves_a_resumable_run(tmp_path, sig):
-    args = ["train", "--preset", "copy", *TINY, "max_steps=60", "eval_every=60", "n_test=20", "eval_decode=0",
-            "log_every=1", "dropout=0.1", "num_threads=1"]
-    full = tmp_path / "full"
-    assert cli(*args, "--out", str(full)).returncode == 0
+def test_an_interrupt_before_the_first_checkpoint_leaves_a_resumable_run(tmp_path, unbroken, sig):
+    args, full = UNBROKEN, unbroken
     run = tmp_path / "run"
+    # a process of its own: the signal comes from outside, and its exit code is the point
     proc = subprocess.Popen([sys.executable, "-m", "scratchformer", *args, "--out", str(run)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
@@ -380,8 +383,7 @@ def test_an_interrupt_before_the_first_checkpoint_leaves_a_resumable_run(tmp_pat
     saved = json.loads((run / "last" / "config.json").read_text())["step"]
     assert 3 <= saved < 60 and not (run / "best").exists()
     assert f"interrupted at step {saved}" in last and f"scratchformer train --out {run} --resume" in last
-    resumed = cli("train", "--out", str(run), "--resume")
-    assert resumed.returncode == 0, resumed.stderr
+    assert main(["train", "--out", str(run), "--resume"]) == 0
     a, b = load_file(str(full / "last" / "model.safetensors")), load_file(str(run / "last" / "model.safetensors"))
     assert all(torch.equal(a[k], b[k]) for k in a)
     keys = [(r["split"], r["step"]) for r in rows(run)]
