@@ -173,6 +173,60 @@ def test_the_pool_masks_each_row_to_its_own_length_keeps_rows_packed_and_forks_a
         Engine(model, max_rows=2).add(Request([1], 5, n=3))
 
 
+def test_a_prompt_that_begins_with_a_kept_answer_reads_only_the_rest_and_writes_the_same():
+    """A chat's next turn: the first turn's prompt and answer, then more. With kept rows (``kept``), its first tokens
+    come from the first answer's cache (``cached_tokens``) and only the rest is read; the greedy answer is the same
+    as an engine without kept rows gives it, and the same as ``generate``'s."""
+    model = _model("llama")
+    first = Request([3, 1, 4, 1, 5, 9, 2, 6, 5, 3], 12)
+    engine = Engine(model, max_rows=2, context=64, kept=2)
+    engine.run([first])
+    follow = [*first.prompt, *first.choices[0].tokens, 7, 7, 8]
+    second = Request(follow, 10)
+    read = []
+    hook = model.decoder.register_forward_hook(lambda m, args, out: read.append(args[0].shape[1]))
+    engine.run([second])
+    hook.remove()
+    assert second.cached_tokens == len(first.prompt) + len(first.choices[0].tokens) - 1  # its row's cache reached
+    assert read[0] == len(follow) - second.cached_tokens  # only the rest of the prompt was read
+    fresh = Engine(model, max_rows=2).run([Request(follow, 10)])[0]
+    assert second.choices[0].tokens == fresh.choices[0].tokens == _alone(model, second)
+    unrelated = Engine(model, max_rows=2, context=64, kept=2)
+    unrelated.run([first, Request([9] * 12, 4)])
+    assert unrelated.run([Request([9] * 3 + [1] * 9, 4)])[0].cached_tokens == 0  # 3 shared tokens: read again
+
+
+def test_memory_decided_at_start_and_a_failed_admission_ends_its_request_alone(monkeypatch):
+    """A pool of a fixed width is reserved whole at start and never grows; a request that could never fit is refused;
+    an allocation that fails while one request is admitted ends that request with an error, and every other one,
+    live or admitted beside it, completes as it would have, and later prompts are served."""
+    model = _model("gpt-2")
+    engine = Engine(model, max_rows=3, context=40, kept=1)
+    reserved = engine.pool.nbytes
+    assert reserved == 4 * 40 * KVPool.bytes_per_position(model.new_cache(1, 1))  # 3 rows and 1 kept, 40 each
+    with pytest.raises(ValueError, match="do not fit the model's 40 positions"):
+        engine.add(Request([1] * 30, 20))
+    real = KVPool.add
+
+    def failing(self, prefilled, index, length):
+        if length == 7:  # the request with a prompt of 7 tokens
+            raise MemoryError("no room")
+        return real(self, prefilled, index, length)
+
+    monkeypatch.setattr(KVPool, "add", failing)
+    live = engine.add(Request([5, 6, 7], 20))
+    engine.step()
+    bad, beside = engine.add(Request([1] * 7, 5, n=2)), engine.add(Request([2, 3], 6))
+    while engine.busy:
+        engine.step()
+    assert [c.finish_reason for c in bad.choices] == ["error", "error"] and "MemoryError: no room" in bad.error
+    for request in (live, beside):
+        assert request.choices[0].finish_reason == "length" and request.choices[0].tokens == _alone(model, request)
+    monkeypatch.setattr(KVPool, "add", real)
+    later = engine.run([Request([4] * 30, 9)])[0]  # a long prompt after the failure
+    assert later.choices[0].tokens == _alone(model, later) and engine.pool.nbytes == reserved
+
+
 # ------------------------------------------------------------------------------------ stop texts, as tokens come
 
 
@@ -268,6 +322,92 @@ def test_the_engine_generate_and_transformers_decode_a_llama_folder_alike(llama_
         assert request.choices[0].tokens + [2] * (request.choices[0].finish_reason == "stop") == tensor == hf
 
 
+# ------------------------------------------------------------------------------- the server's pieces, no server
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    pytest.importorskip("starlette", reason="the serve extra")
+    from scratchformer.app.serve.model import load_served
+    from scratchformer.checkpoint import save_checkpoint
+    from scratchformer.settings.config import TrainConfig
+    from scratchformer.tokenizers import CharTokenizer
+
+    tok = CharTokenizer(list("abcdefghij ."))
+    model = GPT(tiny("gpt", vocab_size=tok.vocab_size, max_len=40)).eval()
+    root = tmp_path_factory.mktemp("served")
+    save_checkpoint(root / "lm", model, tok, model.config, TrainConfig(task="lm").__dict__, step=1)
+    save_checkpoint(root / "chat", model, tok, model.config, TrainConfig(task="instruct").__dict__, step=1,
+                    extra={"template": {"name": "chat", "source": "{% for m in messages %}{{ m['content'] }}."
+                                        "{% endfor %}", "origin": "test"}})
+    return {"lm": load_served(root / "lm"), "chat": load_served(root / "chat")}
+
+
+@pytest.mark.parametrize(("body", "status", "needle"), [
+    ({"messages": []}, 400, "non-empty list"),
+    ({"messages": [{"role": "tool", "content": "x"}]}, 400, "role of system, user or assistant"),
+    ({"messages": [{"role": "user", "content": 3}]}, 400, "must be text"),
+    ({"messages": [{"role": "user", "content": "abc"}], "n": 9}, 400, "between 1 and 8"),
+    ({"messages": [{"role": "user", "content": "abc"}], "n": True}, 400, "an integer"),
+    ({"messages": [{"role": "user", "content": "abc"}], "temperature": 3}, 400, "between 0 and 2"),
+    ({"messages": [{"role": "user", "content": "abc"}], "max_tokens": True}, 400, "an integer"),
+    ({"messages": [{"role": "user", "content": "abc"}], "stop": ["a"] * 5}, 400, "at most 4"),
+    ({"messages": [{"role": "user", "content": "abc"}], "presence_penalty": 1}, 400, "not supported"),
+    ({"messages": [{"role": "user", "content": "abc"}], "max_new_tokens": 5}, 400, "unrecognized request argument"),
+    ({"messages": [{"role": "user", "content": "abc"}], "stream_options": {"include_usage": True}}, 400, "stream=true"),
+    ({"messages": [{"role": "user", "content": "xyz"}]}, 400, "vocabulary has no"),
+    ({"messages": [{"role": "user", "content": "a" * 60}]}, 400, "reads at most 40 tokens"),
+    ([1, 2], 400, "JSON object"),
+])
+def test_a_bad_chat_request_is_refused_naming_its_field(served, body, status, needle):
+    from scratchformer.app.serve.api import ApiError, parse_chat
+
+    with pytest.raises(ApiError) as refused:
+        parse_chat(body, served["chat"])
+    assert refused.value.status == status and needle in refused.value.message
+    assert set(refused.value.body()["error"]) == {"message", "type", "param", "code"}
+
+
+def test_a_request_is_read_into_the_prompt_the_budget_and_the_sampling(served):
+    from scratchformer.app.serve.api import ApiError, parse_chat, parse_completion
+
+    ask = parse_chat({"model": "any", "messages": [{"role": "developer", "content": "ab"}, {"role": "user", "content": [
+        {"type": "text", "text": "c"}, {"type": "text", "text": "d"}]}], "max_tokens": 100, "temperature": 0,
+        "stop": "j", "seed": -1, "user": "me"}, served["chat"])
+    assert served["chat"].decode(ask.ids) == "ab.cd."  # the model's template, the text parts joined
+    assert ask.max_tokens == 40 - 6 and "capped to 34" in ask.warning  # the window holds prompt and answer
+    assert ask.sampling.greedy and ask.stop == ("j",) and ask.sampling.seed == (1 << 63) - 1
+    with pytest.raises(ApiError, match="has no chat template") as refused:
+        parse_chat({"messages": [{"role": "user", "content": "ab"}]}, served["lm"])
+    assert refused.value.status == 400 and refused.value.code == "model_not_chat"
+    ask = parse_completion({"prompt": ["abc"], "echo": True}, served["lm"])
+    assert ask.ids == served["lm"].ckpt.tokenizer.encode("abc") and ask.max_tokens == 16 and ask.echo == "abc"
+    assert parse_completion({"prompt": ask.ids}, served["lm"]).ids == ask.ids  # token ids as OpenAI takes them
+    with pytest.raises(ApiError, match="one request per prompt"):
+        parse_completion({"prompt": ["ab", "cd"]}, served["lm"])
+
+
+def test_the_address_is_said_to_be_this_computer_s_only_on_loopback_and_a_bad_one_is_one_line():
+    from scratchformer.app.serve.run import bind, is_loopback, url_of
+    from scratchformer.errors import ConfigError
+
+    sock = bind("127.0.0.1", 0)
+    try:
+        assert is_loopback(sock) and url_of(sock).startswith("http://127.0.0.1:")
+    finally:
+        sock.close()
+    with pytest.raises(ConfigError, match="cannot listen on 256.0.0.1:80"):
+        bind("256.0.0.1", 80)
+
+
+def test_a_token_past_the_tokenizer_s_vocabulary_has_no_text(served):
+    """A model's table is often padded past its tokenizer (Qwen3's 151,936 rows for 151,669 tokens): a random or
+    unlucky model may pick such a row, which the server writes as nothing instead of failing the request."""
+    model = served["lm"]
+    ids = model.ckpt.tokenizer.encode("abc")
+    assert model.decode([*ids, model.ckpt.tokenizer.vocab_size + 3]) == "abc"
+
+
 # ------------------------------------------------------------------------------------ n answers through the server
 
 
@@ -308,3 +448,25 @@ def test_the_server_answers_n_times_one_prompt_read_once(server):
             if choice.finish_reason:
                 finished.add(choice.index)
     assert finished == {0, 1} and [streamed[0], streamed[1]] == [c.message.content for c in whole.choices]
+
+
+def test_a_chat_s_second_turn_reads_the_first_from_memory_and_answers_as_a_fresh_server(server, serve_runs,
+                                                                                       tmp_path):
+    """The second turn of a chat (the first turn's answer in it) gives the same greedy answer as the same messages
+    sent to a fresh server without kept answers, with ``usage.prompt_tokens_details.cached_tokens`` above 0."""
+    from test_serve import Server
+
+    client = server.client()
+    turn = [{"role": "user", "content": "Add 4 and 3."}]
+    first = client.chat.completions.create(model="m", messages=turn, max_tokens=20, temperature=0)
+    messages = [*turn, {"role": "assistant", "content": first.choices[0].message.content},
+                {"role": "user", "content": "Add 1 and 2."}]
+    second = client.chat.completions.create(model="m", messages=messages, max_tokens=20, temperature=0)
+    assert second.usage.prompt_tokens_details.cached_tokens > 0
+    fresh = Server(serve_runs["instruct"], tmp_path / "fresh.log", "--prefix-cache", "0")
+    try:
+        again = fresh.client().chat.completions.create(model="m", messages=messages, max_tokens=20, temperature=0)
+    finally:
+        assert fresh.stop()[0] == 0
+    assert again.choices[0].message.content == second.choices[0].message.content
+    assert again.usage.prompt_tokens_details.cached_tokens == 0

@@ -13,8 +13,10 @@ import torch
 
 from conftest import SHARED_DATA, needs_data, tiny
 from scratchformer.app.cli import main
-from scratchformer.benchmarks.gsm8k import exact_match, extract, gsm8k_problems, score_answers
-from scratchformer.generation import generate, generate_until
+from scratchformer.benchmarks.gsm8k import gsm8k_problems, score_answers
+from scratchformer.generation import generate
+from scratchformer.metrics import extract_answer as extract
+from scratchformer.metrics import same_answer as exact_match
 from scratchformer.models import GPT
 from shared_runs import QUICK, TINY
 
@@ -58,21 +60,31 @@ def test_exact_match_ignores_commas_dollars_the_worked_steps_a_final_point_and_c
 
 
 def test_greedy_until_a_stop_equals_generate_and_rows_leave_their_batch():
+    """GSM8K's answers come from the decoding engine: greedy, each as ``generate`` writes it alone, whether the
+    prompts share the rows or take them one at a time; an answer ends at its own budget or its end-of-text id, the
+    others going on."""
+    from scratchformer.generation.engine import Engine
+    from scratchformer.generation.requests import Request, Stop
+
     torch.manual_seed(0)
     model = GPT(tiny("gpt", max_len=64)).eval()
     prompts = [[5, 6, 7], [8] * 11, [9, 10], [11, 12, 13, 14, 15, 16]]
-    full = generate_until(model, prompts, 20, max_tokens=10_000)  # one batch, no stop
+
+    def answers(max_rows: int, budgets=(20, 20, 20, 20), stop_ids=frozenset()) -> list[list[int]]:
+        done = Engine(model, max_rows=max_rows).run([Request(p, n, stop=Stop(stop_ids))
+                                                      for p, n in zip(prompts, budgets)])
+        return [r.choices[0].tokens for r in done]
+
+    full = answers(4)  # one batch, no stop
     for p, new in zip(prompts, full):
         assert new == generate(model, torch.tensor([p]), 20)[0, len(p):].tolist()
-    assert generate_until(model, prompts, 20, max_tokens=30) == full  # one prompt a batch
-    lengths = {0: 3, 1: 20, 2: 1, 3: 7}  # each row stops after its own number of tokens, the others go on
-    stopped = generate_until(model, prompts, 20, stop=lambda i, new: len(new) >= lengths[i])
-    assert stopped == [f[:lengths[i]] for i, f in enumerate(full)]
+    assert answers(1) == full  # one prompt at a time
+    lengths = (3, 20, 1, 7)  # each row stops after its own number of tokens, the others go on
+    assert answers(4, lengths) == [f[:n] for n, f in zip(lengths, full)]
     eos = full[1][4]  # a token the second prompt emits: it ends there, without it
-    ended = generate_until(model, prompts, 20, eos_ids=[eos])
-    assert ended[1] == full[1][:full[1].index(eos)]
-    with pytest.raises(ValueError, match="each needs 1 to 44"):
-        generate_until(model, [[1] * 45], 20)
+    assert answers(4, stop_ids=frozenset({eos}))[1] == full[1][:full[1].index(eos)]
+    with pytest.raises(ValueError, match="do not fit the model's 64 positions"):
+        Engine(model).add(Request([1] * 45, 20))
 
 
 @pytest.fixture(scope="module")

@@ -132,7 +132,10 @@ def test_a_chat_is_generate_s_greedy_answer_streamed_or_not(servers, runs, name,
         streamed, finish_streamed, usage_streamed = chat(client, question, stream=True)
         assert whole.strip() == expected == streamed.strip(), (question, whole, streamed, expected)
         answers.append(expected)
-        assert finish == finish_streamed and finish in ("stop", "length") and usage == usage_streamed
+        assert finish == finish_streamed and finish in ("stop", "length")
+        reused = usage_streamed.pop("prompt_tokens_details")["cached_tokens"]
+        assert usage.pop("prompt_tokens_details") is not None and usage == usage_streamed
+        assert reused == usage["prompt_tokens"] - 1  # asked again: all but its last token read from the kept row
         prompt = chat_prompt_ids(ckpt, [{"role": "user", "content": question}])
         assert usage["prompt_tokens"] == len(prompt) and usage["completion_tokens"] <= 24
         assert (finish == "length") == (usage["completion_tokens"] == 24)
@@ -184,7 +187,8 @@ def test_a_model_without_a_template_refuses_chat_and_completes(servers):
 
 @pytest.mark.parametrize(("method", "path", "body", "headers", "status", "needle"), [
     ("POST", "/v1/chat/completions", '{"messages": [', {}, 400, "not JSON"),
-    ("POST", "/v1/chat/completions", '{"messages": [{"role": "user", "content": "hi"}], "n": 3}', {}, 400, "n=1"),
+    ("POST", "/v1/chat/completions", '{"messages": [{"role": "user", "content": "hi"}], "n": 9}', {}, 400,
+     "between 1 and 8"),
     ("POST", "/v1/completions", '"Add"', {}, 400, "JSON object"),
     ("POST", "/v1/completions", json.dumps({"prompt": "A" * 2_000_000}), {}, 413, "at most"),
     ("POST", "/v1/completions", json.dumps({"prompt": "Add " * 200}), {}, 400, "reads at most 256 tokens"),

@@ -117,3 +117,35 @@ def test_clients_dropping_mid_stream_leave_the_others_and_the_memory_as_they_wer
         assert "Traceback" not in server.log.read_text()
     finally:
         server.proc.kill()
+
+
+def test_the_cache_is_reserved_at_start_and_sixteen_clients_at_the_window_stay_within_it(lm_run, tmp_path):
+    """The server says at start what its cache reserves (16 rows of the window, and rows kept for prefix reuse);
+    16 clients at once with prompts filling the window less their answers make its resident memory grow by no more
+    than that and a margin of 64 MiB (activations, the server's own) over its level after a first request; a prompt
+    that could never fit the window is refused with a 400 in OpenAI's form."""
+    server = Server(lm_run, tmp_path / "server.log", "--max-batch", "16")
+    try:
+        said = next(line for line in server.lines if line.startswith("cache reserved at start:"))
+        reserved = float(said.split(": ")[-1].split(" MiB")[0].replace(",", "")) * 2**20
+        assert "16 rows and 16 kept" in said and "256 positions each" in said and reserved > 0
+        client = server.client()
+        client.completions.create(model="m", prompt="Add 2 and", max_tokens=8, temperature=0)
+        warm = resident_kb(server.proc.pid) * 1024
+        prompt = ("Add 2 and 3 and then the word " * 20)[:230]  # 230 characters: the window less 26 answer tokens
+
+        def one(i: int) -> str:
+            done = client.completions.create(model="m", prompt=prompt[:230 - i], max_tokens=26, temperature=0.8,
+                                             seed=i)
+            return done.choices[0].finish_reason
+
+        with ThreadPoolExecutor(16) as pool:
+            finishes = list(pool.map(one, range(16)))
+        assert set(finishes) <= {"stop", "length"}
+        grown = resident_kb(server.proc.pid) * 1024 - warm
+        assert grown <= reserved + 64 * 2**20, (grown, reserved)
+        status, body = server.request("POST", "/v1/completions", json.dumps({"prompt": "Add 2 and 3 " * 30}),
+                                      {"Content-Type": "application/json"})
+        assert status == 400 and "reads at most 256 tokens" in body["error"]["message"]
+    finally:
+        server.stop()

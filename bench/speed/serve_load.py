@@ -86,13 +86,13 @@ def free_port() -> int:
 class Server:
     """One server process on a free port of 127.0.0.1, ready when /v1/models answers."""
 
-    def __init__(self, kind: str, folder: Path, threads: int) -> None:
+    def __init__(self, kind: str, folder: Path, threads: int, extra: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         command = {"scratchformer": [sys.executable, "-m", "scratchformer", "serve", "--ckpt", str(folder)],
                    "transformers": ["transformers", "serve", str(folder)],
                    "transformers-cb": ["transformers", "serve", str(folder), "--continuous-batching"]}[kind]
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "OMP_NUM_THREADS": str(threads)}
-        self.proc = subprocess.Popen([*command, "--port", str(self.port)], stdout=subprocess.DEVNULL,
+        self.proc = subprocess.Popen([*command, "--port", str(self.port), *extra], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, env=env)
         self.model = str(folder)
         deadline = time.time() + 300

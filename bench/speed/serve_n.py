@@ -6,9 +6,9 @@ through ``scratchformer serve``.
 
 The prompt: 200 tokens of Tiny Shakespeare (as token ids); each answer 32 tokens at temperature 1 (a seed each, so
 the answers differ). ``n=8``: one request, the prompt read once and its cache row copied for the other seven answers.
-``8 x n=1``: eight requests sent together by eight clients, the prompt read once for each (together in one pass when they
-arrive together). Reported: the wall time of each, scaled to 8 x 32 tokens should an answer end early (the median
-round; the two take turns round by round) and its ratio. The models are ``serve_load.py``'s (random weights in
+``8 x n=1``: eight requests sent together by eight clients, the prompt read once for each (together in one pass
+when they arrive together). Reported: the wall time of each, scaled to 8 x 32 tokens should an answer end early (the
+median round; the two take turns round by round) and its ratio. The models are ``serve_load.py``'s (random weights in
 Hugging Face GPT-2 folders: GPT-2 small's shape, and the instruction-tuned GPT's), one server for both ways, one
 PyTorch thread (``--threads``).
 """

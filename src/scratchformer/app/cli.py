@@ -36,7 +36,8 @@ from scratchformer.app.options import INFERENCE, model_tools
 from scratchformer.errors import Interrupted, TrainingError
 from scratchformer.nn.config import CHOICES, PRESETS, ModelConfig
 from scratchformer.registry import data_formats, task_names
-from scratchformer.settings.config import TRAIN_CHOICES, TrainConfig
+from scratchformer.settings.choices import TRAIN_CHOICES
+from scratchformer.settings.config import TrainConfig
 from scratchformer.settings.presets import preset_names
 
 PRECEDENCE = ("Settings are applied in one order; a later one wins: the task's own defaults, the preset (if "

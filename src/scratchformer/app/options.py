@@ -112,8 +112,15 @@ INFERENCE = [
         opt("--api-key", metavar="KEY", help="refuse /v1 requests without 'Authorization: Bearer KEY' (default: "
             "$SCRATCHFORMER_API_KEY if set, else no key)"),
         opt("--name", help="the model's id in /v1/models and in answers (default: the run's or folder's name)"),
-        opt("--max-batch", type=at_least(1), default=16, help="requests decoded together at most (default 16); "
-            "more wait their turn"),
+        opt("--max-batch", type=at_least(1), default=16, help="answers decoded together at most (default 16; a request "
+            "asks for n of them, n at most 8); more wait their turn"),
+        opt("--context", type=at_least(2), help="positions a request's prompt and answer may take together: each "
+            "row of the cache holds this many, reserved at start for --max-batch rows (default: the model's window, "
+            "cut so that the cache takes at most a quarter of this computer's memory; said at start); a longer "
+            "request is refused with a 400"),
+        opt("--prefix-cache", type=at_least(0), help="recent answers kept for prefix reuse (a chat's next turn, a "
+            "shared system prompt read once): rows of --context positions reserved beside the others (default: as "
+            "many as --max-batch; 0: none)"),
         opt("--max-body", type=at_least(1024), default=1 << 20, help="largest request body in bytes (default "
             "1 MiB)"),
         opt("--threads", type=at_least(1), help="PyTorch's threads for the model (default: PyTorch's choice, one a "
@@ -124,8 +131,11 @@ INFERENCE = [
                     "folder) over HTTP as OpenAI's API: POST /v1/chat/completions (the messages in the model's "
                     "chat template; a model without one serves completions only), POST /v1/completions, GET "
                     "/v1/models, with max_tokens, temperature (0: greedy), top_p, top_k, stop, seed and stream "
-                    "(server-sent events). Requests are decoded together with the KV cache, joining and leaving "
-                    "between steps (continuous batching). GET / is a chat page. SIGTERM or Ctrl-C stops it.",
+                    "(server-sent events), n (up to 8 answers, the prompt read once). Requests are decoded together by "
+                    "one engine, joining and leaving between steps (continuous batching), in a cache whose memory "
+                    "is reserved at start (--max-batch x --context positions, and --prefix-cache rows that keep "
+                    "recent answers: a prompt that begins with one reads only the rest; usage.prompt_tokens_details."
+                    "cached_tokens says how many). GET / is a chat page. SIGTERM or Ctrl-C stops it.",
         epilog="example: scratchformer serve --ckpt runs/assistant, then any OpenAI client with "
                "base_url=http://127.0.0.1:8000/v1 (and any api_key unless --api-key is set)"),
 ]

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from scratchformer.benchmarks.gsm8k import FILTERS, Problem, gsm8k_problems
+from scratchformer.benchmarks.gsm8k import Problem, gsm8k_problems
 from scratchformer.benchmarks.questions import (
     Question,
     Records,
@@ -24,6 +24,7 @@ from scratchformer.benchmarks.questions import (
     mmlu_questions,
 )
 from scratchformer.errors import ConfigError, did_you_mean
+from scratchformer.metrics import ANSWER_FILTERS
 
 __all__ = ["BENCHMARKS", "Benchmark", "Generation", "MultipleChoice", "benchmark_names", "find_benchmark"]
 
@@ -91,7 +92,7 @@ BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
                    "mmlu", max_shots=5),
     Generation("gsm8k", ("gsm8k_test.jsonl.gz", "gsm8k_train.jsonl.gz"),
                lambda records, shots, limit: gsm8k_problems(records[0], records[1], shots, limit),
-               tuple(f"exact_match,{f}" for f in FILTERS), "GSM8K test split (as the harness's gsm8k; examples "
+               tuple(f"exact_match,{f}" for f in ANSWER_FILTERS), "GSM8K test split (as the harness's gsm8k; examples "
                "from the train split)", "gsm8k", max_shots=7473, default_shots=5),
 )}
 

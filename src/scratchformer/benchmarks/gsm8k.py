@@ -19,30 +19,26 @@ at most), and the text is cut at the first stop sequence. Two filters take the a
     flexible-extract   the last number anywhere in the text
 
 ``exact_match`` compares the extracted answer with the reference's after removing commas, "$", everything up to
-"#### " and a final ".", ignoring case.
+"#### " and a final ".", ignoring case. (The filters and the comparison are ``metrics.py``'s: learning from rewards
+scores answers with them too.)
 """
 
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from scratchformer.benchmarks.metrics import summary
 from scratchformer.errors import DataError
+from scratchformer.metrics import ANSWER_FILTERS, extract_answer, same_answer
 
-__all__ = ["FILTERS", "GSM8K_STOP", "Problem", "exact_match", "extract", "gsm8k_problems", "score_answers"]
+__all__ = ["GSM8K_STOP", "Problem", "gsm8k_problems", "score_answers"]
 
 GSM8K_STOP = ("Question:", "</s>", "<|im_end|>")  # the task's ``until``; the model's end-of-text token is added
 MAX_NEW_TOKENS = 256  # the harness's default ``max_gen_toks`` (the task sets none)
 FEWSHOT_SEED = 1234  # simple_evaluate's fewshot_random_seed
-INVALID = "[invalid]"  # what a filter returns when it finds no number
-# name -> (pattern, which match: the first or the last)
-FILTERS = {"strict-match": (re.compile(r"#### (\-?[0-9\.\,]+)"), 0),
-           "flexible-extract": (re.compile(r"(-?[$0-9.,]{2,})|(-?[0-9]+)"), -1)}
-IGNORED = (",", "\\$", "(?s).*#### ", "\\.$")  # the task's regexes_to_ignore, in order
 
 
 @dataclass(frozen=True)
@@ -88,39 +84,16 @@ def gsm8k_problems(test: list[tuple[int, dict[str, Any]]], train: list[tuple[int
     return problems
 
 
-def extract(text: str, name: str) -> str:
-    """The answer filter ``name`` finds in a generated text (the harness's ``regex`` then ``take_first``)."""
-    pattern, which = FILTERS[name]
-    found = pattern.findall(text)
-    if not found:
-        return INVALID
-    match = found[which]
-    if isinstance(match, tuple):  # several groups: the first that matched
-        match = next((m for m in match if m), INVALID)
-    return match.strip()
-
-
-def _normalise(text: str) -> str:
-    for pattern in IGNORED:
-        text = re.sub(pattern, "", text)
-    return text.lower()
-
-
-def exact_match(prediction: str, reference: str) -> float:
-    """1.0 if the extracted answer equals the reference's number once both are normalised, else 0.0."""
-    return float(_normalise(prediction) == _normalise(reference))
-
-
 def score_answers(problems: Sequence[Problem], outputs: Sequence[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The metrics under the harness's names (``exact_match,strict-match``, its ``_stderr``, ...) and ``n``, and a
     row per problem (the output, each filter's answer, whether it is right)."""
     rows = []
     for problem, output in zip(problems, outputs):
-        answers = {name: extract(output, name) for name in FILTERS}
+        answers = {name: extract_answer(output, name) for name in ANSWER_FILTERS}
         rows.append({"output": output, "answers": answers,
-                     "correct": {name: exact_match(a, problem.answer) for name, a in answers.items()}})
+                     "correct": {name: same_answer(a, problem.answer) for name, a in answers.items()}})
     metrics: dict[str, Any] = {}
-    for name in FILTERS:
+    for name in ANSWER_FILTERS:
         each = summary([{"exact_match": r["correct"][name]} for r in rows], ("exact_match",))
         metrics[f"exact_match,{name}"] = each["exact_match"]
         metrics[f"exact_match_stderr,{name}"] = each["exact_match_stderr"]

@@ -21,6 +21,7 @@ from pathlib import Path
 from scratchformer.data.image_splits import image_data
 from scratchformer.data.preferences import preferences_data
 from scratchformer.data.prepared import prepared_data
+from scratchformer.data.problems import problems_data
 from scratchformer.data.records import records_data
 from scratchformer.data.roles import DataFiles
 from scratchformer.data.synthetic import synthetic_data
@@ -36,6 +37,7 @@ __all__ = ["READERS", "DataSettings", "load_data"]
 READERS: dict[str, Callable[[DataRequest], TaskData]] = {
     "text": prepared_data, "pairs": prepared_data, "labelled": prepared_data, "lines": prepared_data,
     "images": image_data, "synthetic": synthetic_data, "records": records_data, "preferences": preferences_data,
+    "problems": problems_data,
 }
 
 

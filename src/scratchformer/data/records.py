@@ -33,6 +33,7 @@ __all__ = ["BOOK_SPLIT", "Check", "prompt_template", "read_records", "records_da
 Check = Callable[[str, Any], dict[str, Any]]
 # dataset=instructions: the book's split, in file order (split, share); the last part takes what is left
 BOOK_SPLIT = (("train", 0.85), ("test", 0.10), ("val", 0.05))
+PROBLEM_SETS = ("arithmetic", "gsm8k")  # named sets of problems (data/problems.py), made or read there
 
 
 def records_data(req: DataRequest) -> TaskData:
@@ -80,7 +81,14 @@ def split_records(req: DataRequest, check: Check | None = None) -> dict[str, tup
     cfg = req.cfg
     train, val, test = roles(req.task, req.files, cfg.dataset)
     chosen: dict[str, tuple[list[dict[str, Any]], str]] = {}
-    if cfg.dataset is not None:
+    if cfg.dataset == "arithmetic" and check is None:  # the built-in problems, as instruction records
+        from scratchformer.data.problems import named_problems
+
+        chosen.update({split: ([{"instruction": p["question"], "input": "", "output": p["answer"]} for p in problems],
+                               origin) for split, (problems, origin) in named_problems(cfg.dataset, cfg).items()})
+    elif cfg.dataset is not None and check is not None and cfg.dataset in PROBLEM_SETS:
+        pass  # problems: their reader takes the named set itself (data/problems.py)
+    elif cfg.dataset is not None:
         chosen.update(_book_split(cfg.dataset, cfg.data_dir, check))
     read: dict[Any, list[dict[str, Any]]] = {}
     for split, spec in file_splits(req.task, train, val, test, cfg.val_fraction, cfg.seed).items():

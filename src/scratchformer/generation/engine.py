@@ -36,11 +36,11 @@ import torch
 from torch import Tensor
 
 from scratchformer.data.batching import pad_batch
+from scratchformer.generation.answers import new_choice, pick, take
 from scratchformer.generation.pool import KVPool
-from scratchformer.generation.requests import Choice, Request, choice_seed
-from scratchformer.generation.sampling import next_token
+from scratchformer.generation.prefixes import Prefixes
+from scratchformer.generation.requests import Choice, Request
 from scratchformer.generation.scheduler import Scheduler
-from scratchformer.generation.stops import TextStop
 from scratchformer.models import GPT, eval_mode
 from scratchformer.nn.kv_cache import DecoderCache
 
@@ -50,12 +50,14 @@ __all__ = ["Engine"]
 class Engine:
     """Decodes ``Request``s (see the module docstring). ``tokenizer``: for stop texts and the answers' text (None:
     tokens only). ``max_rows``: the most answers decoded at once. ``prefill_tokens``: the prompt tokens one step reads
-    at most (a first prompt longer than that is read alone)."""
+    at most (a first prompt longer than that is read alone). ``context``: the positions (prompt and answer) a row
+    holds, its memory reserved now and never grown (a server's: None grows rows as needed, up to the model's window).
+    ``kept``: rows that keep recent answers for prefix reuse (``prefixes.py``)."""
 
     def __init__(self, model: GPT, tokenizer: object | None = None, *, max_rows: int = 16,
-                 prefill_tokens: int = 8192) -> None:
+                 prefill_tokens: int = 8192, context: int | None = None, kept: int = 0) -> None:
         self.model, self.tokenizer, self.max_rows = model, tokenizer, max_rows
-        self.max_len = model.config.max_len
+        self.max_len = min(model.config.max_len, context or model.config.max_len)
         self.device = model.output_weight().device
         self.scheduler = Scheduler(prefill_tokens)
         self.live: list[tuple[Request, Choice]] = []  # live[i] holds pool row i
@@ -63,7 +65,9 @@ class Engine:
         self.generated = 0  # tokens decoded since the start (those of cancelled answers too)
         self.peak = 0  # the most answers decoded in one step
         probe = model.new_cache(1, 1)
-        self.pool = KVPool(probe, max_rows, self.max_len) if KVPool.holds(probe) else None
+        holds = KVPool.holds(probe)
+        self.pool = KVPool(probe, max_rows, self.max_len, width=context and self.max_len, kept=kept) if holds else None
+        self.prefixes = Prefixes(kept) if holds and kept else None
 
     # ----------------------------------------------------------------------------------- from any thread
 
@@ -76,7 +80,7 @@ class Engine:
                              f"the model's {self.max_len} positions")
         if not 1 <= request.n <= self.max_rows:
             raise ValueError(f"n={request.n}: this engine decodes 1 to {self.max_rows} answers at once")
-        request.choices = [self._choice(request, i) for i in range(request.n)]
+        request.choices = [new_choice(request, i, self.device, self.tokenizer) for i in range(request.n)]
         self.scheduler.put(request)
         return request
 
@@ -127,7 +131,8 @@ class Engine:
             if self.live:
                 self.peak = max(self.peak, len(self.live))
                 for (request, choice), token in zip(list(self.live), self._decode()):
-                    self._take(request, choice, token)
+                    self.generated += 1
+                    take(request, choice, token)
                     touched[id(request)] = request
                 self._release()
         for request in touched.values():
@@ -144,22 +149,11 @@ class Engine:
         self.live, self.caches = [], {}
         if self.pool is not None:
             self.pool.lengths.clear()
+        if self.prefixes is not None:  # what a failed step left in the kept rows is not trusted either
+            self.prefixes.clear()
         return list(failed.values())
 
     # ----------------------------------------------------------------------------------- its parts
-
-    def _choice(self, request: Request, index: int) -> Choice:
-        choice = Choice(index)
-        s = request.sampling
-        if not s.greedy:
-            choice.generator = torch.Generator(device=self.device)
-            if s.seed is None:
-                choice.generator.seed()
-            else:
-                choice.generator.manual_seed(choice_seed(s.seed, index))
-        if self.tokenizer is not None:
-            choice.detok = TextStop(self.tokenizer, request.stop.texts)
-        return choice
 
     def _end_if_cancelled(self, request: Request) -> bool:
         if request.cancelled:
@@ -168,34 +162,91 @@ class Engine:
         return request.cancelled
 
     def _prefill(self, requests: list[Request]) -> None:
-        """Read the admitted prompts in one pass; each request's first answer takes a row, the others copies of it;
-        each answer picks its first token."""
+        """Read the admitted prompts: each request's first answer takes a row, the others copies of it; each answer
+        picks its first token. A prompt that begins with a kept answer reads only the rest (``prefixes.py``); the
+        others are read together, in one pass. A request whose admission fails ends with an error, its rows freed;
+        the others, and the rows of the answers already live, are as they were."""
         if self.pool is None:  # a recurrent state: one prompt at a time, a cache per answer
             for request in requests:
-                ids = torch.tensor([request.prompt], device=self.device)
-                for choice in request.choices:  # (each answer reads the prompt into its own state)
-                    cache = self.model.new_cache(1, len(request.prompt) + request.max_new_tokens)
-                    hidden = self.model.hidden_states(ids, cache=cache)[:, -1]
-                    self.caches[id(choice)] = cache
-                    self.live.append((request, choice))
-                    choice.row = len(self.live) - 1
-                    self._take(request, choice, self._pick(self.model.output_logits(hidden), [(request, choice)])[0])
+                self._guarded(request, self._prefill_state)
             return
-        ids, mask = (t.to(self.device) for t in pad_batch([r.prompt for r in requests], 0))  # (k, T), right-padded
-        mask = None if bool(mask.all()) else mask  # prompts of one length: the model's unmasked path, as alone
-        cache = self.model.new_cache(len(requests), ids.size(1))
-        hidden = self.model.hidden_states(ids, mask, cache=cache)  # (k, T, C)
-        lengths = torch.tensor([len(r.prompt) for r in requests], device=self.device)
-        last = hidden[torch.arange(len(requests), device=self.device), lengths - 1]  # (k, C)
-        logits = self.model.output_logits(last)  # (k, V)
-        for i, request in enumerate(requests):
-            row = self.pool.add(cache, i, len(request.prompt))
-            rows = [row] + [self.pool.fork(row) for _ in request.choices[1:]]
-            picked = self._pick(logits[i:i + 1].expand(request.n, -1), [(request, c) for c in request.choices])
-            for choice, r, token in zip(request.choices, rows, picked):
-                choice.row = r
-                self.live.append((request, choice))
-                self._take(request, choice, token)
+        found = {id(r): self.prefixes.find(r.prompt) if self.prefixes is not None else None for r in requests}
+        for request in [r for r in requests if found[id(r)] is not None]:
+            self._guarded(request, lambda r: self._prefill_from(r, *found[id(r)]))
+        rest = [r for r in requests if found[id(r)] is None]
+        if not rest:
+            return
+        try:
+            ids, mask = (t.to(self.device) for t in pad_batch([r.prompt for r in rest], 0))  # (k, T), right-padded
+            mask = None if bool(mask.all()) else mask  # prompts of one length: the model's unmasked path, as alone
+            cache = self.model.new_cache(len(rest), ids.size(1))
+            hidden = self.model.hidden_states(ids, mask, cache=cache)  # (k, T, C)
+            lengths = torch.tensor([len(r.prompt) for r in rest], device=self.device)
+            last = hidden[torch.arange(len(rest), device=self.device), lengths - 1]  # (k, C)
+            logits = self.model.output_logits(last)  # (k, V)
+        except Exception as err:  # noqa: BLE001 - the prompts of this pass fail; the live answers go on
+            for request in rest:
+                self._fail(request, err)
+            return
+        for i, request in enumerate(rest):
+            self._guarded(request, lambda r, i=i: self._place(r, cache, i, logits[i:i + 1]))
+
+    def _guarded(self, request: Request, admit) -> None:
+        """``admit(request)``; if it fails, the request ends with an error and every row it took is freed."""
+        live_before = len(self.live)
+        try:
+            admit(request)
+        except Exception as err:  # noqa: BLE001 - this request fails; the others and the pool stay whole
+            while len(self.live) > live_before:  # its rows are the last ones taken
+                _, choice = self.live.pop()
+                if self.pool is not None:
+                    self.pool.remove(len(self.live))
+                self.caches.pop(id(choice), None)
+                choice.row = -1
+            self._fail(request, err)
+
+    @staticmethod
+    def _fail(request: Request, err: Exception) -> None:
+        request.error = f"{type(err).__name__}: {err}"
+        for choice in request.choices:
+            choice.finish_reason = "error"
+
+    def _place(self, request: Request, cache: DecoderCache, index: int, logits: Tensor) -> None:
+        """Row ``index`` of a prefill's ``cache`` into the pool for the request's first answer, copies for the
+        others; each answer's first token from ``logits (1, V)``."""
+        assert self.pool is not None
+        row = self.pool.add(cache, index, len(request.prompt))
+        self.live.append((request, request.choices[0]))
+        request.choices[0].row = row
+        for choice in request.choices[1:]:
+            choice.row = self.pool.fork(row)
+            self.live.append((request, choice))
+        picked = pick(logits.expand(request.n, -1), [(request, c) for c in request.choices])
+        for choice, token in zip(request.choices, picked):
+            self.generated += 1
+            take(request, choice, token)
+
+    def _prefill_from(self, request: Request, slot: int, length: int) -> None:
+        """A prompt whose first ``length`` tokens a kept row holds: those copied, the rest read (from position
+        ``length``), then placed as any prompt."""
+        assert self.pool is not None
+        cache = self.model.new_cache(1, len(request.prompt))
+        self.pool.restore(slot, length, cache)
+        ids = torch.tensor([request.prompt[length:]], device=self.device)
+        hidden = self.model.hidden_states(ids, cache=cache)[:, -1]  # positions length .. len(prompt) - 1
+        request.cached_tokens = length
+        self._place(request, cache, 0, self.model.output_logits(hidden))
+
+    def _prefill_state(self, request: Request) -> None:
+        ids = torch.tensor([request.prompt], device=self.device)
+        for choice in request.choices:  # (each answer reads the prompt into its own state)
+            cache = self.model.new_cache(1, len(request.prompt) + request.max_new_tokens)
+            hidden = self.model.hidden_states(ids, cache=cache)[:, -1]
+            self.caches[id(choice)] = cache
+            self.live.append((request, choice))
+            choice.row = len(self.live) - 1
+            self.generated += 1
+            take(request, choice, pick(self.model.output_logits(hidden), [(request, choice)])[0])
 
     def _decode(self) -> list[int]:
         """One new token for every live answer: one pass over all rows, or (a recurrent model) row by row."""
@@ -208,46 +259,18 @@ class Engine:
             hidden = self.model.hidden_states(last, mask, position_ids=positions,
                                               cache=self.pool.decoder_cache())[:, -1]  # (n, C)
             self.pool.advance()
-        return self._pick(self.model.output_logits(hidden), self.live)
-
-    @staticmethod
-    def _pick(logits: Tensor, answers: list[tuple[Request, Choice]]) -> list[int]:
-        """Each row's next token: the argmax, or a draw with its request's settings and its own generator."""
-        chosen = logits.argmax(-1).tolist()
-        for i, (request, choice) in enumerate(answers):
-            s = request.sampling
-            if not s.greedy:
-                chosen[i] = int(next_token(logits[i:i + 1], True, s.temperature, s.top_k, s.top_p,
-                                           choice.generator)[0])
-        return chosen
-
-    def _take(self, request: Request, choice: Choice, token: int) -> None:
-        """A new token for ``choice``: kept, or the end of the answer (a stop id, a stop text, the budget)."""
-        self.generated += 1
-        if token in request.stop.ids:
-            return self._finish(choice, "stop")
-        choice.tokens.append(token)
-        if choice.detok is not None:
-            choice.detok.add(token)
-            choice.text = choice.detok.shown
-            if choice.detok.stopped:
-                return self._finish(choice, "stop")
-        if len(choice.tokens) >= request.max_new_tokens:
-            self._finish(choice, "length")
-
-    @staticmethod
-    def _finish(choice: Choice, reason: str) -> None:
-        choice.finish_reason = reason
-        if choice.detok is not None:
-            choice.text = choice.detok.final()
+        return pick(self.model.output_logits(hidden), self.live)
 
     def _release(self) -> None:
         """Free the rows of answers that ended and of cancelled requests (the last live row moves into each freed
         one)."""
-        for choice in [c for r, c in self.live if r.cancelled or c.done]:
+        for request, choice in [(r, c) for r, c in self.live if r.cancelled or c.done]:
             if not choice.done:
                 choice.finish_reason = "cancelled"
             i = next(k for k, (_, c) in enumerate(self.live) if c is choice)
+            if self.prefixes is not None and choice.index == 0 and choice.finish_reason in ("stop", "length"):
+                length = self.pool.lengths[i]  # the prompt and the answer, as far as the row's cache reached
+                self.pool.keep(i, self.prefixes.keep((request.prompt + choice.tokens)[:length]), length)
             if self.pool is not None:
                 self.pool.remove(i)
             moved = self.live.pop()

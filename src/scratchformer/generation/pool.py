@@ -69,20 +69,24 @@ class KVPool:
     that step's token in every row.
     """
 
-    def __init__(self, template: DecoderCache, capacity: int, max_len: int) -> None:
-        """``template``: an empty ``model.new_cache(1, 1)`` (its layers give the shapes, dtype and device)."""
+    def __init__(self, template: DecoderCache, capacity: int, max_len: int, *, width: int | None = None,
+                 kept: int = 0) -> None:
+        """``template``: an empty ``model.new_cache(1, 1)`` (its layers give the shapes, dtype and device).
+        ``width``: every row's columns, reserved now and never grown (a server's memory, decided at start); None:
+        grown by doubling as the longest row needs, up to ``max_len`` (an offline caller's). ``kept``: rows beyond
+        ``capacity`` that keep recent answers' keys and values for prefix reuse (``keep``, ``restore``)."""
         first = template.self_attn[0]
         if not self.holds(template):
             raise TypeError("a pool holds keys and values (softmax attention); this model's cache is "
                             f"{type(first).__name__}")
         assert isinstance(first, KVCache)
-        self.capacity, self.max_len = capacity, max_len
+        self.capacity, self.max_len, self.fixed, self.kept = capacity, max_len, width, kept
         self.kv_heads, self.head_dim = first.keys.size(1), first.keys.size(3)
         self.dtype, self.device = first.keys.dtype, first.keys.device
         self.lengths: list[int] = []  # each live row's filled positions
         self.at = torch.zeros(0, dtype=torch.long)  # (n,) where this step writes, set by step_inputs
         self.step_width = 0
-        self.layers = [RowKVCache(self, *self._empty(0)) for _ in template.self_attn]
+        self.layers = [RowKVCache(self, *self._empty(width or 0)) for _ in template.self_attn]
 
     @staticmethod
     def holds(template: DecoderCache) -> bool:
@@ -91,7 +95,7 @@ class KVPool:
         return bool(template.self_attn) and all(type(c) is KVCache for c in template.self_attn)
 
     def _empty(self, width: int) -> tuple[Tensor, Tensor]:
-        shape = (self.capacity, self.kv_heads, width, self.head_dim)
+        shape = (self.capacity + self.kept, self.kv_heads, width, self.head_dim)
         return (torch.zeros(shape, dtype=self.dtype, device=self.device),
                 torch.zeros(shape, dtype=self.dtype, device=self.device))
 
@@ -103,10 +107,23 @@ class KVPool:
     def rows(self) -> int:
         return len(self.lengths)
 
+    @property
+    def nbytes(self) -> int:
+        """What the pool holds now (all of it, from the start, for a fixed width)."""
+        return sum(t.numel() * t.element_size() for layer in self.layers for t in (layer.keys, layer.values))
+
+    @staticmethod
+    def bytes_per_position(template: DecoderCache) -> int:
+        """The bytes one position of one row costs: keys and values of every layer."""
+        return sum(2 * c.keys.size(1) * c.keys.size(3) * c.keys.element_size() for c in template.self_attn)
+
     def _fit(self, need: int) -> None:
-        """Grow every layer to at least ``need`` columns (doubling, at most ``max_len``); rows keep their values."""
+        """Grow every layer to at least ``need`` columns (doubling, at most ``max_len``); rows keep their values. A
+        pool of a fixed width never grows: a row that needs more is refused."""
         if need <= self.width:
             return
+        if self.fixed is not None:
+            raise ValueError(f"{need} positions needed, and this pool's rows hold {self.fixed}")
         if need > self.max_len:
             raise ValueError(f"{need} positions needed, the model reads at most {self.max_len}")
         old, width = self.width, min(self.max_len, max(16, 1 << (need - 1).bit_length()))
@@ -154,6 +171,21 @@ class KVPool:
             self.lengths[row] = n
         self.lengths.pop()
         return last if row != last else None
+
+    def keep(self, row: int, slot: int, length: int) -> None:
+        """Copy the first ``length`` positions of live ``row`` into kept slot ``slot`` (a recent answer, for reuse)."""
+        for layer in self.layers:
+            layer.keys[self.capacity + slot, :, :length] = layer.keys[row, :, :length]
+            layer.values[self.capacity + slot, :, :length] = layer.values[row, :, :length]
+
+    def restore(self, slot: int, length: int, into: DecoderCache) -> None:
+        """Copy the first ``length`` positions of kept slot ``slot`` into row 0 of a one-row cache ``into``, which then
+        holds them (its length ``length``): a prompt that begins with a kept prefix reads only the rest."""
+        for layer, target in zip(self.layers, into.self_attn):
+            assert isinstance(target, KVCache)
+            target.keys[0, :, :length] = layer.keys[self.capacity + slot, :, :length]
+            target.values[0, :, :length] = layer.values[self.capacity + slot, :, :length]
+            target.length = length
 
     def step_inputs(self) -> tuple[Tensor, Tensor | None]:
         """For a step over every live row: ``positions (n, 1)`` (each row's length) and ``key_mask (n, W')``, True

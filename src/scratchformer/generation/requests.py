@@ -68,6 +68,7 @@ class Choice:
     row: int = -1
     generator: torch.Generator | None = None
     detok: Any = None  # its incremental text (``stops.TextStop``), when the engine has a tokenizer
+    stop_id: int | None = None  # the stop id that ended it, if one did (not in ``tokens``)
 
     @property
     def done(self) -> bool:
@@ -88,6 +89,7 @@ class Request:
     choices: list[Choice] = field(default_factory=list)
     cancelled: bool = False
     error: str | None = None  # what failed, when a step failed for this request
+    cached_tokens: int = 0  # the prompt's first tokens read from a kept answer's cache (prefix reuse), not again
 
     @property
     def done(self) -> bool:

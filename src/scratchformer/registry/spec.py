@@ -13,13 +13,14 @@ from scratchformer.families import FAMILIES, family
 
 __all__ = ["ALPHABET", "DataForm", "FRACTIONS", "LOWER_IS_BETTER", "TaskSpec", "format_metric", "lower_is_better"]
 
-LOWER_IS_BETTER = ("loss", "perplexity")  # the metrics a smaller value of is better; every other one: a larger
+LOWER_IS_BETTER = ("loss", "perplexity")  # the metrics every task reports, a smaller value of them better
+SHORTER_IS_BETTER = ("length",)  # a task's own metrics of which a smaller value is better (any other: a larger)
 # The metrics that are fractions of the examples (printed, reported and plotted as percentages)
 FRACTIONS = frozenset({"accuracy", "f1", "exact_match", "reward_accuracy", "closer_to_chosen", "acc", "acc_norm"})
 
 
 def lower_is_better(metric: str) -> bool:
-    return metric in LOWER_IS_BETTER
+    return metric in LOWER_IS_BETTER or metric in SHORTER_IS_BETTER
 
 
 def format_metric(metric: str, value: Any) -> str:
@@ -85,6 +86,7 @@ class TaskSpec:
     needs_base: bool = False  # it only tunes a model (init_from), never trains one from scratch
     prompted: bool = False  # its records go through a prompt template (a base must hold it: train/prompt_room.py)
     loss_unit: str = "nats per token"  # what its loss is an average over, for a person (a report's axis)
+    zero_beta: bool = False  # beta=0 is allowed (GRPO: no KL term); otherwise beta > 0 (DPO's)
 
     @property
     def makes_own_data(self) -> bool:

@@ -92,8 +92,8 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
                   bias=False, max_steps=1000, batch_size=16, lr=2e-3, min_lr=1e-4, schedule="cosine",
                   warmup_fraction=0.1, beta2=0.99, adam_eps=1e-8, weight_decay=0.1, eval_every=100, eval_decode=0,
                   log_every=25),
-             metrics=("exact_match", "chrf"), decoded=("exact_match", "chrf"), datasets=("instructions",),
-             own_settings=("init_from", "template"), output_name="Answer",
+             metrics=("exact_match", "chrf"), decoded=("exact_match", "chrf"), datasets=("instructions", "arithmetic"),
+             own_settings=("init_from", "template", "digits", "operations"), output_name="Answer",
              fine_tune_defaults=dict(max_len=432, max_steps=500, batch_size=8, lr=1e-4, min_lr=1e-5,
                                      schedule="cosine", warmup_fraction=0.1, weight_decay=0.0, eval_every=100,
                                      eval_decode=0, log_every=25),
@@ -113,6 +113,25 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
              datasets=("preferences",), own_settings=("init_from", "template", "beta", "reference"),
              output_name="Answer", bases=("gpt",), needs_base=True, prompted=True,
              loss_unit="nats per pair"),
+    # learning from rewards (GRPO, tasks/grpo.py): a model that answers (an instruct run, or a GPT folder with a chat
+    # template) samples group_size answers to each problem, scored by a program; those above their group's mean are
+    # made more likely. trl's defaults where they suit a small model (DAPO's token-level loss, no KL term, one
+    # update per batch of answers, epsilon 0.2); 4 problems x 8 answers a step, answers of at most 64 tokens, at a
+    # rate for the small GPTs trained here (trl's 1e-6 is for billions of weights)
+    TaskSpec("grpo", ("gpt",), "a GPT that answers learns from rewards a program gives its answers (GRPO)", "GRPOTask",
+             DataForm("problems", "JSON Lines of {\"question\", \"answer\"} records (GSM8K's form: an answer ending "
+                      "\"#### N\"); a second file is the validation set", held="reads its problems into memory"),
+             dict(group_size=8, completion_tokens=64, temperature=1.0, reward="answer", beta=0.0, epsilon=0.2,
+                  loss_type="dapo", scale_rewards="group", updates=1, max_steps=200, batch_size=4, lr=1e-4,
+                  min_lr=1e-5, schedule="cosine", warmup_fraction=0.05, weight_decay=0.0, eval_every=50,
+                  eval_decode=100, log_every=1, select_by="accuracy"),
+             metrics=("accuracy", "format", "reward", "length"), decoded=("accuracy", "format", "reward", "length"),
+             select_by="accuracy", datasets=("arithmetic", "gsm8k"),
+             own_settings=("init_from", "template", "beta", "group_size", "completion_tokens", "temperature",
+                           "reward", "reward_weights", "scale_rewards", "epsilon", "epsilon_high", "loss_type",
+                           "updates", "digits", "operations"),
+             output_name="Answer", bases=("gpt",), needs_base=True, prompted=True, zero_beta=True,
+             loss_unit="GRPO's clipped surrogate, per answer token"),
     # a small ViT for a folder of images: 32 x 32 RGB in 64 patches of 4 x 4, shifted by up to 2 pixels
     TaskSpec("image", ("vit",), "a Vision Transformer classifies labelled images", "ImageTask",
              DataForm("images", "a folder with one sub-folder of PNG/JPEG images per class (the sub-folder's name is "

@@ -12,7 +12,8 @@ from scratchformer.errors import ConfigError, did_you_mean
 from scratchformer.families import check_built
 from scratchformer.nn.config import ModelConfig
 from scratchformer.registry import spec
-from scratchformer.settings.config import TrainConfig, parse_bool
+from scratchformer.settings.checks import parse_bool
+from scratchformer.settings.config import TrainConfig
 
 
 def parse_overrides(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:

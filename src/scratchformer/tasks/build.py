@@ -16,6 +16,7 @@ from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks.base import Task
 from scratchformer.tasks.classify import ClassifyTask
 from scratchformer.tasks.dpo import DPOTask
+from scratchformer.tasks.grpo import GRPOTask
 from scratchformer.tasks.image import ImageTask
 from scratchformer.tasks.instruct import InstructTask
 from scratchformer.tasks.lm import LMTask
@@ -27,7 +28,7 @@ __all__ = ["RUNNERS", "build_task", "make_task"]
 
 # The classes that run tasks, by the runner id a task's registry entry declares (``TaskSpec.runner``).
 RUNNERS: dict[str, type[Task]] = {cls.__name__: cls for cls in (
-    Seq2SeqTask, TranslationTask, LMTask, ClassifyTask, MaskedLMTask, ImageTask, InstructTask, DPOTask)}
+    Seq2SeqTask, TranslationTask, LMTask, ClassifyTask, MaskedLMTask, ImageTask, InstructTask, DPOTask, GRPOTask)}
 
 
 def _stderr(line: str) -> None:

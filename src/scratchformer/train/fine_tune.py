@@ -92,7 +92,8 @@ def _whole_model(run: Resolved, task: Task, base: ModelSource, given: dict[str, 
     n = given.get("max_len", have.max_len)
     unit = {"text": f"windows of {n} tokens", "records": f"records (a prompt and its answer) of up to {n} tokens",
             "pairs": f"sentences of up to {n} tokens",
-            "preferences": f"records (a prompt and two answers) of up to {n} tokens"}[task.spec.data.kind]
+            "preferences": f"records (a prompt and two answers) of up to {n} tokens",
+            "problems": f"problems (a prompt of up to {n} tokens and sampled answers)"}[task.spec.data.kind]
     model = base.load(torch.float32)
     log(f"initialised from {base.described}; trained further on {unit}")
     if base.added_chars:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
-from scratchformer.registry import LOWER_IS_BETTER
+from scratchformer.registry import lower_is_better
 from scratchformer.tasks.base import Batch, Task
 from scratchformer.train.device import to_device
 from scratchformer.train.precision import MixedPrecision
@@ -78,7 +78,7 @@ def evaluate(task: Task, model: nn.Module, split: str) -> dict[str, float]:
 
 def score(metrics: dict[str, float], select_by: str) -> float:
     """The validation metric ``select_by`` as a number where lower is better (accuracy 0.8 -> -0.8)."""
-    return metrics[select_by] if select_by in LOWER_IS_BETTER else -metrics[select_by]
+    return metrics[select_by] if lower_is_better(select_by) else -metrics[select_by]
 
 
 class Window:

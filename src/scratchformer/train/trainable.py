@@ -19,7 +19,7 @@ from torch import nn
 
 from scratchformer.errors import ConfigError
 from scratchformer.families import parts
-from scratchformer.settings.config import trainable_blocks
+from scratchformer.settings.checks import trainable_blocks
 
 __all__ = ["apply_trainable"]
 

@@ -202,11 +202,14 @@ def parse_completion(body: Any, model: ServedModel) -> Ask:
                warning, _n(body))
 
 
-def usage(ask: Ask, n_new: int) -> dict[str, int]:
-    return {"prompt_tokens": len(ask.ids), "completion_tokens": n_new, "total_tokens": len(ask.ids) + n_new}
+def usage(ask: Ask, n_new: int, cached: int = 0) -> dict[str, Any]:
+    """OpenAI's counts: ``cached_tokens``, the prompt's first tokens read from a kept answer's cache."""
+    return {"prompt_tokens": len(ask.ids), "completion_tokens": n_new, "total_tokens": len(ask.ids) + n_new,
+            "prompt_tokens_details": {"cached_tokens": cached}}
 
 
-def answer(ask: Ask, head: dict[str, Any], texts: list[str], finishes: list[str], n_new: int) -> dict[str, Any]:
+def answer(ask: Ask, head: dict[str, Any], texts: list[str], finishes: list[str], n_new: int,
+           cached: int = 0) -> dict[str, Any]:
     """The whole answer (not streamed): one choice per answer. ``head``: the id, created time and model name every
     object carries."""
     if ask.kind == "chat":
@@ -216,7 +219,7 @@ def answer(ask: Ask, head: dict[str, Any], texts: list[str], finishes: list[str]
         choices = [{"index": i, "text": ask.echo + text, "logprobs": None, "finish_reason": finish}
                    for i, (text, finish) in enumerate(zip(texts, finishes))]
     body = {**head, "object": "chat.completion" if ask.kind == "chat" else "text_completion", "choices": choices,
-            "usage": usage(ask, n_new)}
+            "usage": usage(ask, n_new, cached)}
     return {**body, "warning": ask.warning} if ask.warning else body
 
 
@@ -239,7 +242,7 @@ def chunk(ask: Ask, head: dict[str, Any], text: str | None = None, finish: str |
     return {**body, "warning": ask.warning} if first and ask.warning else body
 
 
-def usage_chunk(ask: Ask, head: dict[str, Any], n_new: int) -> dict[str, Any]:
+def usage_chunk(ask: Ask, head: dict[str, Any], n_new: int, cached: int = 0) -> dict[str, Any]:
     """The last event of a stream asked with ``stream_options.include_usage``: no choices, the counts."""
     kind = "chat.completion.chunk" if ask.kind == "chat" else "text_completion"
-    return {**head, "object": kind, "choices": [], "usage": usage(ask, n_new)}
+    return {**head, "object": kind, "choices": [], "usage": usage(ask, n_new, cached)}

@@ -22,10 +22,13 @@ class ServedModel:
     name: str
     template: Template | None
     created: int = field(default_factory=lambda: int(time.time()))
+    context: int | None = None  # the positions a request may take (the engine's rows); None: the model's window
 
     @property
     def max_len(self) -> int:
-        return self.ckpt.model_config.max_len
+        """The positions a request's prompt and answer may take together: the server's context, at most the
+        model's window."""
+        return min(self.ckpt.model_config.max_len, self.context or self.ckpt.model_config.max_len)
 
     @property
     def stop_ids(self) -> frozenset[int]:

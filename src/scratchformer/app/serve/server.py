@@ -162,7 +162,7 @@ class Answering:
         if bad is None:
             texts = [text for text, _, _ in last]
             response: Response = JSONResponse(answer(self.ask, self.head, texts, finishes,  # type: ignore[arg-type]
-                                                     sum(n for _, _, n in last)))
+                                                     sum(n for _, _, n in last), self.request.cached_tokens))
         else:
             response = error_response(_failed(bad))
         await response(scope, _no_receive, send)
@@ -199,7 +199,7 @@ class Answering:
         if gone.done():
             return
         if self.ask.include_usage:
-            await event(usage_chunk(self.ask, self.head, n_new))
+            await event(usage_chunk(self.ask, self.head, n_new, self.request.cached_tokens))
         await event("[DONE]")
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
@@ -215,10 +215,12 @@ async def _no_receive() -> Message:
 
 
 def make_app(model: ServedModel, *, api_key: str | None = None, max_batch: int = 16, max_waiting: int = 256,
-             max_body: int = 1 << 20, loopback: bool = True) -> ASGIApp:
+             max_body: int = 1 << 20, loopback: bool = True, kept: int = 0) -> ASGIApp:
     """The server's ASGI app for ``model``: its routes, its decoding thread (started and stopped with the app's
-    lifespan), and the ``Guard`` around them."""
-    worker = Worker(Engine(model.ckpt.model, model.ckpt.tokenizer, max_rows=max_batch), max_waiting)
+    lifespan), and the ``Guard`` around them. The engine's cache is reserved now: ``max_batch`` rows of
+    ``model.max_len`` positions, and ``kept`` more for prefix reuse."""
+    engine = Engine(model.ckpt.model, model.ckpt.tokenizer, max_rows=max_batch, context=model.max_len, kept=kept)
+    worker = Worker(engine, max_waiting)
     files = {path: (resources.files(__package__).joinpath("static", name).read_bytes(), kind)
              for path, (name, kind) in STATIC.items()}
 

@@ -1,0 +1,120 @@
+"""A chat's second turn: how much sooner does its first token come when the server reads the first turn from its
+kept rows (prefix reuse) than when it reads the whole conversation again?
+
+    python bench/speed/serve_prefix.py                    # both models of serve_load.py, 5 rounds
+    python bench/speed/serve_prefix.py --models instruct --rounds 3
+
+Each round: a first turn (a user message of Tiny Shakespeare, ``FIRST`` tokens of GPT-2 small's shape, 150 of the
+instruction-tuned GPT's, whose window is 256), answered greedily in 32 tokens; then the second turn (the first, its
+answer, and a short message), streamed, timed to its first token. Two servers of the same folder take turns round by
+round: ``scratchformer serve`` as it starts (kept rows for prefix reuse) and with ``--prefix-cache 0`` (none). Each
+round's opening is a different part of the text. Reported: the median time to the second turn's first token with
+and without, their ratio, the prompt tokens the server says it reused (``usage.prompt_tokens_details.cached_tokens``)
+and whether the two servers' second answers are the same text (they must be: the reused keys are the same numbers).
+The folders are ``serve_load.py``'s (random weights, GPT-2's layout) with a chat template; one PyTorch thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from serve_load import Server, make_folder  # noqa: E402  (the load benchmark's models and server)
+
+FIRST = {"gpt2-small": 400, "instruct": 150}
+ANSWER_TOKENS = 32
+TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
+            "{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
+
+
+def chat(server: Server, messages: list[dict], max_tokens: int) -> dict:
+    """One streamed chat completion: its text, seconds to its first token, the prompt tokens reused."""
+    body = json.dumps({"model": server.model, "messages": messages, "max_tokens": max_tokens, "temperature": 0,
+                       "stream": True, "stream_options": {"include_usage": True}})
+    start = time.perf_counter()
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=600)
+    conn.request("POST", "/v1/chat/completions", body=body, headers={"Content-Type": "application/json"})
+    response = conn.getresponse()
+    if response.status != 200:
+        raise SystemExit(f"HTTP {response.status}: {response.read()[:300]!r}")
+    first, text, usage = None, [], None
+    for raw in response:
+        line = raw.decode("utf-8").strip()
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        event = json.loads(line[6:])
+        usage = event.get("usage") or usage
+        piece = event["choices"][0]["delta"].get("content", "") if event.get("choices") else ""
+        if piece:
+            first = first if first is not None else time.perf_counter() - start
+            text.append(piece)
+    conn.close()
+    cached = ((usage or {}).get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+    return {"text": "".join(text), "ttft": first if first is not None else float("nan"), "cached": cached,
+            "prompt_tokens": (usage or {}).get("prompt_tokens", 0)}
+
+
+def conversation(server: Server, opening: str) -> dict:
+    """The first turn answered, then the second turn timed."""
+    turn = [{"role": "user", "content": opening}]
+    answer = chat(server, turn, ANSWER_TOKENS)["text"]
+    return chat(server, [*turn, {"role": "assistant", "content": answer},
+                         {"role": "user", "content": "And what came next?"}], 8)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default="gpt2-small,instruct")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    from tokenizers import Tokenizer
+
+    from scratchformer.data.named import load_tinyshakespeare
+
+    text = "\n".join(load_tinyshakespeare())
+    print(f"a chat's second turn, time to its first token: prefix reuse on (as serve starts) against --prefix-cache 0;"
+          f" scratchformer serve, {args.threads} thread(s), median of {args.rounds} rounds")
+    print("| model | first turn (tokens) | second turn's prompt (tokens) | reused (tokens) | with reuse (s) | "
+          "without (s) | sooner by | same answers |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.models.split(","):
+            folder = make_folder(name, Path(tmp), text)
+            (folder / "chat_template.jinja").write_text(TEMPLATE, encoding="utf-8")
+            tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+            openings = []
+            for r in range(args.rounds + 1):  # one more: the warm-up's
+                enc = tok.encode(text[r * 20_000:r * 20_000 + 8_000])
+                openings.append(text[r * 20_000:r * 20_000 + enc.offsets[FIRST[name] - 8][1]])  # the template's tokens
+            servers = {"with": Server("scratchformer", folder, args.threads),
+                       "without": Server("scratchformer", folder, args.threads, ("--prefix-cache", "0"))}
+            try:
+                for server in servers.values():
+                    conversation(server, openings[-1])  # warm-up
+                seen: dict[str, list[dict]] = {"with": [], "without": []}
+                for r in range(args.rounds):
+                    for way, server in servers.items():  # taking turns
+                        seen[way].append(conversation(server, openings[r]))
+            finally:
+                for server in servers.values():
+                    server.stop()
+            on = statistics.median(s["ttft"] for s in seen["with"])
+            off = statistics.median(s["ttft"] for s in seen["without"])
+            same = all(a["text"] == b["text"] for a, b in zip(seen["with"], seen["without"]))
+            reused = statistics.median(s["cached"] for s in seen["with"])
+            prompt = statistics.median(s["prompt_tokens"] for s in seen["with"])
+            assert all(s["cached"] == 0 for s in seen["without"])
+            print(f"| {name} | {FIRST[name]} | {prompt:.0f} | {reused:.0f} | {on:.3f} | {off:.3f} | {off / on:.1f}x | "
+                  f"{'yes' if same else 'NO'} |")
+
+
+if __name__ == "__main__":
+    main()
