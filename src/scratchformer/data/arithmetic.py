@@ -18,10 +18,11 @@ once, with seed ``HELD_OUT_SEED`` whatever the run's, and split into validation 
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from scratchformer.errors import ConfigError
 
-__all__ = ["DIGITS", "OPERATIONS", "arithmetic_problems", "check_operations"]
+__all__ = ["DIGITS", "OPERATIONS", "arithmetic_problems", "arithmetic_splits", "check_operations"]
 
 DIGITS, OPERATIONS = 2, "+-"
 TRAIN, HELD_OUT, HELD_OUT_SEED = 5000, 400, 20250101
@@ -70,3 +71,13 @@ def arithmetic_problems(digits: int = DIGITS, operations: str = OPERATIONS, seed
     half = len(held) // 2
     as_records = lambda ps: [{"question": q, "answer": a} for q, a in ps]  # noqa: E731
     return {"train": as_records(drawn), "val": as_records(held[:half]), "test": as_records(held[half:])}
+
+
+def arithmetic_splits(cfg: Any) -> dict[str, tuple[list[dict[str, str]], str]]:
+    """split -> (its problems, where they came from), with a run's ``digits``, ``operations`` and ``seed``."""
+    digits, operations = getattr(cfg, "digits", 0) or DIGITS, getattr(cfg, "operations", None) or OPERATIONS
+    made = arithmetic_problems(digits, operations, cfg.seed)
+    what = f"dataset arithmetic (numbers of up to {digits} digits, {' '.join(operations)}"
+    return {"train": (made["train"], f"{what}, seed {cfg.seed})"),
+            "val": (made["val"], f"{what}, the held-out problems' first half)"),
+            "test": (made["test"], f"{what}, the held-out problems' second half)")}

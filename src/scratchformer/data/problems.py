@@ -44,14 +44,9 @@ def check_problem(where: str, record: Any) -> dict[str, Any]:
 def named_problems(dataset: str, cfg: Any) -> dict[str, tuple[list[dict[str, Any]], str]]:
     """split -> (problems, where they came from) of a named set of problems (the module docstring)."""
     if dataset == "arithmetic":
-        from scratchformer.data.arithmetic import DIGITS, OPERATIONS, arithmetic_problems
+        from scratchformer.data.arithmetic import arithmetic_splits
 
-        digits, operations = getattr(cfg, "digits", 0) or DIGITS, getattr(cfg, "operations", None) or OPERATIONS
-        made = arithmetic_problems(digits, operations, cfg.seed)
-        what = f"dataset arithmetic (numbers of up to {digits} digits, {' '.join(operations)}"
-        return {"train": (made["train"], f"{what}, seed {cfg.seed})"),
-                "val": (made["val"], f"{what}, the held-out problems' first half)"),
-                "test": (made["test"], f"{what}, the held-out problems' second half)")}
+        return arithmetic_splits(cfg)
     from scratchformer.data.benchmark_files import find_benchmark_file, read_jsonl
     from scratchformer.data.splits import carve_part
 

@@ -82,10 +82,10 @@ def split_records(req: DataRequest, check: Check | None = None) -> dict[str, tup
     train, val, test = roles(req.task, req.files, cfg.dataset)
     chosen: dict[str, tuple[list[dict[str, Any]], str]] = {}
     if cfg.dataset == "arithmetic" and check is None:  # the built-in problems, as instruction records
-        from scratchformer.data.problems import named_problems
+        from scratchformer.data.arithmetic import arithmetic_splits
 
         chosen.update({split: ([{"instruction": p["question"], "input": "", "output": p["answer"]} for p in problems],
-                               origin) for split, (problems, origin) in named_problems(cfg.dataset, cfg).items()})
+                               origin) for split, (problems, origin) in arithmetic_splits(cfg).items()})
     elif cfg.dataset is not None and check is not None and cfg.dataset in PROBLEM_SETS:
         pass  # problems: their reader takes the named set itself (data/problems.py)
     elif cfg.dataset is not None:

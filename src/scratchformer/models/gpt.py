@@ -29,18 +29,21 @@ def _tracing() -> bool:
 @torch.no_grad()
 def output_matrix(model: GPT) -> Tensor | None:
     """The output matrix transposed to ``(C, V)``, a layout whose matrix-vector product runs about 2x faster on CPU;
-    made once per model and weights (kept on the model until the weights change), or None for a matrix over
+    made once per model and weights (kept on the model until the weights change: their version counts every in-place
+    change but one made through ``.data``, which is seen where it touches any of 4,096 values sampled across the
+    matrix), or None for a matrix over
     ``TRANSPOSE_LIMIT`` bytes (Qwen3's 151,936 x 1,024: a second copy of 300 MB would cost more memory than its speed
     is worth)."""
     weight = model.output_weight()
     if weight.numel() * weight.element_size() > TRANSPOSE_LIMIT:
         return None
     key = (weight.data_ptr(), weight._version, weight.dtype, weight.device)
+    sample = weight.detach().reshape(-1)[::max(1, weight.numel() // 4096)]  # a change through .data: not versioned
     kept = model.__dict__.get("_output_t")
-    if kept is None or kept[0] != key:
-        kept = (key, weight.detach().t().contiguous())
+    if kept is None or kept[0] != key or not torch.equal(kept[1], sample):
+        kept = (key, sample.clone(), weight.detach().t().contiguous())
         model.__dict__["_output_t"] = kept
-    return kept[1]
+    return kept[2]
 
 
 class GPT(nn.Module):

@@ -41,7 +41,7 @@ from scratchformer.nn.lora import adapters_off, has_adapters
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks.base import Batch, Task, clip
 from scratchformer.tasks.dpo_reference import dropout_off
-from scratchformer.tasks.grpo_loss import group_advantages, surrogate, token_logps
+from scratchformer.tasks.grpo_loss import PER_ANSWER, group_advantages, surrogate, token_logps
 from scratchformer.tasks.rewards import answer_reward, format_reward, rewards_of, score
 
 __all__ = ["GRPOTask"]
@@ -173,7 +173,7 @@ class GRPOTask(Task):
         """What the summed loss is divided by: the answers (grpo), answers x the budget (dr_grpo), answer tokens
         (dapo)."""
         n = len(batch["advantages"])
-        if self.loss_type == "grpo":
+        if self.loss_type == PER_ANSWER:
             return n
         if self.loss_type == "dr_grpo":
             return n * self.new_tokens

@@ -38,7 +38,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["Surrogate", "group_advantages", "surrogate", "token_logps"]
+__all__ = ["PER_ANSWER", "Surrogate", "group_advantages", "surrogate", "token_logps"]
+
+PER_ANSWER = "grpo"  # the loss type that averages each answer's tokens first (the others: all tokens together)
 
 
 def group_advantages(rewards: Tensor, group: int, scale: str = "group") -> Tensor:
@@ -95,7 +97,7 @@ def surrogate(logps: Tensor, old: Tensor | None, ref: Tensor | None, advantages:
         per_token_kl = torch.exp(ref - logps) - (ref - logps) - 1
         per_token = per_token + beta * per_token_kl * ratio  # weighted by rho: its gradient unbiased (module docstring)
         kl = float((per_token_kl.detach() * mask).sum() / mask.sum().clamp(min=1))
-    if loss_type == "grpo":
+    if loss_type == PER_ANSWER:
         loss_sum = ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1)).sum()
     else:
         loss_sum = (per_token * mask).sum()

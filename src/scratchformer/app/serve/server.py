@@ -214,6 +214,15 @@ async def _no_receive() -> Message:
     return {"type": "http.disconnect"}
 
 
+async def http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own errors (no such endpoint, a method not allowed, an exception) in OpenAI's form."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    words = {404: f"no endpoint {request.url.path[:80]!r}; see /v1/models, /v1/chat/completions, "
+                  "/v1/completions", 405: f"{request.method} is not allowed on {request.url.path[:80]!r}"}
+    message = words.get(status, "internal error; the server's console has the details")
+    return error_response(ApiError(status, message, kind="invalid_request_error" if status < 500 else "server_error"))
+
+
 def make_app(model: ServedModel, *, api_key: str | None = None, max_batch: int = 16, max_waiting: int = 256,
              max_body: int = 1 << 20, loopback: bool = True, kept: int = 0) -> ASGIApp:
     """The server's ASGI app for ``model``: its routes, its decoding thread (started and stopped with the app's
@@ -253,14 +262,6 @@ def make_app(model: ServedModel, *, api_key: str | None = None, max_batch: int =
     async def page(request: Request) -> Response:
         body, kind = files[request.url.path]
         return Response(body, media_type=kind)
-
-    async def http_error(request: Request, exc: Exception) -> Response:
-        status = exc.status_code if isinstance(exc, HTTPException) else 500
-        words = {404: f"no endpoint {request.url.path[:80]!r}; see /v1/models, /v1/chat/completions, "
-                      "/v1/completions", 405: f"{request.method} is not allowed on {request.url.path[:80]!r}"}
-        message = words.get(status, "internal error; the server's console has the details")
-        return error_response(ApiError(status, message, kind="invalid_request_error" if status < 500
-                                       else "server_error"))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
