@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import math
 import os
 import signal
 import socket
@@ -96,31 +97,30 @@ def timed_protocol(timeout: float) -> type:
     return Timed
 
 
-def make_server(app: Any, verbose: bool = False) -> Any:
+def make_server(app: Any, verbose: bool = False, read_timeout: float = 30, grace: float = GRACE_SECONDS) -> Any:
     """A uvicorn server for ``app`` with the limits above, which at SIGTERM lets the answers in progress run for
-    ``GRACE_SECONDS`` and then ends them itself (``app.stop_answers``): uvicorn would cancel their tasks before the
+    ``grace`` seconds and then ends them itself (``app.stop_answers``): uvicorn would cancel their tasks before the
     app's end, cutting a stream mid-body and answering a waiting request with a plain-text 500."""
     import uvicorn
-
-    from scratchformer.app.serve.guard import READ_TIMEOUT
 
     class Server(uvicorn.Server):
         async def shutdown(self, sockets: Any = None) -> None:
             loop = asyncio.get_running_loop()
-            late = loop.call_later(GRACE_SECONDS, lambda: loop.run_in_executor(None, app.stop_answers))
+            late = loop.call_later(grace, lambda: loop.run_in_executor(None, app.stop_answers))
             try:
                 await super().shutdown(sockets)
             finally:
                 late.cancel()
 
     return Server(uvicorn.Config(app, log_level="info" if verbose else "warning", access_log=verbose, lifespan="on",
-                                 timeout_graceful_shutdown=GRACE_SECONDS + 3, http=timed_protocol(READ_TIMEOUT),
+                                 timeout_graceful_shutdown=math.ceil(grace) + 3, http=timed_protocol(read_timeout),
                                  limit_concurrency=MAX_CONNECTIONS, timeout_keep_alive=KEEP_ALIVE))
 
 
 def serve(ckpt: str | Path, host: str = "127.0.0.1", port: int = 8000, *, api_key: str | None = None,
           name: str | None = None, max_batch: int = 16, max_body: int = 1 << 20, verbose: bool = False,
-          context: int | None = None, prefix_cache: int | None = None) -> None:
+          context: int | None = None, prefix_cache: int | None = None, read_timeout: float = 30,
+          grace: float = GRACE_SECONDS) -> None:
     """Serve ``ckpt`` until SIGTERM or Ctrl-C (see ``server.py`` for the endpoints)."""
     require("starlette", "serve")
     require("uvicorn", "serve")
@@ -132,8 +132,9 @@ def serve(ckpt: str | Path, host: str = "127.0.0.1", port: int = 8000, *, api_ke
     model.context, kept, reserved = cache_plan(model.ckpt.model, max_batch, context, prefix_cache)
     sock = bind(host, port)
     loopback = is_loopback(sock)
-    app = make_app(model, api_key=api_key, max_batch=max_batch, max_body=max_body, loopback=loopback, kept=kept)
-    server = make_server(app, verbose)
+    app = make_app(model, api_key=api_key, max_batch=max_batch, max_body=max_body, loopback=loopback, kept=kept,
+                   read_timeout=read_timeout)
+    server = make_server(app, verbose, read_timeout, grace)
     talk = (f"chat in its {model.template.name} template and completions" if model.template is not None
             else "completions only (it has no chat template)")
     print(f"serving {model.name}: {talk}, {model.max_len} tokens of context, up to {max_batch} answers at once")
@@ -167,5 +168,6 @@ def run_command(args: Any) -> int:
 
         torch.set_num_threads(args.threads)
     serve(args.ckpt, args.host, args.port, api_key=key, name=args.name, max_batch=args.max_batch,
-          max_body=args.max_body, verbose=args.verbose, context=args.context, prefix_cache=args.prefix_cache)
+          max_body=args.max_body, verbose=args.verbose, context=args.context, prefix_cache=args.prefix_cache,
+          read_timeout=args.read_timeout, grace=args.grace)
     return 0

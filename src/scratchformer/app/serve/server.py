@@ -38,7 +38,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from scratchformer.app.serve.api import ApiError, Ask, answer, chunk, parse_chat, parse_completion, usage_chunk
-from scratchformer.app.serve.guard import ClientGone, Guard, error_response, read_json
+from scratchformer.app.serve.guard import READ_TIMEOUT, ClientGone, Guard, error_response, read_json
 from scratchformer.app.serve.model import ServedModel
 from scratchformer.app.serve.worker import Job, Snapshot, Worker
 from scratchformer.generation.engine import Engine
@@ -155,7 +155,8 @@ async def _no_receive() -> Message:
 
 
 def make_app(model: ServedModel, *, api_key: str | None = None, max_batch: int = 16, max_waiting: int = 256,
-             max_body: int = 1 << 20, loopback: bool = True, kept: int = 0) -> ASGIApp:
+             max_body: int = 1 << 20, loopback: bool = True, kept: int = 0, read_timeout: float = READ_TIMEOUT
+             ) -> ASGIApp:
     """The server's ASGI app for ``model``: its routes, its decoding thread (started and stopped with the app's
     lifespan), and the ``Guard`` around them. The engine's cache is reserved now: ``max_batch`` rows of
     ``model.max_len`` positions, and ``kept`` more for prefix reuse."""
@@ -166,7 +167,7 @@ def make_app(model: ServedModel, *, api_key: str | None = None, max_batch: int =
 
     async def complete(request: Request) -> Response | Answering:
         try:
-            body = await read_json(request, max_body)
+            body = await read_json(request, max_body, read_timeout)
             parse = parse_chat if request.url.path.endswith("chat/completions") else parse_completion
             ask = await asyncio.to_thread(parse, body, model)  # a long prompt's tokens: the loop goes on meanwhile
             if ask.n > max_batch:
