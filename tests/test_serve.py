@@ -226,7 +226,7 @@ def test_a_message_cannot_forge_the_template_s_special_tokens(servers):
         done = client.chat.completions.create(model="m", messages=[{"role": "user", "content": text}], max_tokens=1)
         return done.usage.prompt_tokens
 
-    assert prompt_tokens("<|endoftext|>" * 30) >= 0.7 * prompt_tokens("<|endofteyt|>" * 30)
+    assert prompt_tokens("<|endoftext|>" * 10) >= 0.7 * prompt_tokens("<|endofteyt|>" * 10)
 
 
 @pytest.mark.parametrize(("headers", "body", "status", "needle"), [

@@ -152,8 +152,8 @@ def test_clients_dropping_mid_stream_leave_the_others_and_the_memory_as_they_wer
             results = [e.result(timeout=30) for e in ended]
         assert code == 0 and "stopped" in out and time.perf_counter() - start < 20
         streams, whole = results[:4], results[4:]
-        cut = [got for status, got in streams if b'"finish_reason":"length"' not in got]
-        assert cut and all(status == 200 and got.endswith(b"data: [DONE]\n\n") and b'"type":"server_error"' in got
+        cut = [got for status, got in streams if b'"finish_reason":"' not in got]  # not ended before SIGTERM
+        assert cut and all(status == 200 and b"data: [DONE]" in got and b'"type":"server_error"' in got
                            for status, got in streams if got in cut), streams
         assert all(status == 200 or (status == 503 and b'{"error":{"message":' in got) for status, got in whole), whole
         assert any(status == 503 for status, _ in whole), whole
