@@ -154,16 +154,9 @@ async def _no_receive() -> Message:
     return {"type": "http.disconnect"}
 
 
-def make_app(model: ServedModel, *, api_key: str | None = None, max_batch: int = 16, max_waiting: int = 256,
-             max_body: int = 1 << 20, loopback: bool = True, kept: int = 0, read_timeout: float = READ_TIMEOUT
-             ) -> ASGIApp:
-    """The server's ASGI app for ``model``: its routes, its decoding thread (started and stopped with the app's
-    lifespan), and the ``Guard`` around them. The engine's cache is reserved now: ``max_batch`` rows of
-    ``model.max_len`` positions, and ``kept`` more for prefix reuse."""
-    engine = Engine(model.ckpt.model, model.ckpt.tokenizer, max_rows=max_batch, context=model.max_len, kept=kept)
-    worker = Worker(engine, max_waiting)
-    files = {path: (resources.files(__package__).joinpath("static", name).read_bytes(), kind)
-             for path, (name, kind) in STATIC.items()}
+def _completions(model: ServedModel, worker: Worker, max_batch: int, max_body: int, read_timeout: float) -> Any:
+    """The endpoint of both completions: the body read and checked (its prompt's tokens counted in a thread: the loop
+    answers others meanwhile), then its answers."""
 
     async def complete(request: Request) -> Response | Answering:
         try:
@@ -183,6 +176,22 @@ def make_app(model: ServedModel, *, api_key: str | None = None, max_batch: int =
         except ClientGone:
             return Response(status_code=400)  # to no one: uvicorn drops what is sent to a closed connection
         return Answering(model, worker, ask)
+
+    return complete
+
+
+def make_app(model: ServedModel, *, api_key: str | None = None, max_batch: int = 16, max_waiting: int = 256,
+             max_body: int = 1 << 20, loopback: bool = True, kept: int = 0, read_timeout: float = READ_TIMEOUT
+             ) -> ASGIApp:
+    """The server's ASGI app for ``model``: its routes, its decoding thread (started and stopped with the app's
+    lifespan), and the ``Guard`` around them. The engine's cache is reserved now: ``max_batch`` rows of
+    ``model.max_len`` positions, and ``kept`` more for prefix reuse."""
+    engine = Engine(model.ckpt.model, model.ckpt.tokenizer, max_rows=max_batch, context=model.max_len, kept=kept)
+    worker = Worker(engine, max_waiting)
+    files = {path: (resources.files(__package__).joinpath("static", name).read_bytes(), kind)
+             for path, (name, kind) in STATIC.items()}
+
+    complete = _completions(model, worker, max_batch, max_body, read_timeout)
 
     async def models(request: Request) -> Response:
         wanted = request.path_params.get("name")
