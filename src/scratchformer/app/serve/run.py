@@ -1,10 +1,10 @@
 """The ``serve`` command: load the model, bind the address (one line if it cannot), say where the server listens,
-run uvicorn until SIGTERM or Ctrl-C, then stop cleanly: answers in progress get ``GRACE_SECONDS`` to finish, then
-end themselves (a stream with an error event, a waiting request with a 503) before uvicorn cancels what is left.
+run uvicorn until SIGTERM or Ctrl-C, then stop cleanly: answers in progress get ``--grace`` seconds (5) to finish,
+then end themselves (a stream with an error event, a waiting request with a 503) before uvicorn cancels what is left.
 
-Limits on connections: a request's head must arrive within ``guard.READ_TIMEOUT`` seconds of the connection's opening
-(or of its last answer) and its body within as many again, or the connection is closed (uvicorn itself waits
-forever); an idle connection is closed after ``KEEP_ALIVE`` seconds; at most ``MAX_CONNECTIONS`` connections at once
+Limits on connections: a request's head must arrive within ``--read-timeout`` seconds (30) of the connection's
+opening (or of its last answer) and its body within as many again, or the connection is closed (uvicorn itself waits
+for ever); an idle connection is closed after ``KEEP_ALIVE`` seconds; at most ``MAX_CONNECTIONS`` connections at once
 (more are answered 503)."""
 
 from __future__ import annotations
