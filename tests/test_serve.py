@@ -56,7 +56,8 @@ class Server:
     def request(self, method: str, path: str, body: bytes | str | None = None,
                 headers: dict[str, str] | None = None) -> tuple[int, dict]:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        conn.request(method, path, body=body, headers=headers or {})
+        headers = {**({"Content-Type": "application/json"} if body is not None else {}), **(headers or {})}
+        conn.request(method, path, body=body, headers=headers)
         response = conn.getresponse()
         status, data = response.status, response.read()
         conn.close()
@@ -204,6 +205,75 @@ def test_a_malformed_request_is_a_4xx_in_openai_s_form_and_the_server_goes_on(se
     assert got == status and needle in data["error"]["message"], (got, data)
     assert set(data["error"]) == {"message", "type", "param", "code"}
     assert complete(servers["instruct"].client(), "Add 2 and", False) is not None  # still serving
+
+
+def raw(port: int, data: bytes) -> bytes:
+    """What the server answers to ``data`` sent as it is on a connection of its own, until it closes it."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(data)
+        got = b""
+        while part := s.recv(65536):
+            got += part
+    return got
+
+
+def test_a_message_cannot_forge_the_template_s_special_tokens(servers):
+    """``<|endoftext|>`` is the Llama folder's special token: typed in a message it is text (many tokens), as
+    ``<|endofteyt|>`` is, not one token."""
+    client = servers["llama"].client()
+
+    def prompt_tokens(text: str) -> int:
+        done = client.chat.completions.create(model="m", messages=[{"role": "user", "content": text}], max_tokens=1)
+        return done.usage.prompt_tokens
+
+    assert prompt_tokens("<|endoftext|>" * 10) >= 0.7 * prompt_tokens("<|endofteyt|>" * 10)
+
+
+@pytest.mark.parametrize(("headers", "body", "status", "needle"), [
+    ({"Content-Type": "text/plain"}, {"prompt": "Add"}, 415, "Content-Type: application/json"),
+    ({"Content-Type": "application/x-www-form-urlencoded"}, "prompt=Add", 415, "Content-Type: application/json"),
+    ({"Origin": "http://evil.example"}, {"prompt": "Add"}, 403, "another site"),
+    ({}, "[" * 10_000 + "]" * 10_000, 400, "nested too deeply"),
+    ({}, {"prompt": "Add", "n": True}, 400, "'n' must be an integer, got true"),
+    ({}, {"prompt": "Add", "n": 1.0}, 400, "'n' must be an integer, got 1.0"),
+    ({}, {"prompt": "Add", "logprobs": 0}, 400, "(send false or leave it out)"),
+    ({}, {"prompt": "".join(chr(0x4E00 + i % 20_000) for i in range(330_000))}, 400, "and 19,990 more"),
+])
+def test_a_request_from_another_site_or_a_client_s_mistake_is_a_4xx_in_one_line(servers, headers, body, status,
+                                                                                 needle):
+    """A cross-origin form or text POST, a foreign Origin, JSON nested 10,000 deep, numbers that are no numbers, a
+    megabyte of characters the model never saw (refused in a short answer)."""
+    server = servers["lm"]
+    data = body.encode() if isinstance(body, str) else json.dumps(body, ensure_ascii=False).encode()
+    got, answer = server.request("POST", "/v1/completions", data, headers)
+    assert got == status and set(answer["error"]) == {"message", "type", "param", "code"}, (got, answer)
+    assert needle in answer["error"]["message"] and len(json.dumps(answer)) < 2000, answer
+
+
+def test_the_500s_of_before_are_400s_a_client_gone_is_nothing_and_the_console_has_no_traceback(servers):
+    server = servers["llama"]
+    got, answer = server.request("POST", "/v1/chat/completions",
+                                 '{"messages": [{"role": "user", "content": "\\ud800"}]}')
+    assert got == 400 and "lone surrogate" in answer["error"]["message"], answer
+    head = raw(server.port, b"GET /health HTTP/1.1\r\nHost: [\r\nConnection: close\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400") and b'"bad_host"' in head, head
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as s:  # gone during its upload
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 500\r\n\r\n{\"pro")
+    origin = {"Origin": f"http://127.0.0.1:{server.port}"}  # the chat page's own origin
+    assert server.request("POST", "/v1/completions", json.dumps({"prompt": "the", "max_tokens": 2}), origin)[0] == 200
+    assert "Traceback" not in server.log.read_text()
+
+
+def test_the_fields_of_the_current_openai_client_are_accepted_where_they_change_nothing(servers):
+    client = servers["instruct"].client()
+    fields = dict(safety_identifier="someone", prompt_cache_key="k", reasoning_effort="low", verbosity="low",
+                  modalities=["text"], store=False, metadata={"a": "b"}, service_tier="auto")
+    plain = chat(client, QUESTIONS[0], False)
+    assert chat(client, QUESTIONS[0], False, **fields) == plain
+    streamed = chat(client, QUESTIONS[0], True, extra_body={"stream_options": {"include_usage": True,
+                                                                               "include_obfuscation": False}})
+    assert streamed[:2] == plain[:2]
 
 
 def test_the_api_key_is_required_when_set_and_the_cli_refuses_in_one_line(runs, tmp_path, capsys):

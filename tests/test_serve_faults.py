@@ -10,7 +10,6 @@ import random
 import socket
 import struct
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -87,9 +86,43 @@ def lm_run(shared_run) -> Path:
     return shared_run("lm-records") / "lm"
 
 
+def half_sent(port: int, head_whole: bool) -> socket.socket:
+    """A connection whose request never ends: its head promises 500 bytes and 6 come, or its head is cut."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    head = f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+    s.sendall((head + "Content-Length: 500\r\n\r\n{\"pro" if head_whole else head).encode())
+    return s
+
+
+def closed_within(s: socket.socket, seconds: float) -> bytes:
+    """What the server sent before it closed ``s``; fails if it keeps it open ``seconds`` more."""
+    s.settimeout(seconds)
+    got = b""
+    with s:
+        while part := s.recv(4096):
+            got += part
+    return got
+
+
+def ended_by_sigterm(port: int, body: dict) -> tuple[int, bytes]:
+    """A request cut by SIGTERM: its status and its whole answer (a stream's events), read until the server closes."""
+    data = json.dumps(body).encode()
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+        s.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+                  f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
+        got = b""
+        while part := s.recv(65536):
+            got += part
+    return int(got.split(b" ", 2)[1]), got
+
+
 def test_clients_dropping_mid_stream_leave_the_others_and_the_memory_as_they_were(lm_run, tmp_path):
-    server = Server(lm_run, tmp_path / "server.log", "--max-batch", "4")
+    """Also: ten half-sent requests are closed after --read-timeout; at SIGTERM past --grace each stream ends with an
+    error event in OpenAI's form and each waiting request is a 503 in OpenAI's form (no plain-text 500)."""
+    server = Server(lm_run, tmp_path / "server.log", "--max-batch", "4", "--read-timeout", "2", "--grace", "0")
     try:
+        slow = [half_sent(server.port, i < 8) for i in range(10)]
+        opened = time.perf_counter()
         a_round(server, 24, seed=0)  # warm-up: every path once, the cache grown to its working size
         before = settled(server)
         warm = resident_kb(server.proc.pid)
@@ -105,15 +138,25 @@ def test_clients_dropping_mid_stream_leave_the_others_and_the_memory_as_they_wer
         spent = after["tokens_generated"] - before["tokens_generated"]
         assert spent - sum(r["tokens"] for r in kept) <= dropped * 30, (spent, dropped)
         assert rss <= 1.10 * warm, (warm, rss)
-        # SIGTERM while a stream is being written: the server ends cleanly within seconds
-        streaming = threading.Thread(target=lambda: drop_mid_stream(
-            server.port, {"prompt": "the", "max_tokens": 220, "stream": True}, 2, reset=False))
-        streaming.start()
-        time.sleep(0.2)
-        start = time.perf_counter()
-        code, out = server.stop()
+        answers = [closed_within(s, 10) for s in slow]  # closed by the server, 2 s after they stopped sending
+        assert time.perf_counter() - opened < 60 and all(a == b"" or a.startswith(b"HTTP/1.1 408") for a in answers)
+        # SIGTERM while streams are written and requests wait: the server ends cleanly within seconds
+        bodies = [{"prompt": "the", "max_tokens": 240, "stream": True, "temperature": 1, "seed": i} for i in range(4)]
+        bodies += [{"prompt": "the", "max_tokens": 240, "temperature": 1, "seed": i} for i in range(4)]
+        with ThreadPoolExecutor(8) as pool:
+            ended = [pool.submit(ended_by_sigterm, server.port, body) for body in bodies]
+            while server.request("GET", "/health")[1]["tokens_generated"] < after["tokens_generated"] + 8:
+                time.sleep(0.01)
+            start = time.perf_counter()
+            code, out = server.stop()
+            results = [e.result(timeout=30) for e in ended]
         assert code == 0 and "stopped" in out and time.perf_counter() - start < 20
-        streaming.join(30)
+        streams, whole = results[:4], results[4:]
+        cut = [got for status, got in streams if b'"finish_reason":"' not in got]  # not ended before SIGTERM
+        assert cut and all(status == 200 and b"data: [DONE]" in got and b'"type":"server_error"' in got
+                           for status, got in streams if got in cut), streams
+        assert all(status == 200 or (status == 503 and b'{"error":{"message":' in got) for status, got in whole), whole
+        assert any(status == 503 for status, _ in whole), whole
         assert "Traceback" not in server.log.read_text()
     finally:
         server.proc.kill()

@@ -17,7 +17,7 @@ import torch
 from tqdm.auto import tqdm
 
 from scratchformer.checkpoint import Checkpoint, CheckpointError
-from scratchformer.data.templates import Template, as_messages, folder_template, special_texts
+from scratchformer.data.templates import Template, as_messages, folder_template, prompt_ids, special_texts
 from scratchformer.errors import DataError, listed
 from scratchformer.families import FAMILIES, family
 from scratchformer.generation import generate, translate_ids
@@ -138,23 +138,24 @@ def chat_prompt(ckpt: Checkpoint, messages: list[dict[str, str]], template: Temp
                 record: dict[str, Any] | None = None) -> str:
     """THE rendering of a conversation for a model to answer, through which ``generate --instruction``, ``serve`` and
     GSM8K's chat form ask a model: ``messages`` (those before the answer) written in ``template`` (default: the
-    model's own, ``chat_template``), ending where the answer begins. ``record``: an Alpaca record the messages came
-    from (its own text, with "### Input:"). A model with no template is refused in one line (``DataError``)."""
-    template = template if template is not None else chat_template(ckpt)
-    if template is None:
-        raise DataError("this model has no chat template (it was not instruction-tuned, and its folder has none); "
-                        "continue a text instead")
-    assert ckpt.tokenizer is not None
-    return template.prompt(messages, record, special_texts(ckpt.tokenizer))
+    model's own), ending where the answer begins. ``record``: an Alpaca record the messages came from (its own text,
+    "### Input:" in it). A model with no template is refused in one line (``DataError``)."""
+    return _template_of(ckpt, template).prompt(messages, record, special_texts(ckpt.tokenizer))
+
+
+def _template_of(ckpt: Checkpoint, template: Template | None) -> Template:
+    if (template := template if template is not None else chat_template(ckpt)) is None:
+        raise DataError("this model has no chat template (not instruction-tuned, none in its folder): continue a text")
+    return template
 
 
 def chat_prompt_ids(ckpt: Checkpoint, messages: list[dict[str, str]], template: Template | None = None,
                     record: dict[str, Any] | None = None) -> list[int]:
-    """The token ids of ``chat_prompt``. A character the model's vocabulary lacks is refused in one line
-    (``DataError``)."""
+    """The token ids of ``chat_prompt``, a message's special tokens' texts as text (``templates.prompt_ids``). A
+    character the model's vocabulary lacks is refused in one line (``DataError``)."""
     tok = ckpt.tokenizer
     encode_checked(tok, "".join(m["content"] for m in messages))  # the user's words must be known; the template's
-    return tok.encode(chat_prompt(ckpt, messages, template, record))  # were read in training as they encode
+    return prompt_ids(tok, _template_of(ckpt, template), messages, record)  # were read in training as they encode
 
 
 def answer_instruction(ckpt: Checkpoint, instruction: str, input_text: str = "", max_new_tokens: int = 200, *,

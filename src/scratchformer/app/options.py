@@ -123,6 +123,10 @@ INFERENCE = [
             "many as --max-batch; 0: none)"),
         opt("--max-body", type=at_least(1024), default=1 << 20, help="largest request body in bytes (default "
             "1 MiB)"),
+        opt("--read-timeout", type=at_least(1, float), default=30, help="seconds a request's head, and then its "
+            "body, may take to arrive; then the connection is closed (default 30)"),
+        opt("--grace", type=at_least(0, float), default=5, help="at SIGTERM, seconds the answers in progress may take "
+            "to finish; then a stream ends with an error event and a waiting request is a 503 (default 5)"),
         opt("--threads", type=at_least(1), help="PyTorch's threads for the model (default: PyTorch's choice, one a "
             "core; 1 is often faster for a small model on a busy machine)"),
         opt("--verbose", action="store_true", help="log every request"),
@@ -135,7 +139,14 @@ INFERENCE = [
                     "one engine, joining and leaving between steps (continuous batching), in a cache whose memory "
                     "is reserved at start (--max-batch x --context positions, and --prefix-cache rows that keep "
                     "recent answers: a prompt that begins with one reads only the rest; usage.prompt_tokens_details."
-                    "cached_tokens says how many). GET / is a chat page. SIGTERM or Ctrl-C stops it.",
+                    "cached_tokens says how many). GET / is a chat page. SIGTERM or Ctrl-C stops it. Accepted and "
+                    "ignored: user, store, metadata, service_tier, parallel_tool_calls, reasoning_effort, verbosity, "
+                    "prompt_cache_key, prompt_cache_options, prompt_cache_retention, safety_identifier, prediction, "
+                    "stream_options.include_obfuscation; penalties, logprobs, tools, response_format, modalities, "
+                    "audio and web search only at values that change nothing. Limits: a POST must be "
+                    "'Content-Type: application/json'; a request from another site's page (its Origin) is refused; "
+                    "--max-body bytes; --read-timeout; at most 320 connections at once (more get a 503), an idle one "
+                    "closed after 5 s; at most 256 requests waiting.",
         epilog="example: scratchformer serve --ckpt runs/assistant, then any OpenAI client with "
                "base_url=http://127.0.0.1:8000/v1 (and any api_key unless --api-key is set)"),
 ]

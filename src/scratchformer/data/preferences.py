@@ -28,7 +28,7 @@ from typing import Any
 from scratchformer.data.memory import MemoryRows
 from scratchformer.data.records import prompt_template, split_records
 from scratchformer.data.task_data import DataRequest, TaskData
-from scratchformer.data.templates import ROLES, special_texts
+from scratchformer.data.templates import ROLES, Template, as_messages, prompt_ids, special_texts
 from scratchformer.errors import ConfigError, DataError
 
 __all__ = ["check_preference", "preferences_data"]
@@ -53,25 +53,29 @@ def preferences_data(req: DataRequest) -> TaskData:
             out.notes.append(f"{split}: skipped {len(records) - len(kept):,} of {len(records):,} records whose chosen "
                              "and rejected answers are the same text (no preference to learn)")
         prompts = [template.split(r["record"], special)[0] for r in kept]
-        out.views[split], merged = _rows(tokenizer, prompts, kept)
+        out.views[split], merged = _rows(tokenizer, template, prompts, kept)
         if merged:
             out.notes.append(f"{split}: in {merged:,} records the prompt's last token merges with the answer's first "
                              "(the answer starts where the two tokenizations part, as trl does)")
     return out
 
 
-def _rows(tokenizer: Any, prompts: list[str], records: list[dict[str, Any]]) -> tuple[MemoryRows, int]:
+def _rows(tokenizer: Any, template: Template, prompts: list[str], records: list[dict[str, Any]]
+          ) -> tuple[MemoryRows, int]:
     """Each record's tokens, as ``trl`` makes them: the prompt alone, and the prompt followed by each answer; the
     answer is what follows the prompt's tokens (where the tokenizations part, if a token spans the two), then the
-    end-of-text token. Returns the rows and the number of records whose prompt ends inside a token."""
-    prompt_ids = tokenizer.encode_batch(prompts)
-    whole = {key: tokenizer.encode_batch([p + r[key] for p, r in zip(prompts, records)])
-             for key in ("chosen", "rejected")}
+    end-of-text token. Returns the rows and the number of records whose prompt ends inside a token. The messages'
+    and the answers' words are text (``templates.prompt_ids``: none forges the template's special tokens)."""
+    def ids(record: dict[str, Any], then: str = "") -> list[int]:
+        return prompt_ids(tokenizer, template, as_messages(record["record"])[:-1], record["record"], then)
+
+    prompt_ids_ = [ids(r) for r in records]
+    whole = {key: [ids(r, r[key]) for r in records] for key in ("chosen", "rejected")}
     fields: dict[str, list[Any]] = {"prompt": [], "prompt.text": prompts, "chosen": [], "rejected": [],
                                     "chosen.text": [r["chosen"] for r in records],
                                     "rejected.text": [r["rejected"] for r in records]}
     merged = 0
-    for i, ids in enumerate(prompt_ids):
+    for i, ids in enumerate(prompt_ids_):
         n = min(_shared(ids, whole["chosen"][i]), _shared(ids, whole["rejected"][i]))
         merged += n < len(ids)
         fields["prompt"].append(ids[:n])

@@ -21,7 +21,7 @@ from typing import Any
 from scratchformer.data.memory import MemoryRows
 from scratchformer.data.records import prompt_template
 from scratchformer.data.task_data import DataRequest, TaskData
-from scratchformer.data.templates import special_texts
+from scratchformer.data.templates import prompt_ids, special_texts
 from scratchformer.errors import ConfigError, DataError
 
 __all__ = ["check_problem", "named_problems", "problems_data"]
@@ -74,8 +74,10 @@ def problems_data(req: DataRequest) -> TaskData:
     out = TaskData(tokenizer, {}, {split: origin for split, (_, origin) in chosen.items()},
                    template=template.to_dict())
     for split, (problems, _) in chosen.items():
-        prompts = [template.prompt([{"role": "user", "content": p["question"]}], None, special) for p in problems]
-        out.views[split] = MemoryRows({"prompt": [tokenizer.encode(p) for p in prompts], "prompt.text": prompts,
+        asked = [[{"role": "user", "content": p["question"]}] for p in problems]
+        prompts = [template.prompt(messages, None, special) for messages in asked]
+        out.views[split] = MemoryRows({"prompt": [prompt_ids(tokenizer, template, m) for m in asked],
+                                       "prompt.text": prompts,
                                        "question.text": [p["question"] for p in problems],
                                        "answer.text": [p["answer"] for p in problems]})
     return out

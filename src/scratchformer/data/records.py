@@ -23,7 +23,15 @@ from scratchformer.data.plan import file_splits
 from scratchformer.data.roles import roles
 from scratchformer.data.splits import carve_part
 from scratchformer.data.task_data import NO_TRAINING_DATA, DataRequest, TaskData
-from scratchformer.data.templates import ROLES, Template, find_template, special_texts
+from scratchformer.data.templates import (
+    ROLES,
+    Template,
+    as_messages,
+    find_template,
+    prompt_ids,
+    special_texts,
+    text_ids,
+)
 from scratchformer.errors import DataError, listed
 from scratchformer.tokenizers import Tokenizer
 
@@ -54,7 +62,7 @@ def records_data(req: DataRequest) -> TaskData:
     out = TaskData(tokenizer, {}, {split: origin for split, (_, origin) in chosen.items()},
                    template=template.to_dict())
     for split, pairs in texts.items():
-        out.views[split] = _rows(tokenizer, pairs)
+        out.views[split] = _rows(tokenizer, template, chosen[split][0], pairs)
     rows = out.views["train"].fields["ids"] if "train" in out.views else []
     unknown = sum(ids.count(tokenizer.unk_id) for ids in rows)
     if unknown and not req.quiet:  # a base's tokenizer that never saw some of the records' characters
@@ -100,10 +108,12 @@ def split_records(req: DataRequest, check: Check | None = None) -> dict[str, tup
     return chosen
 
 
-def _rows(tok: Tokenizer, pairs: list[tuple[str, str]]) -> MemoryRows:
-    """Each (prompt, response) as one row of ids: prompt, response, end-of-text."""
-    prompts = [tok.encode(p) for p, _ in pairs]
-    answers = [tok.encode(r) + [tok.eos_id] for _, r in pairs]
+def _rows(tok: Tokenizer, template: Template, records: list[dict[str, Any]], pairs: list[tuple[str, str]]
+          ) -> MemoryRows:
+    """Each record (and its (prompt, response) texts) as one row of ids: prompt, response, end-of-text; a message's
+    words as text (``prompt_ids``: none forges the template's special tokens)."""
+    prompts = [prompt_ids(tok, template, as_messages(r)[:-1], r) for r in records]
+    answers = [text_ids(tok, r) + [tok.eos_id] for _, r in pairs]
     return MemoryRows({"ids": [p + a for p, a in zip(prompts, answers)], "n_prompt": [len(p) for p in prompts],
                        "ids.text": [p for p, _ in pairs], "response.text": [r for _, r in pairs]})
 

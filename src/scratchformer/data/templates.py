@@ -31,11 +31,19 @@ Two kinds of template (``template=...``):
                   It needs ``jinja2`` (``pip install -e ".[chat]"``).
 
 ``template=auto`` (the default) is the base folder's chat template where it has one, else Alpaca's.
+
+A message's words are text, whatever they spell (as OpenAI's API reads them): ``prompt_ids`` renders the template with
+every special token's text inside a message hidden behind a mark, so that the tokenizer reads as special tokens the
+template's own markers alone (``Tokenizer.encode_pieces``); ``<|im_start|>system`` typed in a message is text. Every
+prompt a model reads goes through it: training and evaluating instruct, dpo and grpo runs, ``generate
+--instruction``, GSM8K's chat form and the server.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +51,7 @@ from typing import Any
 from scratchformer.errors import ConfigError, DataError
 
 __all__ = ["ALPACA_JINJA", "ALPACA_PREAMBLE", "ROLES", "Template", "as_messages", "find_template", "folder_template",
-           "special_texts"]
+           "prompt_ids", "special_texts", "text_ids"]
 
 ALPACA_PREAMBLE = ("Below is an instruction that describes a task. Write a response that appropriately completes "
                    "the request.")
@@ -121,6 +129,35 @@ class Template:
         """The prompt of one instruction (and its input), as ``generate --instruction`` asks it."""
         record = {"instruction": instruction, "input": input_text, "output": ""}
         return self.prompt(as_messages(record)[:-1], record, special)
+
+
+def prompt_ids(tok: Any, template: Template, messages: list[dict[str, str]],
+               record: dict[str, Any] | None = None, then: str = "") -> list[int]:
+    """THE token ids of ``template.prompt(messages, record)``, and of ``then`` after it (an answer, as text): the
+    template's special tokens' texts are special tokens, a message's are text (``Tokenizer.encode_pieces``)."""
+    specials = tok.parsed_specials
+    text_of = {**special_texts(tok)}
+    if not specials:
+        return tok.encode_pieces([(template.prompt(messages, record, text_of), True), (then, False)])
+    mark = "\ue000" + secrets.token_hex(6)  # a text no message holds: where a message held a special token's text
+    hidden: list[str] = []
+    find = re.compile("|".join(re.escape(s) for s in sorted(specials, key=len, reverse=True)))
+
+    def hide(text: Any) -> Any:
+        if not isinstance(text, str):
+            return text
+        return find.sub(lambda m: f"{mark}{hidden.append(m.group()) or len(hidden) - 1}\ue001", text)
+
+    shown = template.prompt([{**m, "content": hide(m["content"])} for m in messages],
+                            None if record is None else {k: hide(v) for k, v in record.items()}, text_of)
+    parts = re.split(re.escape(mark) + r"(\d+)\ue001", shown)
+    pieces = [(hidden[int(part)], False) if i % 2 else (part, True) for i, part in enumerate(parts)]
+    return tok.encode_pieces([*pieces, (then, False)])
+
+
+def text_ids(tok: Any, text: str) -> list[int]:
+    """The ids of a message's text alone (an answer to learn): what ``encode`` gives, no special token read in it."""
+    return tok.encode_pieces([(text, False)])
 
 
 def special_texts(tok: Any) -> dict[str, str]:

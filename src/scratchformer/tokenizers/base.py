@@ -99,6 +99,19 @@ class Tokenizer(ABC):
         """``encode`` for each text."""
         return [self.encode(t, add_bos=add_bos, add_eos=add_eos) for t in texts]
 
+    @property
+    def parsed_specials(self) -> tuple[str, ...]:
+        """The texts ``encode`` reads as special tokens where a text holds them: none here (``"<eos>"`` in a text is
+        five characters); a pretrained tokenizer's own (``<|im_start|>``)."""
+        return ()
+
+    def encode_pieces(self, pieces: Sequence[tuple[str, bool]]) -> list[int]:
+        """Token ids of a text in pieces, each ``(text, own)``: ``own`` where a template wrote it (its special tokens'
+        texts are special tokens), not where a message did (its words are text, whatever they spell: a user cannot
+        forge a template's markers). ``encode`` of the whole text where no message holds a ``parsed_specials`` text.
+        Here, where no text is read as a special token: ``encode`` of the whole."""
+        return self.encode("".join(text for text, _ in pieces))
+
     def state(self) -> dict[str, Any]:
         """What ``save`` writes: everything that decides the ids (a prepared corpus is keyed by its digest)."""
         return {"kind": self.kind, **self._to_json()}

@@ -4,12 +4,14 @@ its special tokens, every end-of-generation id, its chat template (``interop/fol
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from tokenizers import Tokenizer as HFTokenizer
 
+from scratchformer.errors import DataError
 from scratchformer.tokenizers.base import PAD_ID, UNK_ID, Tokenizer
 
 
@@ -111,7 +113,51 @@ class PretrainedTokenizer(Tokenizer):
         return self.hf.token_to_id("[MASK]")
 
     def _encode(self, text: str) -> list[int]:
-        return self.hf.encode(text).ids
+        try:
+            return self.hf.encode(text).ids
+        except TypeError:  # a lone surrogate ("\ud800"), which no text holds
+            raise DataError(f"the text holds {not_text(text)}, which is not text") from None
+
+    @property
+    def parsed_specials(self) -> tuple[str, ...]:
+        return tuple(self.specials)
+
+    def encode_pieces(self, pieces: Sequence[tuple[str, bool]]) -> list[int]:
+        """The template's pieces split at their special tokens' texts, each a token; the text between two of them
+        (the template's and the messages' together, as ``encode`` reads it) encoded with no special token read in it;
+        then what ``encode`` adds around (``added_around``)."""
+        marker = re.compile("(" + "|".join(re.escape(s) for s in sorted(self.specials, key=len, reverse=True)) + ")")
+        ids: list[int] = []
+        texts: list[str] = []  # since the last special token
+
+        def flush() -> None:
+            if texts and (text := "".join(texts)):
+                try:
+                    ids.extend(self._plain.encode(text, add_special_tokens=False).ids)
+                except TypeError:
+                    raise DataError(f"the text holds {not_text(text)}, which is not text") from None
+            texts.clear()
+
+        for text, own in pieces:
+            parts = marker.split(text) if own and self.specials else [text]
+            for i, part in enumerate(parts):
+                if i % 2:  # a special token's text, written by the template
+                    flush()
+                    ids.append(self.hf.token_to_id(part))
+                else:
+                    texts.append(part)
+        flush()
+        before, after = self.added_around()
+        return before + ids + after
+
+    @property
+    def _plain(self) -> HFTokenizer:
+        """A copy of the tokenizer that reads no special token in a text (``encode_special_tokens``)."""
+        if getattr(self, "_plain_hf", None) is None:
+            plain = HFTokenizer.from_str(self.hf.to_str())
+            plain.encode_special_tokens = True
+            self._plain_hf = plain
+        return self._plain_hf
 
     def encode(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> list[int]:
         if add_bos or add_eos:
@@ -121,7 +167,10 @@ class PretrainedTokenizer(Tokenizer):
     def encode_batch(self, texts: list[str], *, add_bos: bool = False, add_eos: bool = False) -> list[list[int]]:
         if add_bos or add_eos:
             raise ValueError("a pretrained tokenizer adds its own special tokens; add_bos/add_eos are not supported")
-        return [e.ids for e in self.hf.encode_batch(list(texts))]
+        try:
+            return [e.ids for e in self.hf.encode_batch(list(texts))]
+        except TypeError:
+            raise DataError(f"the text holds {not_text(''.join(texts))}, which is not text") from None
 
     def decode(self, ids: Sequence[int], *, skip_special: bool = True) -> str:
         return self.hf.decode([self._check_id(i) for i in ids], skip_special_tokens=skip_special)
@@ -141,3 +190,9 @@ class PretrainedTokenizer(Tokenizer):
     def _to_json(self) -> dict[str, Any]:
         return {"hf": json.loads(self.hf.to_str()), **({"ids": self.given} if self.given else {}),
                 **({"config": self.config} if self.config else {})}
+
+
+def not_text(text: str) -> str:
+    """What in ``text`` is not text, for a message: its first lone surrogate."""
+    bad = next((c for c in text if 0xD800 <= ord(c) <= 0xDFFF), "")
+    return f"a lone surrogate ({bad!a})" if bad else "something"

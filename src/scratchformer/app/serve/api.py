@@ -6,14 +6,17 @@ answer says so in ``warning``), ``temperature`` (0 to 2; 0 is greedy), ``top_p``
 texts), ``seed``, ``stream`` (with ``stream_options.include_usage``), ``n`` (1 to ``MAX_N`` answers to the prompt,
 which is read once; with a ``seed``, answer i draws from a generator seeded from the seed and i: the answers differ
 and the response is reproducible); a completion also ``echo``. Fields OpenAI defines that would change the answer and
-are not done here (penalties, log-probabilities, tools, a response format) are accepted at the values that change
-nothing and refused otherwise, naming the field; others that change nothing are accepted (``user``, ``store``,
-``metadata``); an unknown field is refused, as OpenAI refuses it. ``model`` may be any name: one model is served,
-and answers carry its own name.
+are not done here (penalties, log-probabilities, tools, a response format, audio, web search) are accepted at the
+values that change nothing and refused otherwise, naming the field (a value is neutral only in its own JSON type:
+``logprobs: 0`` is refused); fields that change nothing here are accepted and ignored (``IGNORED``: ``user``,
+``store``, ``metadata``, ``reasoning_effort``, ``verbosity``, ``prompt_cache_key``, ``safety_identifier``, ... and
+``stream_options.include_obfuscation``); an unknown field is refused, as OpenAI refuses it.
+``model`` may be any name: one model is served, and answers carry its own name.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,14 +28,31 @@ MAX_STOPS, MAX_STOP_CHARS = 4, 200
 MAX_N = 8  # the most answers one request may ask for (n); at most the server's --max-batch too
 _COMMON = {"model", "max_tokens", "temperature", "top_p", "top_k", "stop", "seed", "stream", "stream_options", "n",
            "user", "frequency_penalty", "presence_penalty", "logit_bias", "logprobs"}
-FIELDS = {"chat": _COMMON | {"messages", "max_completion_tokens", "top_logprobs", "response_format", "tools",
-                             "tool_choice", "parallel_tool_calls", "functions", "store", "metadata", "service_tier"},
+# fields the current ``openai`` client sends that change nothing here: accepted, whatever their value, and ignored
+IGNORED = {"user", "store", "metadata", "service_tier", "parallel_tool_calls", "reasoning_effort", "verbosity",
+           "prompt_cache_key", "prompt_cache_options", "prompt_cache_retention", "safety_identifier", "prediction"}
+FIELDS = {"chat": _COMMON | IGNORED | {"messages", "max_completion_tokens", "top_logprobs", "response_format", "tools",
+                                      "tool_choice", "functions", "function_call", "modalities", "audio",
+                                      "web_search_options", "moderation"},
           "completion": _COMMON | {"prompt", "echo", "suffix", "best_of"}}
-# a field -> the values that leave the answer as it is (any other is refused: not done here)
+# a field -> the values that leave the answer as it is (any other is refused: not done here); a value is neutral when
+# it is one of these and of its JSON type (true is not 1, 0 is not false)
 NEUTRAL = {"frequency_penalty": (0, 0.0, None), "presence_penalty": (0, 0.0, None), "logit_bias": (None, {}),
            "logprobs": (None, False), "top_logprobs": (None, 0), "tools": (None, []), "functions": (None, []),
            "suffix": (None, ""), "best_of": (None, 1), "tool_choice": (None, "none", "auto"),
-           "response_format": (None, {"type": "text"})}
+           "response_format": (None, {"type": "text"}), "function_call": (None, "none", "auto"),
+           "modalities": (None, ["text"]), "audio": (None,), "web_search_options": (None,), "moderation": (None,)}
+STREAM_OPTIONS = ("include_usage", "include_obfuscation")  # the second ignored: no one watches a loopback's sizes
+
+
+def as_json(value: Any, most: int = 40) -> str:
+    """A value as JSON writes it (``false``, ``null``), cut to ``most`` characters, for an error message."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= most else text[:most] + "..."
+
+
+def _neutral(value: Any, options: tuple[Any, ...]) -> bool:
+    return any(type(value) is type(option) and value == option for option in options)
 
 
 class ApiError(Exception):
@@ -68,7 +88,7 @@ def _number(body: dict[str, Any], key: str, low: float, high: float, *, integer:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
-        raise ApiError(400, f"'{key}' must be {'an integer' if integer else 'a number'}, got {value!r:.40}", key)
+        raise ApiError(400, f"'{key}' must be {'an integer' if integer else 'a number'}, got {as_json(value)}", key)
     if not low <= value <= high:
         raise ApiError(400, f"'{key}' must be between {low:g} and {high:g}, got {value}", key)
     return value
@@ -81,17 +101,19 @@ def _check_fields(body: Any, kind: str) -> dict[str, Any]:
     if unknown:
         raise ApiError(400, f"unrecognized request argument supplied: {unknown[0]}", unknown[0])
     for key, neutral in NEUTRAL.items():
-        if key in body and body[key] not in neutral:
-            raise ApiError(400, f"'{key}' is not supported by this server (send {neutral[-1]!r} or leave it out)", key)
+        if key in body and not _neutral(body[key], neutral):
+            raise ApiError(400, f"'{key}' is not supported by this server (send {as_json(neutral[-1])} or leave it "
+                           "out)", key)
     if not isinstance(body.get("model", ""), str):
         raise ApiError(400, "'model' must be a string", "model")
     for key in ("stream", "echo"):
         if not isinstance(body.get(key, False), bool):
             raise ApiError(400, f"'{key}' must be true or false", key)
     options = body.get("stream_options")
-    if options is not None and (not isinstance(options, dict) or not set(options) <= {"include_usage"}
-                                or not isinstance(options.get("include_usage", False), bool)):
-        raise ApiError(400, "'stream_options' must be {\"include_usage\": true|false}", "stream_options")
+    if options is not None and (not isinstance(options, dict) or not set(options) <= set(STREAM_OPTIONS)
+                                or not all(isinstance(options.get(k, False), bool) for k in STREAM_OPTIONS)):
+        raise ApiError(400, "'stream_options' must be {\"include_usage\": true|false} (and include_obfuscation, "
+                       "ignored)", "stream_options")
     if options is not None and not body.get("stream"):
         raise ApiError(400, "'stream_options' goes with stream=true", "stream_options")
     return body

@@ -1,9 +1,17 @@
 """The ``serve`` command: load the model, bind the address (one line if it cannot), say where the server listens,
-run uvicorn until SIGTERM or Ctrl-C, then stop cleanly (answers in progress get a few seconds to finish)."""
+run uvicorn until SIGTERM or Ctrl-C, then stop cleanly: answers in progress get ``--grace`` seconds (5) to finish,
+then end themselves (a stream with an error event, a waiting request with a 503) before uvicorn cancels what is left.
+
+Limits on connections: a request's head must arrive within ``--read-timeout`` seconds (30) of the connection's
+opening (or of its last answer) and its body within as many again, or the connection is closed (uvicorn itself waits
+for ever); an idle connection is closed after ``KEEP_ALIVE`` seconds; at most ``MAX_CONNECTIONS`` connections at once
+(more are answered 503)."""
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
+import math
 import os
 import signal
 import socket
@@ -14,6 +22,8 @@ from scratchformer.errors import ConfigError
 from scratchformer.extras import require
 
 GRACE_SECONDS = 5  # at SIGTERM, how long answers in progress may take to finish before they are cut
+MAX_CONNECTIONS = 320  # open at once: the decoding rows (16), the waiting requests (256) and room for pages
+KEEP_ALIVE = 5  # seconds an idle connection is kept open (uvicorn's default)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -52,13 +62,68 @@ def cache_plan(model, max_batch: int, context: int | None, kept: int | None) -> 
     return context, kept, per * context * (max_batch + kept)
 
 
+def timed_protocol(timeout: float) -> type:
+    """uvicorn's HTTP protocol, which also closes a connection whose request head has not arrived whole within
+    ``timeout`` seconds of the connection's opening or its last answer (ten half-sent heads would otherwise hold ten
+    connections for ever); once a head is whole, the body's time is the app's (``guard.read_json``)."""
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    class Timed(AutoHTTPProtocol):  # type: ignore[misc,valid-type]
+        head_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: Any, *args: Any) -> None:
+            super().connection_made(transport, *args)
+            self._arm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self.head_timer is not None:
+                self.head_timer.cancel()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            if self.head_timer is not None:
+                self.head_timer.cancel()
+            self.head_timer = self.loop.call_later(timeout, self._late)
+
+        def _late(self) -> None:
+            cycle = getattr(self, "cycle", None)
+            if (cycle is None or cycle.response_complete) and not self.transport.is_closing():
+                self.transport.close()  # no head within the time: nothing to answer
+
+    return Timed
+
+
+def make_server(app: Any, verbose: bool = False, read_timeout: float = 30, grace: float = GRACE_SECONDS) -> Any:
+    """A uvicorn server for ``app`` with the limits above, which at SIGTERM lets the answers in progress run for
+    ``grace`` seconds and then ends them itself (``app.stop_answers``): uvicorn would cancel their tasks before the
+    app's end, cutting a stream mid-body and answering a waiting request with a plain-text 500."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: Any = None) -> None:
+            loop = asyncio.get_running_loop()
+            late = loop.call_later(grace, lambda: loop.run_in_executor(None, app.stop_answers))
+            try:
+                await super().shutdown(sockets)
+            finally:
+                late.cancel()
+
+    return Server(uvicorn.Config(app, log_level="info" if verbose else "warning", access_log=verbose, lifespan="on",
+                                 timeout_graceful_shutdown=math.ceil(grace) + 3, http=timed_protocol(read_timeout),
+                                 limit_concurrency=MAX_CONNECTIONS, timeout_keep_alive=KEEP_ALIVE))
+
+
 def serve(ckpt: str | Path, host: str = "127.0.0.1", port: int = 8000, *, api_key: str | None = None,
           name: str | None = None, max_batch: int = 16, max_body: int = 1 << 20, verbose: bool = False,
-          context: int | None = None, prefix_cache: int | None = None) -> None:
+          context: int | None = None, prefix_cache: int | None = None, read_timeout: float = 30,
+          grace: float = GRACE_SECONDS) -> None:
     """Serve ``ckpt`` until SIGTERM or Ctrl-C (see ``server.py`` for the endpoints)."""
     require("starlette", "serve")
     require("uvicorn", "serve")
-    import uvicorn
 
     from scratchformer.app.serve.model import load_served
     from scratchformer.app.serve.server import make_app
@@ -67,9 +132,9 @@ def serve(ckpt: str | Path, host: str = "127.0.0.1", port: int = 8000, *, api_ke
     model.context, kept, reserved = cache_plan(model.ckpt.model, max_batch, context, prefix_cache)
     sock = bind(host, port)
     loopback = is_loopback(sock)
-    app = make_app(model, api_key=api_key, max_batch=max_batch, max_body=max_body, loopback=loopback, kept=kept)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="info" if verbose else "warning", access_log=verbose,
-                                           timeout_graceful_shutdown=GRACE_SECONDS, lifespan="on"))
+    app = make_app(model, api_key=api_key, max_batch=max_batch, max_body=max_body, loopback=loopback, kept=kept,
+                   read_timeout=read_timeout)
+    server = make_server(app, verbose, read_timeout, grace)
     talk = (f"chat in its {model.template.name} template and completions" if model.template is not None
             else "completions only (it has no chat template)")
     print(f"serving {model.name}: {talk}, {model.max_len} tokens of context, up to {max_batch} answers at once")
@@ -103,5 +168,6 @@ def run_command(args: Any) -> int:
 
         torch.set_num_threads(args.threads)
     serve(args.ckpt, args.host, args.port, api_key=key, name=args.name, max_batch=args.max_batch,
-          max_body=args.max_body, verbose=args.verbose, context=args.context, prefix_cache=args.prefix_cache)
+          max_body=args.max_body, verbose=args.verbose, context=args.context, prefix_cache=args.prefix_cache,
+          read_timeout=args.read_timeout, grace=args.grace)
     return 0

@@ -8,19 +8,19 @@
 
 Requests are decoded together by one decoding engine (``generation/engine.py``) in its own thread (``worker.py``). A
 client that goes away (a closed connection, a stopped stream) cancels its answers at once: the next step frees their
-rows. What is safe
-by default: a loopback address, and then only requests addressed to a loopback name (a web page elsewhere cannot
-reach the server by rebinding a domain name to 127.0.0.1); with an API key, every ``/v1`` request must bring it
-(``Authorization: Bearer KEY``); a body of at most ``max_body`` bytes, a prompt within the model's window; nothing
-in a request is a path, and the pages served are a fixed table of the package's own files. Every refusal is a 4xx
-with OpenAI's error JSON; an unexpected failure is a 500 in the same form, its traceback on the console only.
+rows. What is safe by default (``guard.py``): a loopback address, and then only requests addressed to a loopback name;
+no request from another site's page; with an API key, every ``/v1`` request must bring it; a JSON body of at most
+``max_body`` bytes, read within ``guard.READ_TIMEOUT`` seconds; a prompt within the model's window; nothing in a
+request is a path, and the pages served are a fixed table of the package's own files. Every refusal is a 4xx with
+OpenAI's error JSON; an unexpected failure is a 500 in the same form, its traceback on the console only. At SIGTERM
+(``run.py``) the answers in progress have a few seconds to end; then each stream ends with an error event and each
+request still waiting is a 503, in OpenAI's form.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
 import sys
 import time
@@ -29,7 +29,6 @@ import uuid
 from collections.abc import AsyncIterator
 from importlib import resources
 from typing import Any
-from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -39,6 +38,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from scratchformer.app.serve.api import ApiError, Ask, answer, chunk, parse_chat, parse_completion, usage_chunk
+from scratchformer.app.serve.guard import READ_TIMEOUT, ClientGone, Guard, error_response, read_json
 from scratchformer.app.serve.model import ServedModel
 from scratchformer.app.serve.worker import Job, Snapshot, Worker
 from scratchformer.generation.engine import Engine
@@ -47,66 +47,6 @@ from scratchformer.generation.requests import Stop
 
 STATIC = {"/": ("index.html", "text/html; charset=utf-8"), "/chat.css": ("chat.css", "text/css; charset=utf-8"),
           "/chat.js": ("chat.js", "text/javascript; charset=utf-8")}
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-HEADERS = [(b"content-security-policy", b"default-src 'none'; script-src 'self'; style-src 'self'; "
-            b"connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
-           (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer"),
-           (b"cache-control", b"no-store")]
-
-
-def error_response(err: ApiError) -> JSONResponse:
-    return JSONResponse(err.body(), status_code=err.status)
-
-
-class Guard:
-    """ASGI middleware: the host check on loopback, the API key on ``/v1``, and the security headers."""
-
-    def __init__(self, app: ASGIApp, *, api_key: str | None, loopback: bool) -> None:
-        self.app, self.api_key, self.loopback = app, api_key, loopback
-
-    def _refusal(self, scope: Scope) -> ApiError | None:
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        host = urlsplit("//" + headers.get("host", "")).hostname or ""
-        if self.loopback and host not in LOOPBACK:
-            return ApiError(403, "this server answers only requests for 127.0.0.1 or localhost", code="forbidden_host")
-        if self.api_key and scope["path"].startswith("/v1"):
-            given = headers.get("authorization", "")
-            if not hmac.compare_digest(given.encode(), f"Bearer {self.api_key}".encode()):
-                return ApiError(401, "a valid API key is needed: send the header 'Authorization: Bearer KEY'",
-                                code="invalid_api_key")
-        return None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *HEADERS]
-            await send(message)
-
-        refusal = self._refusal(scope)
-        if refusal is not None:
-            await error_response(refusal)(scope, receive, with_headers)
-            return
-        await self.app(scope, receive, with_headers)
-
-
-async def read_json(request: Request, limit: int) -> Any:
-    """The body as JSON, at most ``limit`` bytes (``ApiError`` otherwise)."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise ApiError(413, f"the request body is {declared} bytes; this server takes at most {limit}")
-    body = bytearray()
-    async for part in request.stream():
-        body += part
-        if len(body) > limit:
-            raise ApiError(413, f"the request body is over {limit} bytes, the most this server takes")
-    try:
-        return json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as err:
-        raise ApiError(400, f"the body is not JSON: {str(err).splitlines()[0][:120]}") from None
 
 
 async def until_disconnect(receive: Receive) -> None:
@@ -223,8 +163,35 @@ async def http_error(request: Request, exc: Exception) -> Response:
     return error_response(ApiError(status, message, kind="invalid_request_error" if status < 500 else "server_error"))
 
 
+def _completions(model: ServedModel, worker: Worker, max_batch: int, max_body: int, read_timeout: float) -> Any:
+    """The endpoint of both completions: the body read and checked (its prompt's tokens counted in a thread: the loop
+    answers others meanwhile), then its answers."""
+
+    async def complete(request: Request) -> Response | Answering:
+        try:
+            body = await read_json(request, max_body, read_timeout)
+            parse = parse_chat if request.url.path.endswith("chat/completions") else parse_completion
+            ask = await asyncio.to_thread(parse, body, model)  # a long prompt's tokens: the loop goes on meanwhile
+            if ask.n > max_batch:
+                raise ApiError(400, f"n={ask.n}: this server decodes at most {max_batch} answers at once (--max-batch)",
+                               "n")
+            if worker.stopping:
+                raise ApiError(503, "the server is stopping", kind="server_error", code="stopping")
+            if worker.full:
+                raise ApiError(503, "the server is busy: too many requests are waiting; try again shortly",
+                               kind="server_error", code="overloaded")
+        except ApiError as err:  # a body cut by the time limit leaves the connection unreadable: it is closed
+            return error_response(err, {"connection": "close"} if err.status == 408 else None)
+        except ClientGone:
+            return Response(status_code=400)  # to no one: uvicorn drops what is sent to a closed connection
+        return Answering(model, worker, ask)
+
+    return complete
+
+
 def make_app(model: ServedModel, *, api_key: str | None = None, max_batch: int = 16, max_waiting: int = 256,
-             max_body: int = 1 << 20, loopback: bool = True, kept: int = 0) -> ASGIApp:
+             max_body: int = 1 << 20, loopback: bool = True, kept: int = 0, read_timeout: float = READ_TIMEOUT
+             ) -> ASGIApp:
     """The server's ASGI app for ``model``: its routes, its decoding thread (started and stopped with the app's
     lifespan), and the ``Guard`` around them. The engine's cache is reserved now: ``max_batch`` rows of
     ``model.max_len`` positions, and ``kept`` more for prefix reuse."""
@@ -233,20 +200,7 @@ def make_app(model: ServedModel, *, api_key: str | None = None, max_batch: int =
     files = {path: (resources.files(__package__).joinpath("static", name).read_bytes(), kind)
              for path, (name, kind) in STATIC.items()}
 
-    async def complete(request: Request) -> Response | Answering:
-        try:
-            body = await read_json(request, max_body)
-            parse = parse_chat if request.url.path.endswith("chat/completions") else parse_completion
-            ask = parse(body, model)
-            if ask.n > max_batch:
-                raise ApiError(400, f"n={ask.n}: this server decodes at most {max_batch} answers at once (--max-batch)",
-                               "n")
-            if worker.full:
-                raise ApiError(503, "the server is busy: too many requests are waiting; try again shortly",
-                               kind="server_error", code="overloaded")
-        except ApiError as err:
-            return error_response(err)
-        return Answering(model, worker, ask)
+    complete = _completions(model, worker, max_batch, max_body, read_timeout)
 
     async def models(request: Request) -> Response:
         wanted = request.path_params.get("name")
@@ -278,4 +232,6 @@ def make_app(model: ServedModel, *, api_key: str | None = None, max_batch: int =
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error,
                                                                           Exception: http_error})
     app.state.worker = worker
-    return Guard(app, api_key=api_key, loopback=loopback)
+    guarded = Guard(app, api_key=api_key, loopback=loopback)
+    guarded.stop_answers = worker.stop  # type: ignore[attr-defined] # run.py ends the answers before uvicorn cuts them
+    return guarded

@@ -28,6 +28,7 @@ class Worker:
         self.engine, self.max_waiting = engine, max_waiting
         self.wake = threading.Condition()
         self.stopping = False
+        self.stopped = threading.Lock()  # held while stop() runs (it may run from two threads)
         self.thread = threading.Thread(target=self._run, name="scratchformer-decoder", daemon=True)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.pending: list[tuple[asyncio.Queue, Snapshot]] = []
@@ -50,15 +51,19 @@ class Worker:
             time.sleep(0)
 
     def stop(self) -> None:
-        """Cancel what runs and waits, and end the thread (after the step in progress)."""
-        with self.wake:
-            self.stopping = True
-            self.wake.notify()
-        self.thread.join()
-        for request in self.engine.fail_all("cancelled"):
-            if request.on_update is not None:
-                request.on_update(request)
-        self._deliver()
+        """Cancel what runs and waits, and end the thread (after the step in progress). Each request ends with the
+        finish reason ``cancelled``: its client is told (a stream's error event, a 503). Called at SIGTERM's grace's
+        end and again at the app's end: the second call finds nothing left."""
+        with self.stopped:
+            with self.wake:
+                self.stopping = True
+                self.wake.notify()
+            if self.thread.is_alive():
+                self.thread.join()
+            for request in self.engine.fail_all("cancelled"):
+                if request.on_update is not None:
+                    request.on_update(request)
+            self._deliver()
 
     @property
     def full(self) -> bool:
