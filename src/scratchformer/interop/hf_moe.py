@@ -58,3 +58,22 @@ def moe_config_fields(cfg: Any) -> dict[str, Any]:
                 moe_intermediate_size=cfg.expert_d_ff or cfg.d_ff, norm_topk_prob=cfg.experts_norm_topk,
                 mlp_only_layers=list(cfg.dense_layers), decoder_sparse_step=1,
                 router_aux_loss_coef=cfg.router_aux_coef)
+
+
+def as_in_memory(state: dict[str, Any], keys: Any) -> dict[str, Any]:
+    """``state`` (their names, one tensor per expert, as folders store them) in the layout of a ``transformers`` model
+    whose state-dict names are ``keys``: transformers 5 holds a layer's experts as two 3-D tensors, ``gate_up_proj``
+    ``(E, 2F, C)`` (each expert's gate rows, then its up rows) and ``down_proj`` ``(E, C, F)``, and writes them per
+    expert again when it saves."""
+    import torch
+
+    fused = [k.removesuffix("gate_up_proj") for k in keys if k.endswith(".experts.gate_up_proj")]
+    if not fused:
+        return state
+    out = {k: v for k, v in state.items() if not any(k.startswith(p) for p in fused)}
+    for p in fused:
+        n = sum(1 for k in state if k.startswith(p) and k.endswith(".down_proj.weight"))
+        out[p + "gate_up_proj"] = torch.stack([torch.cat([state[f"{p}{j}.gate_proj.weight"],
+                                                          state[f"{p}{j}.up_proj.weight"]]) for j in range(n)])
+        out[p + "down_proj"] = torch.stack([state[f"{p}{j}.down_proj.weight"] for j in range(n)])
+    return out
