@@ -54,8 +54,8 @@ from scratchformer.models import GPT
 from scratchformer.nn.config import ModelConfig
 from scratchformer.nn.embedding import RotaryEmbedding
 
-ARCHITECTURES = {"LlamaForCausalLM": "llama", "Qwen3ForCausalLM": "qwen3", QWEN3_MOE_LM: "qwen3_moe",
-                 "GPT2LMHeadModel": "gpt2"}
+ARCHITECTURES = {"LlamaForCausalLM": "llama", "Qwen3ForCausalLM": "qwen3", "GPT2LMHeadModel": "gpt2",
+                 QWEN3_MOE_LM: "qwen3_moe"}
 # What a GPT's settings are when it is a Llama (a Qwen3: a Llama with qk_norm): the one place this is decided. The
 # reader builds these; the Hugging Face export (hf_llama.llama_problems) and the GGUF export check them.
 LLAMA_SETTINGS: dict[str, Any] = {"norm": "pre", "norm_type": "rmsnorm", "activation": "swiglu",
@@ -135,7 +135,7 @@ def _refuse_variants(hf: dict[str, Any], family: str) -> None:
                           "token)")
     if family != "qwen3_moe" and any(hf.get(k) for k in ("num_experts", "num_local_experts", "n_routed_experts",
                                                           "moe_intermediate_size")):
-        raise FolderError(f"a {family} folder with experts is not supported (mixtures of experts: Qwen3-MoE)")
+        raise FolderError(f"mixture-of-experts {family} folders are not supported (experts: Qwen3MoeForCausalLM)")
     if family == "qwen3_moe" and not n_experts(hf):
         raise FolderError("a Qwen3-MoE config.json with num_experts=0 has no experts: save it as Qwen3ForCausalLM")
     if hf.get("hidden_act", "silu") != "silu":
