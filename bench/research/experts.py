@@ -1,7 +1,7 @@
 """Does a mixture of experts pay on Tiny Shakespeare against a dense GPT of the same active weights, and how do the
 routers spread the tokens over the experts as training goes?
 
-    python bench/research/experts.py [--steps 2000] [--every 200] [--out results/experts] \
+    python bench/research/experts.py [--steps 2000] [--every 200] [--out runs/experts] \
         [--figure docs/figures/experts.png]
 
 Two character-level GPTs with today's blocks (RMSNorm, SwiGLU, rotary positions; d_model 64, 2 layers, 4 heads,
@@ -82,6 +82,14 @@ def run(cfg: ModelConfig, train: torch.Tensor, val: torch.Tensor, steps: int, ev
     return {"rows": rows, "weights": weights}
 
 
+def rounded(x):  # noqa: ANN001, ANN201 - the JSON's numbers to 5 decimals (results/ stays small)
+    if isinstance(x, float):
+        return round(x, 5)
+    if isinstance(x, (list, dict)):
+        return {k: rounded(v) for k, v in x.items()} if isinstance(x, dict) else [rounded(v) for v in x]
+    return x
+
+
 def figure(result: dict, path: Path) -> None:
     import matplotlib
 
@@ -114,7 +122,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--every", type=int, default=200)
     parser.add_argument("--data", default=None, help="Tiny Shakespeare (default: $SCRATCHFORMER_DATA's)")
-    parser.add_argument("--out", default="results/experts")
+    parser.add_argument("--out", default="runs/experts")
     parser.add_argument("--figure", default="docs/figures/experts.png")
     args = parser.parse_args()
     import os
@@ -131,7 +139,7 @@ def main() -> None:
     result = {name: run(cfg, ids[:cut], ids[cut:], args.steps, args.every) for name, cfg in configs.items()}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "experts.json").write_text(json.dumps(result, indent=1))
+    (out / "experts.json").write_text(json.dumps(rounded(result)))
     lines = ["| step | dense val loss | experts val loss | dense s/step | experts s/step |", "|---|---|---|---|---|"]
     for d, e in zip(result["dense"]["rows"], result["experts"]["rows"]):
         lines.append(f"| {d['step']} | {d['val_loss']:.4f} | {e['val_loss']:.4f} | {d['s_per_step']:.4f} | "
