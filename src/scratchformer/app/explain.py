@@ -28,6 +28,7 @@ from scratchformer.models.params import count_parameters_formula
 from scratchformer.nn.attention import MultiHeadAttention
 from scratchformer.nn.config import POOLING_WORDS, ModelConfig
 from scratchformer.nn.embedding import Embeddings
+from scratchformer.nn.experts import MixtureOfExperts
 from scratchformer.nn.feedforward import FeedForward
 from scratchformer.nn.layers import DecoderLayer, EncoderLayer, ResidualNorm
 from scratchformer.nn.norms import NORMS, RMSNorm
@@ -87,6 +88,11 @@ class _Trace:
                 qk = ", QK-norm" if mod.q_norm is not None else ""
                 self.rows.append((depth, f"{kind}, {mod.n_heads} heads of d_k={cfg.d_model // cfg.n_heads}{qk}",
                                   f"{scores}{_shape(out)}", self.new_params(mod)))
+            elif isinstance(mod, MixtureOfExperts):
+                e, k, fe = len(mod.experts), mod.top_k, cfg.expert_d_ff or cfg.d_ff
+                self.rows.append((depth, f"mixture of experts: router C->{e}, top {k} of {e} feed-forwards "
+                                  f"{cfg.d_model}->{fe}->{cfg.d_model} ({cfg.activation})", _shape(out),
+                                  self.new_params(mod)))
             elif isinstance(mod, FeedForward):
                 inner = (*out.shape[:-1], cfg.d_ff)
                 act = cfg.activation
@@ -135,7 +141,9 @@ def explain(cfg: ModelConfig, *, batch: int = 1, length: int = 8, target_length:
         if isinstance(mod, (EncoderLayer, DecoderLayer)):
             handles.append(mod.register_forward_pre_hook(trace.layer_header(name)))
         top_norm = isinstance(mod, NORMS) and name in ("encoder.norm", "decoder.norm")
-        blocks = (Embeddings, PatchEmbeddings, MultiHeadAttention, FeedForward, ResidualNorm)
+        blocks = (Embeddings, PatchEmbeddings, MultiHeadAttention, FeedForward, MixtureOfExperts, ResidualNorm)
+        if ".experts." in f"{name}.":  # an expert: its mixture's row counts it
+            continue
         if isinstance(mod, blocks) or top_norm or (
                 isinstance(mod, nn.Linear) and name in ("head", "lm_head", "pooler")):
             handles.append(mod.register_forward_hook(trace.hook(name, mod)))

@@ -32,7 +32,9 @@ Names, Llama and Qwen3 (theirs under ``model.``; ``i`` is the layer)::
     norm.weight                                  decoder.norm.weight
     lm_head.weight (outside model.; untied)      lm_head.weight
 
-Refused, in one line: another architecture, sliding-window attention, mixture-of-experts, a rotary scaling other
+Qwen3-MoE: Qwen3's blocks with a mixture of experts where its config says (``hf_moe.py``: the settings and names).
+
+Refused, in one line: another architecture, sliding-window attention, experts outside Qwen3-MoE, a rotary scaling other
 than ``llama3``, a missing shard or a shard without the tensors its index names, a tensor of the wrong shape.
 """
 
@@ -47,11 +49,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from scratchformer.interop.hf_moe import QWEN3_MOE_LM, ffn_plan, moe_settings, n_experts
 from scratchformer.models import GPT
 from scratchformer.nn.config import ModelConfig
 from scratchformer.nn.embedding import RotaryEmbedding
 
-ARCHITECTURES = {"LlamaForCausalLM": "llama", "Qwen3ForCausalLM": "qwen3", "GPT2LMHeadModel": "gpt2"}
+ARCHITECTURES = {"LlamaForCausalLM": "llama", "Qwen3ForCausalLM": "qwen3", "GPT2LMHeadModel": "gpt2",
+                 QWEN3_MOE_LM: "qwen3_moe"}
 # What a GPT's settings are when it is a Llama (a Qwen3: a Llama with qk_norm): the one place this is decided. The
 # reader builds these; the Hugging Face export (hf_llama.llama_problems) and the GGUF export check them.
 LLAMA_SETTINGS: dict[str, Any] = {"norm": "pre", "norm_type": "rmsnorm", "activation": "swiglu",
@@ -129,8 +133,11 @@ def _refuse_variants(hf: dict[str, Any], family: str) -> None:
             or (family == "llama" and hf.get("sliding_window")):
         raise FolderError("sliding-window attention is not supported (every layer here attends to every earlier "
                           "token)")
-    if any(hf.get(k) for k in ("num_experts", "num_local_experts", "n_routed_experts", "moe_intermediate_size")):
-        raise FolderError("mixture-of-experts models are not supported (one feed-forward block per layer here)")
+    if family != "qwen3_moe" and any(hf.get(k) for k in ("num_experts", "num_local_experts", "n_routed_experts",
+                                                          "moe_intermediate_size")):
+        raise FolderError(f"mixture-of-experts {family} folders are not supported (experts: Qwen3MoeForCausalLM)")
+    if family == "qwen3_moe" and not n_experts(hf):
+        raise FolderError("a Qwen3-MoE config.json with num_experts=0 has no experts: save it as Qwen3ForCausalLM")
     if hf.get("hidden_act", "silu") != "silu":
         raise FolderError(f"hidden_act={hf['hidden_act']!r} is not supported for {family} (SwiGLU uses silu)")
     if bool(hf.get("attention_bias", False)) != bool(hf.get("mlp_bias", False)):
@@ -146,7 +153,8 @@ def model_config(hf: dict[str, Any], family: str) -> ModelConfig:
     _refuse_variants(hf, family)
     C, H = hf["hidden_size"], hf["num_attention_heads"]
     kv = hf.get("num_key_value_heads") or H
-    head_dim = hf.get("head_dim") or (128 if family == "qwen3" else C // H)  # transformers' defaults, as for ties
+    qwen3 = family in ("qwen3", "qwen3_moe")
+    head_dim = hf.get("head_dim") or (128 if qwen3 else C // H)  # transformers' defaults, as for ties
     base, scaling = _rope(hf)
     pad = hf.get("pad_token_id")
     return ModelConfig(
@@ -156,7 +164,8 @@ def model_config(hf: dict[str, Any], family: str) -> ModelConfig:
         **LLAMA_SETTINGS, tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
         bias=bool(hf.get("attention_bias")),
         layer_norm_eps=float(hf.get("rms_norm_eps", 1e-6)), rope_base=base, rope_scaling=scaling,
-        qk_norm=family == "qwen3", pad_id=pad if isinstance(pad, int) and 0 <= pad < hf["vocab_size"] else 0)
+        qk_norm=qwen3, pad_id=pad if isinstance(pad, int) and 0 <= pad < hf["vocab_size"] else 0,
+        **(moe_settings(hf) if family == "qwen3_moe" else {}))
 
 
 Plan = list[tuple[str, list[str], bool]]  # (our name, their names stacked in this order, transposed)
@@ -173,10 +182,8 @@ def llama_plan(cfg: ModelConfig) -> Plan:
                  (o + "ffn_block.norm.weight", [p + "post_attention_layernorm.weight"], False)]
         for kind in kinds:
             plan += [(o + f"self_attn.in_proj.{kind}", [p + f"self_attn.{n}_proj.{kind}" for n in "qkv"], False),
-                     (o + f"self_attn.out_proj.{kind}", [p + f"self_attn.o_proj.{kind}"], False),
-                     (o + f"ffn.linear1.{kind}", [p + f"mlp.gate_proj.{kind}"], False),
-                     (o + f"ffn.linear3.{kind}", [p + f"mlp.up_proj.{kind}"], False),
-                     (o + f"ffn.linear2.{kind}", [p + f"mlp.down_proj.{kind}"], False)]
+                     (o + f"self_attn.out_proj.{kind}", [p + f"self_attn.o_proj.{kind}"], False)]
+        plan += ffn_plan(cfg, i, kinds)  # the dense SwiGLU, or a Qwen3-MoE layer's router and experts (hf_moe.py)
         if cfg.qk_norm:
             plan += [(o + f"self_attn.{n}_norm.weight", [p + f"self_attn.{n}_norm.weight"], False) for n in "qk"]
     if not cfg.tie_embeddings:

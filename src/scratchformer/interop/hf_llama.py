@@ -1,4 +1,5 @@
-"""A GPT with today's settings as a Hugging Face ``LlamaForCausalLM`` or ``Qwen3ForCausalLM``: the reverse of
+"""A GPT with today's settings as a Hugging Face ``LlamaForCausalLM``, ``Qwen3ForCausalLM`` or ``Qwen3MoeForCausalLM``
+(with experts: ``hf_moe.py``): the reverse of
 ``hf_folder.py`` (the same name-by-name plan, ``hf_folder.llama_plan``, read the other way: ``in_proj``'s rows
 split back into ``q_proj``, ``k_proj`` and ``v_proj``).
 
@@ -16,10 +17,12 @@ from typing import Any
 from torch import Tensor
 
 from scratchformer.interop.hf_folder import LLAMA_SETTINGS, llama_plan
+from scratchformer.interop.hf_moe import QWEN3_MOE_LM, moe_config_fields
 from scratchformer.models import GPT
 from scratchformer.nn.config import ModelConfig
 
 LLAMA_LM, QWEN3_LM = "LlamaForCausalLM", "Qwen3ForCausalLM"
+LLAMA_CLASSES = (LLAMA_LM, QWEN3_LM, QWEN3_MOE_LM)  # the classes this module writes
 
 
 def is_llama_like(cfg: ModelConfig) -> bool:
@@ -29,17 +32,20 @@ def is_llama_like(cfg: ModelConfig) -> bool:
 
 
 def default_llama_class(cfg: ModelConfig) -> str:
-    return QWEN3_LM if cfg.qk_norm else LLAMA_LM
+    return QWEN3_MOE_LM if cfg.n_experts else QWEN3_LM if cfg.qk_norm else LLAMA_LM
 
 
 def llama_problems(cfg: ModelConfig, hf_class: str) -> list[str]:
     """The settings ``hf_class`` (Llama or Qwen3) cannot express, each with why."""
-    name = "Qwen3" if hf_class == QWEN3_LM else "Llama"
-    wants = {**LLAMA_SETTINGS, "qk_norm": hf_class == QWEN3_LM}
+    name = {LLAMA_LM: "Llama", QWEN3_LM: "Qwen3", QWEN3_MOE_LM: "Qwen3-MoE"}[hf_class]
+    wants = {**LLAMA_SETTINGS, "qk_norm": hf_class != LLAMA_LM}
     problems = [f"{key}={getattr(cfg, key)!r} ({name} has {key}={want!r})" for key, want in wants.items()
                 if getattr(cfg, key) != want]
-    if hf_class == QWEN3_LM and cfg.bias:
-        problems.append("bias=true (Qwen3's feed-forward has no biases)")
+    if hf_class != LLAMA_LM and cfg.bias:
+        problems.append(f"bias=true ({name}'s feed-forward has no biases)")
+    if (hf_class == QWEN3_MOE_LM) != bool(cfg.n_experts):
+        problems.append(f"n_experts={cfg.n_experts} ({name} has " + ("experts)" if cfg.n_experts == 0 else
+                                                                       "no experts: export as Qwen3MoeForCausalLM)"))
     return problems
 
 
@@ -60,7 +66,8 @@ def llama_config(model: GPT, hf_class: str, transformers: Any, ids: dict[str, An
     """The ``transformers`` config of ``hf_class`` for ``model``; ``ids``: ``bos_token_id``, ``eos_token_id`` (one, or a
     list of every end-of-generation id) and ``pad_token_id`` (each may be None)."""
     cfg = model.config
-    config_class = getattr(transformers, "Qwen3Config" if hf_class == QWEN3_LM else "LlamaConfig")
+    config_class = getattr(transformers, {LLAMA_LM: "LlamaConfig", QWEN3_LM: "Qwen3Config",
+                                          QWEN3_MOE_LM: "Qwen3MoeConfig"}[hf_class])
     rope = {"rope_type": "default"} if cfg.rope_scaling is None else dict(cfg.rope_scaling)
     if "rope_parameters" in inspect.signature(config_class.__init__).parameters:  # transformers 5
         rotary: dict[str, Any] = {"rope_parameters": {**rope, "rope_theta": cfg.rope_base}}
@@ -73,4 +80,4 @@ def llama_config(model: GPT, hf_class: str, transformers: Any, ids: dict[str, An
         max_position_embeddings=cfg.max_len, rms_norm_eps=cfg.layer_norm_eps, hidden_act="silu",
         tie_word_embeddings=cfg.tie_embeddings, attention_dropout=cfg.attention_dropout,
         **{k: ids.get(k) for k in ("bos_token_id", "eos_token_id", "pad_token_id")},
-        architectures=[hf_class], **rotary, **biases)
+        architectures=[hf_class], **rotary, **biases, **(moe_config_fields(cfg) if cfg.n_experts else {}))

@@ -56,7 +56,8 @@ from torch import Tensor, nn
 
 from scratchformer.extras import require
 from scratchformer.interop import hf_llama
-from scratchformer.interop.hf_llama import LLAMA_LM, QWEN3_LM
+from scratchformer.interop.hf_llama import LLAMA_CLASSES, LLAMA_LM, QWEN3_LM, QWEN3_MOE_LM
+from scratchformer.interop.hf_moe import as_in_memory
 from scratchformer.interop.huggingface import bert_plan, gpt2_plan
 from scratchformer.models import GPT, EncoderClassifier, Seq2SeqTransformer
 from scratchformer.nn.config import ModelConfig
@@ -67,8 +68,8 @@ __all__ = ["BERT_CLASSIFIER", "BERT_ENCODER", "GPT2_LM", "GPT_CLASSES", "HF_CLAS
            "check_exportable", "default_hf_class", "to_hugging_face"]
 
 GPT2_LM, BERT_CLASSIFIER, BERT_ENCODER = "GPT2LMHeadModel", "BertForSequenceClassification", "BertModel"
-HF_CLASSES = (GPT2_LM, LLAMA_LM, QWEN3_LM, BERT_CLASSIFIER, BERT_ENCODER)
-GPT_CLASSES = (GPT2_LM, LLAMA_LM, QWEN3_LM)
+HF_CLASSES = (GPT2_LM, LLAMA_LM, QWEN3_LM, QWEN3_MOE_LM, BERT_CLASSIFIER, BERT_ENCODER)
+GPT_CLASSES = (GPT2_LM, *LLAMA_CLASSES)
 _ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh"}
 
 
@@ -119,8 +120,9 @@ def _gpt2_problems(cfg: ModelConfig) -> list[str]:
     if cfg.positional == "rotary":
         problems.append("positional='rotary' (GPT-2 adds a position table to the embeddings and does not rotate "
                         "queries and keys)")
-    if cfg.embedding_norm:
-        problems.append("embedding_norm=true (GPT-2 has no LayerNorm after its embeddings)")
+    if cfg.embedding_norm or cfg.n_experts:
+        problems.append("embedding_norm=true (GPT-2 has no LayerNorm after its embeddings)" if cfg.embedding_norm else
+                        f"n_experts={cfg.n_experts} (GPT-2 has one feed-forward a layer)")
     if cfg.attention != "softmax":
         problems.append(f"attention={cfg.attention!r} (GPT-2's attention is softmax(QK^T / sqrt(d_k)))")
     if cfg.scale_embeddings and cfg.tie_embeddings:
@@ -278,7 +280,7 @@ def to_hugging_face(model: nn.Module, hf_class: str | None = None, *, labels: li
     ids = special_ids if special_ids is not None else {
         "bos_token_id": SPECIAL_TOKENS.index("<bos>"), "eos_token_id": SPECIAL_TOKENS.index("<eos>"),
         "pad_token_id": model.config.pad_id}
-    if hf_class in (LLAMA_LM, QWEN3_LM):
+    if hf_class in LLAMA_CLASSES:
         config = hf_llama.llama_config(model, hf_class, transformers, ids)  # type: ignore[arg-type]
         state = hf_llama.llama_state(model)  # type: ignore[arg-type]
     elif hf_class == GPT2_LM:
@@ -287,6 +289,7 @@ def to_hugging_face(model: nn.Module, hf_class: str | None = None, *, labels: li
         config, state = _hf_config(model, hf_class, labels, ids), _bert_state(model, hf_class)  # type: ignore[arg-type]
     hf = getattr(transformers, hf_class)(config)
     with torch.no_grad():
+        state = as_in_memory(state, hf.state_dict().keys())  # transformers 5 holds experts fused (hf_moe.py)
         hf.load_state_dict({k: v.detach().float().cpu().contiguous() for k, v in state.items()}, strict=True)
     if hf_class in GPT_CLASSES:  # where generate stops (every eos id), and what it pads with: a pad, else an eos
         eos = ids.get("eos_token_id")

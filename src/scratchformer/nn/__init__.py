@@ -1,7 +1,7 @@
 """The building blocks of "Attention Is All You Need", one concept per module, in paper order:
 
-masks -> attention (scaled dot-product, multi-head) -> kv_cache -> feedforward -> embedding
-(tokens, positions) -> patches (an image as a sequence, for the Vision Transformer) -> layers (residual +
+masks -> attention (scaled dot-product, multi-head) -> kv_cache -> feedforward (experts: a mixture of them) ->
+embedding (tokens, positions) -> patches (an image as a sequence, for the Vision Transformer) -> layers (residual +
 LayerNorm, encoder/decoder layers and stacks). Beside them, recording: the attention weights of a run,
 returned as values (``record_attention``, ``attention_maps``).
 """
@@ -16,6 +16,7 @@ _EXPORTS = {  # name -> the module that defines it
     **dict.fromkeys(["attention_maps", "record_attention"], "scratchformer.nn.recording"),
     **dict.fromkeys(["DecoderCache", "KVCache"], "scratchformer.nn.kv_cache"),
     **dict.fromkeys(["FeedForward"], "scratchformer.nn.feedforward"),
+    **dict.fromkeys(["load_balancing_loss", "MixtureOfExperts", "router_aux_loss"], "scratchformer.nn.experts"),
     **dict.fromkeys(["Embeddings", "LearnedPositionalEmbedding", "RotaryEmbedding", "sinusoidal_table",
                      "SinusoidalPositionalEncoding"],
                     "scratchformer.nn.embedding"),

@@ -8,11 +8,8 @@ classifier, BERT-like) and ``"vit"`` (the Vision Transformer: pixels in, so ``im
 ``channels`` describe its input, and ``max_len`` follows from them: the patches and the class token).
 
 Architecture choices are single fields with a small set of named values. Fields left as ``None`` take the family's
-default in ``__post_init__`` (``FAMILY_DEFAULTS``, the registry's): the paper's choices for ``seq2seq`` and
-``encoder``, GPT-2's for ``gpt``, the ViT paper's for ``vit``. The JSON written with a checkpoint is then complete:
-what stays ``None`` (``n_kv_heads``, ``head_size``, ``tgt_vocab_size``) follows from other fields (``kv_heads``,
-``head_dim``, ``target_vocab_size``).
-
+default in ``__post_init__`` (``FAMILY_DEFAULTS``, the registry's). The JSON written with a checkpoint is then complete:
+what stays ``None`` (``n_kv_heads``, ``head_size``, ``tgt_vocab_size``, ``expert_d_ff``) follows from other fields.
 Impossible configurations raise ``ConfigError`` (a ``ValueError``) with a message naming the fields.
 """
 
@@ -25,11 +22,11 @@ from typing import Any, Literal, get_args
 
 from scratchformer.errors import ConfigError
 from scratchformer.families import FAMILIES, Family, family, saved_family
+from scratchformer.nn.expert_settings import check_experts
 from scratchformer.nn.model_presets import PRESETS
 from scratchformer.nn.rope_scaling import check_rope_scaling
 
-# Each choice field's allowed values, written once: the blocks check against these types too (``choices``). The
-# families (``arch``) are the registry's.
+# Each choice field's allowed values, written once: the blocks check against these types too (``choices``).
 Norm = Literal["post", "pre"]
 NormType = Literal["layernorm", "rmsnorm"]
 Activation = Literal["relu", "gelu", "gelu_tanh", "swiglu", "relu2"]
@@ -56,8 +53,7 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {name: entry.defaults for name, ent
 POOLING_WORDS = {"mean": "the mean of its real tokens", "max": "each feature's largest value over its real tokens",
                  "cls": "its first token ([CLS], or a class token)", "pooler": "BERT's pooler on its first token",
                  "last": "its last real token"}
-# What the vocabulary fields hold in the config of a family that reads pixels (a ViT), where they mean nothing:
-# fixed values, so that its config.json never suggests a vocabulary.
+# The vocabulary fields of a family that reads pixels (a ViT): fixed, so its config.json never suggests a vocabulary.
 VIT_NO_VOCAB = dict(vocab_size=1, pad_id=0)
 
 
@@ -73,8 +69,7 @@ class ModelConfig:
     d_ff: int = 2048
     max_len: int = 512
     dropout: float = 0.1
-    # seq2seq only: depths of the two stacks (None = n_layers) and a separate target vocabulary
-    # (None = one vocabulary shared by source and target, as in the paper).
+    # seq2seq only: depths of the two stacks (None = n_layers), a target vocabulary (None = shared, as in the paper)
     n_encoder_layers: int | None = None
     n_decoder_layers: int | None = None
     tgt_vocab_size: int | None = None
@@ -103,8 +98,7 @@ class ModelConfig:
     # D, the size of one head; None = d_model // n_heads (the paper). Qwen3 sets it apart (1,024 / 16 heads, D 128)
     head_size: int | None = None
     pad_id: int = 0
-    # > 0: in the encoder's self-attention, each token attends only to tokens at most this many positions
-    # away (a sliding window, as Longformer's local attention); not in the paper. 0 = to every token
+    # > 0: encoder self-attention to tokens at most this far away (Longformer's local attention). 0 = to every token
     attention_window: int = 0
     # "softmax" (the paper) or "linear": softmax(q . k) replaced by phi(q) . phi(k) with phi(x) = elu(x) + 1, in
     # every attention of the model (encoder, decoder self- and cross-attention); no new parameters. Causal
@@ -114,11 +108,19 @@ class ModelConfig:
     # a ViT's class token "cls", a GPT classifier's last real token "last")
     n_classes: int = 2
     pooling: Pooling = "mean"
-    # vit only: square images of image_size x image_size pixels with `channels` channels (3 RGB, 1 grey), cut into
-    # (image_size / patch_size)^2 patches of patch_size x patch_size pixels
+    # vit only: square images of image_size^2 pixels, `channels` channels (3 RGB, 1 grey), patches of patch_size^2
     image_size: int = 32
     patch_size: int = 4
     channels: int = 3
+    # a mixture of experts (nn/experts.py; Qwen3-MoE) in each decoder layer not in dense_layers: a router sends each
+    # token to experts_top_k of n_experts feed-forwards of width expert_d_ff (None = d_ff), their weights renormalised
+    # over the k with experts_norm_topk; router_aux_coef x the load-balancing loss joins the training loss. 0 = dense
+    n_experts: int = 0
+    experts_top_k: int = 2
+    expert_d_ff: int | None = None
+    dense_layers: list[int] = dataclasses.field(default_factory=list)
+    experts_norm_topk: bool = True
+    router_aux_coef: float = 0.001
 
     def __post_init__(self) -> None:
         self.arch = saved_family({"arch": self.arch, "pooling": self.pooling}) or self.arch  # an older form
@@ -143,6 +145,7 @@ class ModelConfig:
         self._pooling(entry)
         self._validate(entry)
         self._heads(entry)
+        check_experts(self, entry.decoder_only)
 
     def _pooling(self, entry: Family) -> None:
         """``pooling`` checked against the family's ways to pool; the field's default ("mean") becomes the family's
@@ -165,8 +168,7 @@ class ModelConfig:
         if self.image_size % self.patch_size:
             raise ConfigError(f"image_size={self.image_size} is not divisible by patch_size={self.patch_size}: "
                               "the patches must tile the image")
-        # max_len is the class token and the patches. 512 is the field's default: a user who set another value
-        # meant another image, which would be a silent mismatch, so say so
+        # max_len is the class token and the patches; another value than the default 512 meant another image: say so
         if self.max_len not in (512, self.n_patches + 1):
             raise ConfigError(f"max_len={self.max_len} does not fit a ViT: it is the class token plus the "
                               f"(image_size / patch_size)^2 = {self.n_patches} patches ({self.n_patches + 1}); "

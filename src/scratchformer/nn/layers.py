@@ -27,6 +27,7 @@ from torch import Tensor, nn
 from scratchformer.nn.attention import CrossAttention, MultiHeadAttention
 from scratchformer.nn.config import ModelConfig
 from scratchformer.nn.embedding import RotaryEmbedding
+from scratchformer.nn.experts import feed_forward
 from scratchformer.nn.feedforward import FeedForward
 from scratchformer.nn.kv_cache import DecoderCache, KVCache, LinearAttentionState
 from scratchformer.nn.masks import combine_masks, key_padding_to_attention_mask, window_mask
@@ -78,7 +79,8 @@ class DecoderLayer(nn.Module):
     False, as in GPT), then feed-forward; each with residual + LayerNorm. ``(B, T, C) -> (B, T, C)``.
     """
 
-    def __init__(self, cfg: ModelConfig, cross_attention: bool = True, rope: RotaryEmbedding | None = None) -> None:
+    def __init__(self, cfg: ModelConfig, cross_attention: bool = True, rope: RotaryEmbedding | None = None,
+                 layer: int = 0) -> None:
         super().__init__()
         self.self_attn = _self_attention(cfg, rope)
         self.self_attn_block = ResidualNorm(cfg)
@@ -88,7 +90,7 @@ class DecoderLayer(nn.Module):
             self.cross_attn = CrossAttention(cfg.d_model, cfg.n_heads, bias=cfg.bias, dropout=cfg.attention_dropout,
                                              kind=cfg.attention, head_dim=cfg.head_dim, **_qk_norms(cfg))
             self.cross_attn_block = ResidualNorm(cfg)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.bias)  # type: ignore[arg-type]
+        self.ffn = feed_forward(cfg, layer)  # a mixture of experts in the layers the config gives them (experts.py)
         self.ffn_block = ResidualNorm(cfg)
 
     def forward(self, x: Tensor, memory: Tensor | None = None, *, self_mask: Tensor | None = None,
@@ -148,8 +150,8 @@ class Decoder(nn.Module):
         rope = None if cfg.positional != "rotary" else RotaryEmbedding(cfg.head_dim, cfg.max_len, cfg.rope_base,
                                                                         cfg.rope_scaling)
         self.layers = nn.ModuleList()
-        for _ in range(n_layers):
-            self.layers.append(DecoderLayer(cfg, cross_attention, rope))
+        for i in range(n_layers):
+            self.layers.append(DecoderLayer(cfg, cross_attention, rope, i))
         self.norm = norm_layer(cfg) if cfg.norm == "pre" else None
 
     def new_cache(self, batch_size: int, max_len: int | None = None, *, device: torch.device | str | None = None,

@@ -64,6 +64,12 @@ def coerce(name: str, value: Any, annotation: Any) -> Any:
         if isinstance(value, str):
             return value
         raise ConfigError(f"{name}={value!r} must be a string")
+    if origin is list and args == (int,):  # dense_layers=0,2 (or [0, 2]; empty: none)
+        items = value.strip().strip("[]").split(",") if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple)):
+            raise ConfigError(f"{name}={value!r} must be a list of integers (0,2)")
+        return [coerce(name, item.strip() if isinstance(item, str) else item, int) for item in items
+                if not isinstance(item, str) or item.strip()]
     return value
 
 

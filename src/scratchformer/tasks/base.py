@@ -20,6 +20,7 @@ from torch import Tensor, nn
 from scratchformer.data.task_data import TaskData
 from scratchformer.errors import DataError
 from scratchformer.nn.config import ModelConfig
+from scratchformer.nn.experts import router_aux_loss
 from scratchformer.registry import TaskSpec, spec
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tokenizers import Tokenizer
@@ -81,9 +82,19 @@ class Task(ABC):
         return None
 
     def train_metrics(self) -> dict[str, float]:
-        """What the task measured on the training batches since the last call, beside the loss (a DPO run's rewards),
-        for the run's train row; most tasks measure nothing else."""
-        return {}
+        """What the task measured on the training batches since the last call, beside the loss (a DPO run's rewards;
+        a model with experts: its routers' load-balancing loss, ``router_aux``), for the run's train row."""
+        seen, self._router_aux = getattr(self, "_router_aux", []), []
+        return {"router_aux": float(torch.stack(seen).mean())} if seen else {}
+
+    def router_loss(self, model: nn.Module, terms: int, mask: Tensor | None = None) -> Tensor | float:
+        """Training a model with experts (``nn/experts.py``): ``router_aux_coef`` x its last forward pass's
+        load-balancing loss, once per loss term of the summed loss (``terms``), as ``transformers`` adds it; 0 else."""
+        aux = router_aux_loss(model, mask) if model.training else None
+        if aux is None:
+            return 0.0
+        self._router_aux = [*getattr(self, "_router_aux", []), aux.detach()]
+        return self.model_config.router_aux_coef * aux * terms
 
     # ---- where the data came from (the run's summary and config.json)
     def split_origins(self) -> list[tuple[str, str, str]]:

@@ -103,7 +103,8 @@ class InstructTask(Task):
     def loss_sum(self, model: nn.Module, batch: Batch, label_smoothing: float) -> Tensor:
         logits = model(batch["x"], batch["mask"])  # (B, T, V)
         return F.cross_entropy(logits.float().flatten(0, 1), batch["y"].flatten(), ignore_index=IGNORE,
-                               label_smoothing=label_smoothing, reduction="sum")
+                               label_smoothing=label_smoothing, reduction="sum") \
+            + self.router_loss(model, self.count(batch), batch["mask"])  # a model with experts: their aux loss
 
     @torch.no_grad()
     def loss(self, model: nn.Module, split: str) -> dict[str, float]:

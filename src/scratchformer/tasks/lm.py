@@ -48,7 +48,7 @@ class LMTask(Task):
     def loss_sum(self, model: nn.Module, batch: Batch, label_smoothing: float) -> Tensor:
         logits = model(batch["x"])
         return F.cross_entropy(logits.float().flatten(0, 1), batch["y"].flatten(), label_smoothing=label_smoothing,
-                               reduction="sum")
+                               reduction="sum") + self.router_loss(model, batch["y"].numel())  # experts: their aux
 
     @torch.no_grad()
     def evaluate(self, model: nn.Module, split: str) -> dict[str, float]:

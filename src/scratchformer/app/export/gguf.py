@@ -14,6 +14,7 @@ llama.cpp runs a fixed set of architectures; a GPT maps onto one of three when e
             each pair's frequency by. A Llama trained further from a folder carries its own byte-level tokenizer.
     qwen3   llama's settings with qk_norm=true (Qwen3's RMSNorm over D on each head's queries and keys, written as
             ``attn_q_norm`` and ``attn_k_norm``); llama.cpp rotates qwen3's pairs (j, j + D/2), so no permutation.
+    qwen3moe qwen3's settings with experts in every layer, their top-k weights renormalised (``gguf_moe.py``).
 
 Anything else (post-LN, ReLU, sinusoidal positions, the paper's sqrt(C) embedding scale, linear attention, ...)
 is refused in one line naming the settings, as are encoder-decoders and classifiers.
@@ -39,6 +40,7 @@ import torch
 
 from scratchformer.app.export.formats import ExportError, _atomic_dir, _destination
 from scratchformer.app.export.gguf_gelu import gelu_check, instruction_ids
+from scratchformer.app.export.gguf_moe import add_expert_keys, expert_tensors, moe_problems
 from scratchformer.app.export.gguf_vocab import GGUFVocab, gguf_vocab, pre_tokenizer
 from scratchformer.extras import require
 from scratchformer.interop.hf_folder import LLAMA_SETTINGS
@@ -56,6 +58,7 @@ class CppArch:
     needs: dict[str, tuple]
     layernorm: bool = False  # gpt2: LayerNorms with biases, the fused attn_qkv as in_proj stands
     rotate_pairs: bool = False  # llama: rotary pairs (2j, 2j + 1), so the rows of W^Q and W^K are permuted
+    experts: bool = False  # qwen3moe: a mixture of experts in every layer
 
 
 _LLAMA = {k: (v,) for k, v in LLAMA_SETTINGS.items()}  # the reader's own, written once (interop/hf_folder.py)
@@ -66,6 +69,7 @@ CPP_ARCHS = (
     CppArch("llama", dict(_LLAMA, qk_norm=(False,)), rotate_pairs=True),
     CppArch("qwen3", dict(_LLAMA, qk_norm=(True,))),
 )
+MOE_ARCH = CppArch("qwen3moe", dict(_LLAMA, qk_norm=(True,), bias=(False,)), experts=True)
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,8 @@ def gguf_arch(model: torch.nn.Module) -> CppArch:
     if not isinstance(model, GPT):
         raise ExportError(f"GGUF export is for a GPT (llama.cpp runs decoder-only models), not {type(model).__name__}")
     cfg = model.config
+    if cfg.n_experts:
+        return _moe_arch(cfg)
     misses = {}
     for target in CPP_ARCHS:
         bad = [f"{name}={getattr(cfg, name)}" for name, values in target.needs.items()
@@ -90,6 +96,14 @@ def gguf_arch(model: torch.nn.Module) -> CppArch:
         misses[target.name] = bad
     raise ExportError(f"llama.cpp cannot compute this GPT: {', '.join(misses['gpt2'])} (its gpt2 architecture) or "
                       f"{', '.join(misses['llama'])} (its llama architecture)")
+
+
+def _moe_arch(cfg) -> CppArch:
+    """qwen3moe for a GPT with experts that llama.cpp reads; else ``ExportError`` naming what it does not."""
+    bad = [f"{name}={getattr(cfg, name)}" for name, ok in MOE_ARCH.needs.items() if getattr(cfg, name) not in ok]
+    if bad := bad + moe_problems(cfg):
+        raise ExportError(f"llama.cpp's qwen3moe cannot compute this GPT with experts: {', '.join(bad)}")
+    return MOE_ARCH
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -155,8 +169,12 @@ def _llama_tensors(model: GPT, rotate_pairs: bool) -> dict[str, np.ndarray]:
             out[f"blk.{i}.{name}.weight"] = fix(w[rows])
             if b is not None:
                 out[f"blk.{i}.{name}.bias"] = fix(b[rows])
-        for name, lin in (("attn_output", attn.out_proj), ("ffn_gate", ffn.linear1), ("ffn_up", ffn.linear3),
-                          ("ffn_down", ffn.linear2)):
+        linears = [("attn_output", attn.out_proj)]
+        if hasattr(ffn, "experts"):  # qwen3moe
+            out.update(expert_tensors(i, ffn))
+        else:
+            linears += [("ffn_gate", ffn.linear1), ("ffn_up", ffn.linear3), ("ffn_down", ffn.linear2)]
+        for name, lin in linears:
             out[f"blk.{i}.{name}.weight"] = _np(lin.weight)
             if lin.bias is not None:
                 out[f"blk.{i}.{name}.bias"] = _np(lin.bias)
@@ -187,6 +205,8 @@ def _keys(writer, target: CppArch, model: GPT) -> None:
         writer.add_rope_dimension_count(cfg.head_dim)
         writer.add_rope_freq_base(cfg.rope_base)
         writer.add_vocab_size(cfg.vocab_size)
+    if target.experts:
+        add_expert_keys(writer, cfg)
 
 
 def _tokenizer_keys(writer, tokenizer: object, vocab_size: int, chat_template: str | None) -> GGUFVocab:
@@ -220,7 +240,7 @@ def _add_tensor(writer, name: str, data: np.ndarray, gguf_type: str) -> str:
     """Write one tensor in the file's type (norms, biases and other 1-D tensors in float32); returns its type."""
     import gguf
 
-    if data.ndim == 1 or gguf_type == "f32":
+    if data.ndim == 1 or gguf_type == "f32" or name.endswith("ffn_gate_inp.weight"):
         writer.add_tensor(name, data.astype(np.float32))
         return "f32"
     if gguf_type == "q8_0" and data.shape[-1] % 32 == 0:
