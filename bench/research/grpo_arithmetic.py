@@ -36,7 +36,26 @@ def scratchformer(*argv: str) -> str:
 
 
 def test_accuracy(run: Path) -> float:
-    return json.loads(scratchformer("evaluate", "--ckpt", str(run), "--split", "test"))["accuracy"]
+    """The share of the 200 test problems whose greedy answer the ``answer`` reward finds right: what ``evaluate``
+    gives a GRPO run as ``accuracy``, here for an instruction run as well (each problem asked in the run's template,
+    answered by the decoding engine, at most 64 tokens)."""
+    import torch
+
+    from scratchformer.checkpoint import load_checkpoint
+    from scratchformer.data.arithmetic import arithmetic_problems
+    from scratchformer.generation.engine import Engine
+    from scratchformer.generation.requests import Request, Stop
+    from scratchformer.inference import chat_prompt_ids
+    from scratchformer.tasks.rewards import answer_reward
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
+    ckpt = load_checkpoint(run)
+    problems = arithmetic_problems(2, "+-")["test"]
+    stop = Stop(frozenset(ckpt.tokenizer.eos_ids))
+    asked = [Request(chat_prompt_ids(ckpt, [{"role": "user", "content": p["question"]}]), 64, stop=stop)
+             for p in problems]
+    done = Engine(ckpt.model, ckpt.tokenizer, max_rows=64).run(asked)
+    return sum(answer_reward(p, r.choices[0].text) for p, r in zip(problems, done)) / len(problems)
 
 
 def rows(run: Path) -> list[dict]:

@@ -10,7 +10,8 @@ the answers differ). ``n=8``: one request, the prompt read once and its cache ro
 when they arrive together). Reported: the wall time of each, scaled to 8 x 32 tokens should an answer end early (the
 median round; the two take turns round by round) and its ratio. The models are ``serve_load.py``'s (random weights in
 Hugging Face GPT-2 folders: GPT-2 small's shape, and the instruction-tuned GPT's), one server for both ways, one
-PyTorch thread (``--threads``).
+PyTorch thread (``--threads``), started with ``--prefix-cache 0``: with kept rows, the eight requests would find the
+prompt in the previous round's answers and read it once too (prefix reuse, ``serve_prefix.py``'s subject).
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def main() -> None:
         for name in args.models.split(","):
             folder = make_folder(name, Path(tmp), text)
             prompt = Tokenizer.from_file(str(folder / "tokenizer.json")).encode(text[:5000]).ids[:PROMPT_TOKENS]
-            server = Server("scratchformer", folder, args.threads)
+            server = Server("scratchformer", folder, args.threads, ("--prefix-cache", "0"))  # module docstring
             try:
                 one_request(server, prompt[:20])  # warm-up
                 together, apart = [], []

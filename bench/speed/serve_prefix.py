@@ -6,12 +6,16 @@ kept rows (prefix reuse) than when it reads the whole conversation again?
 
 Each round: a first turn (a user message of Tiny Shakespeare, ``FIRST`` tokens of GPT-2 small's shape, 150 of the
 instruction-tuned GPT's, whose window is 256), answered greedily in 32 tokens; then the second turn (the first, its
-answer, and a short message), streamed, timed to its first token. Two servers of the same folder take turns round by
-round: ``scratchformer serve`` as it starts (kept rows for prefix reuse) and with ``--prefix-cache 0`` (none). Each
+answer, and a short message). Two servers of the same folder take turns round by
+round: ``scratchformer serve`` as it starts (kept rows for prefix reuse) and with ``--prefix-cache 0`` (none). The time
+to the first token is that of the second turn asked for one token (not streamed: a random model's first token may
+have no text to stream), from sending the request to reading the whole answer. Each
 round's opening is a different part of the text. Reported: the median time to the second turn's first token with
 and without, their ratio, the prompt tokens the server says it reused (``usage.prompt_tokens_details.cached_tokens``)
 and whether the two servers' second answers are the same text (they must be: the reused keys are the same numbers).
-The folders are ``serve_load.py``'s (random weights, GPT-2's layout) with a chat template; one PyTorch thread.
+The folders are ``serve_load.py``'s (random weights, GPT-2's layout) with a chat template; one PyTorch thread. Then
+the engine alone, in this process: the second turn's prompt read for one token with and without kept rows (median of
+11), what the server adds to it being each request's fixed costs.
 """
 
 from __future__ import annotations
@@ -35,38 +39,59 @@ TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% 
 
 
 def chat(server: Server, messages: list[dict], max_tokens: int) -> dict:
-    """One streamed chat completion: its text, seconds to its first token, the prompt tokens reused."""
-    body = json.dumps({"model": server.model, "messages": messages, "max_tokens": max_tokens, "temperature": 0,
-                       "stream": True, "stream_options": {"include_usage": True}})
+    """One chat completion (not streamed): its text, its seconds, the prompt tokens reused."""
+    body = json.dumps({"model": server.model, "messages": messages, "max_tokens": max_tokens, "temperature": 0})
     start = time.perf_counter()
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=600)
     conn.request("POST", "/v1/chat/completions", body=body, headers={"Content-Type": "application/json"})
     response = conn.getresponse()
-    if response.status != 200:
-        raise SystemExit(f"HTTP {response.status}: {response.read()[:300]!r}")
-    first, text, usage = None, [], None
-    for raw in response:
-        line = raw.decode("utf-8").strip()
-        if not line.startswith("data: ") or line == "data: [DONE]":
-            continue
-        event = json.loads(line[6:])
-        usage = event.get("usage") or usage
-        piece = event["choices"][0]["delta"].get("content", "") if event.get("choices") else ""
-        if piece:
-            first = first if first is not None else time.perf_counter() - start
-            text.append(piece)
+    data = response.read()
+    seconds = time.perf_counter() - start
     conn.close()
-    cached = ((usage or {}).get("prompt_tokens_details") or {}).get("cached_tokens", 0)
-    return {"text": "".join(text), "ttft": first if first is not None else float("nan"), "cached": cached,
-            "prompt_tokens": (usage or {}).get("prompt_tokens", 0)}
+    if response.status != 200:
+        raise SystemExit(f"HTTP {response.status}: {data[:300]!r}")
+    answer = json.loads(data)
+    usage = answer["usage"]
+    return {"text": answer["choices"][0]["message"]["content"], "seconds": seconds,
+            "cached": (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0),
+            "prompt_tokens": usage["prompt_tokens"]}
 
 
 def conversation(server: Server, opening: str) -> dict:
-    """The first turn answered, then the second turn timed."""
+    """The first turn answered, then the second turn asked for its first token (timed: the request's whole time,
+    the time to its first token), then for 8 tokens (their text compared between the servers)."""
     turn = [{"role": "user", "content": opening}]
     answer = chat(server, turn, ANSWER_TOKENS)["text"]
-    return chat(server, [*turn, {"role": "assistant", "content": answer},
-                         {"role": "user", "content": "And what came next?"}], 8)
+    second = [*turn, {"role": "assistant", "content": answer}, {"role": "user", "content": "And what came next?"}]
+    first = chat(server, second, 1)
+    return {**first, "ttft": first["seconds"], "text": chat(server, second, 8)["text"]}
+
+
+def engine_alone(folder: Path, opening: str) -> tuple[float, float, int]:
+    """The engine alone, in this process, one thread: the median seconds of reading a second turn's prompt for one
+    token without kept rows and with them (the first turn kept), and the tokens reused."""
+    import torch
+
+    from scratchformer.app.serve.model import load_served
+    from scratchformer.generation.engine import Engine
+    from scratchformer.generation.requests import Request
+
+    torch.set_num_threads(1)
+    model = load_served(folder)
+    first = model.chat_ids([{"role": "user", "content": opening}])
+    ids = model.chat_ids([{"role": "user", "content": opening}, {"role": "assistant", "content": "Ay, my lord."},
+                          {"role": "user", "content": "And what came next?"}])
+    times, reused = [], 0
+    for kept in (0, 4):
+        engine = Engine(model.ckpt.model, model.ckpt.tokenizer, max_rows=16, context=model.max_len, kept=kept)
+        engine.run([Request(first, 1)])
+        runs = []
+        for _ in range(11):
+            start = time.perf_counter()
+            reused = engine.run([Request(ids, 1)])[0].cached_tokens
+            runs.append(time.perf_counter() - start)
+        times.append(statistics.median(runs))
+    return times[0], times[1], reused
 
 
 def main() -> None:
@@ -85,6 +110,7 @@ def main() -> None:
     print("| model | first turn (tokens) | second turn's prompt (tokens) | reused (tokens) | with reuse (s) | "
           "without (s) | sooner by | same answers |")
     print("|---|---:|---:|---:|---:|---:|---:|---|")
+    engines = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):
             folder = make_folder(name, Path(tmp), text)
@@ -114,6 +140,10 @@ def main() -> None:
             assert all(s["cached"] == 0 for s in seen["without"])
             print(f"| {name} | {FIRST[name]} | {prompt:.0f} | {reused:.0f} | {on:.3f} | {off:.3f} | {off / on:.1f}x | "
                   f"{'yes' if same else 'NO'} |")
+            alone = engine_alone(folder, openings[0])
+            engines.append(f"{name}: the engine alone, in one process: {1e3 * alone[0]:.2f} ms without kept rows, "
+                           f"{1e3 * alone[1]:.2f} ms with ({alone[2]} tokens reused): {alone[0] / alone[1]:.1f}x")
+    print("\n".join(engines))
 
 
 if __name__ == "__main__":
