@@ -7,6 +7,12 @@ from scratchformer.nn.config import ModelConfig
 from scratchformer.nn.expert_settings import sparse_layers
 
 
+def _feed_forward(cfg: ModelConfig, f: int) -> int:
+    """A feed-forward of width ``f``: C F + b F + F C + b C, and SwiGLU's gate C F + b F."""
+    c, b = cfg.d_model, int(cfg.bias)
+    return 2 * c * f + b * (f + c) + (c * f + b * f if cfg.activation == "swiglu" else 0)
+
+
 def count_parameters_formula(cfg: ModelConfig) -> int:
     """The number of trainable parameters of the model ``cfg`` builds, derived on paper.
 
@@ -15,8 +21,7 @@ def count_parameters_formula(cfg: ModelConfig) -> int:
     - attention block: Q, K, V, O projections  ->  4 (C^2 + b C); with grouped-query attention (H_kv heads of keys
       and values) and a head size D: (C + b)(H D + 2 H_kv D) + H D C + b C
     - feed-forward:  relu/gelu: C F + b F + F C + b C;   swiglu adds a gate: + C F + b F
-    - a mixture of experts (``n_experts`` = E, in each layer not in ``dense_layers``): E feed-forwards of
-      F = ``expert_d_ff``, plus the router's C E
+    - experts (E = ``n_experts``, in layers not in ``dense_layers``): E feed-forwards of F = ``expert_d_ff``, router C E
     - LayerNorm:  C weights + b C biases; RMSNorm (``norm_type``): C weights
     - ``qk_norm``: one norm of D = C / H features on the queries and one on the keys of every attention
       block (self- and cross-)
@@ -36,16 +41,12 @@ def count_parameters_formula(cfg: ModelConfig) -> int:
     norm_of = (lambda n: n) if cfg.norm_type == "rmsnorm" else (lambda n: n + b * n)
     q, kv = cfg.n_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim  # H D and H_kv D (C and C in the paper)
     attn = (c + b) * (q + 2 * kv) + q * c + b * c + (2 * norm_of(cfg.head_dim) if cfg.qk_norm else 0)
-    def ffn_of(f: int) -> int:
-        return 2 * c * f + b * (f + c) + (c * f + b * f if cfg.activation == "swiglu" else 0)
-
-    ffn = ffn_of(f)
-    experts = len(sparse_layers(cfg)) * (cfg.n_experts * (ffn_of(cfg.expert_d_ff or f) + c) - ffn)  # instead of dense
+    ffn = _feed_forward(cfg, f)
+    experts = len(sparse_layers(cfg)) * (cfg.n_experts * (_feed_forward(cfg, cfg.expert_d_ff or f) + c) - ffn)
     ln = norm_of(c)
     final_ln = ln if cfg.norm == "pre" else 0
     positions = cfg.max_len * c if cfg.positional == "learned" else 0
     emb_ln = ln if cfg.embedding_norm else 0
-
     entry = family(cfg.arch)
     if not entry.two_stacks:  # one stack, without cross-attention: a GPT's decoder, or an encoder
         layers = cfg.n_layers * (attn + ffn + 2 * ln) + final_ln + experts
