@@ -1,6 +1,6 @@
 """Does learning from rewards beat more imitation at equal cost, for a small GPT on the built-in arithmetic problems?
 
-    python bench/research/grpo_arithmetic.py                       # the full protocol, about 45 minutes on 2 cores
+    python bench/research/grpo_arithmetic.py                       # the full protocol, about 35 minutes on 2 cores
     python bench/research/grpo_arithmetic.py --start-steps 300 --minutes 3 --out runs/grpo-bench   # a quick look
 
 1. **The start**: a character-level GPT trained from scratch with ``task=instruct dataset=arithmetic`` (two-digit sums
