@@ -66,15 +66,19 @@ def data_file(root: Path, name: str) -> Path:
 # ------------------------------------------------------------------------------------ making them once
 
 
-def _train(*argv: str) -> None:
-    """``scratchformer train ...`` in this process, leaving its thread count as it was."""
+def run_here(*argv: str) -> None:
+    """``scratchformer ARGV`` in this process, leaving its thread count as it was (a run sets its own)."""
     from scratchformer.app.cli import main
 
     threads = torch.get_num_threads()
     try:
-        assert main(["train", *argv]) == 0, f"train {' '.join(argv)} failed"
+        assert main(list(argv)) == 0, f"{' '.join(argv)} failed"
     finally:
         torch.set_num_threads(threads)
+
+
+def _train(*argv: str) -> None:
+    run_here("train", *argv)
 
 
 # One torch thread for every maker: a run on a busy 2-core machine with two threads spinning took 50 s instead of 6.
@@ -328,21 +332,10 @@ def _kind(files: Path, name: str) -> Path:
     return made_in(files.parent, name)
 
 
-def _cli(*argv: str) -> None:
-    """Any other command (``export ...``) in this process, leaving the thread count as it was."""
-    from scratchformer.app.cli import main
-
-    threads = torch.get_num_threads()
-    try:
-        assert main(list(argv)) == 0, f"{' '.join(argv)} failed"
-    finally:
-        torch.set_num_threads(threads)
-
-
 def _make_copy_onnx(out: Path, files: Path) -> None:
     """The copy model exported as ``export --format onnx`` writes it: encoder and decoder graphs with the KV cache,
     the manifest and ``onnx_decode.py`` (an export takes seconds; test_commands.py and test_onnx_cache.py read it)."""
-    _cli("export", "--ckpt", str(_kind(files, "copy")), "--format", "onnx", "--out", str(out))
+    run_here("export", "--ckpt", str(_kind(files, "copy")), "--format", "onnx", "--out", str(out))
 
 
 def _make_bert_classifier(out: Path, files: Path) -> None:

@@ -170,11 +170,8 @@ UNBROKEN = ["train", "--preset", "copy", *TINY, "max_steps=100", "save_every=20"
 def unbroken(tmp_path_factory) -> Path:
     """The run that SIGKILL interrupts below, never stopped: made once for both kills, read only. In this process,
     with one thread (num_threads=1) as in the killed run's process."""
-    out, threads = tmp_path_factory.mktemp("unbroken") / "full", torch.get_num_threads()
-    try:
-        assert main([*UNBROKEN, "--out", str(out)]) == 0
-    finally:
-        torch.set_num_threads(threads)
+    out = tmp_path_factory.mktemp("unbroken") / "full"
+    shared_runs.run_here(*UNBROKEN, "--out", str(out))
     return out
 
 

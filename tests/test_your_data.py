@@ -357,11 +357,8 @@ UNBROKEN = ["train", "--preset", "copy", *TINY, "max_steps=60", "eval_every=60",
 def unbroken(tmp_path_factory) -> Path:
     """The run that a signal interrupts below, never stopped: made once for both signals, read only. In this
     process, with one thread (num_threads=1) as in the interrupted process."""
-    out, threads = tmp_path_factory.mktemp("unbroken") / "full", torch.get_num_threads()
-    try:
-        assert main([*UNBROKEN, "--out", str(out)]) == 0
-    finally:
-        torch.set_num_threads(threads)
+    out = tmp_path_factory.mktemp("unbroken") / "full"
+    shared_runs.run_here(*UNBROKEN, "--out", str(out))
     return out
 
 
