@@ -123,7 +123,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            parts=Parts(embeddings="embed", blocks="decoder.layers", final_norm="decoder.norm",
                        head=("lm_head", "embed.token")),
            init="normal", exports=("onnx", "onnx-single", "torchscript", "hf", "gguf"),
-           hf_plans=("gpt2", "llama", "qwen3", "qwen3_moe"), paper="GPT", classifier="gpt-classifier"),
+           hf_plans=("gpt2", "llama", "qwen3", "qwen3_moe", "mistral", "gemma3_text"), paper="GPT",
+           classifier="gpt-classifier"),
     # the paper's encoder stack with a classification head (BERT's pooler optional)
     Family(name="encoder", title="a classifier", structure="an encoder", model="EncoderClassifier", module="classifier",
            reads="tokens", stacks=("encoder",), output="classes", defaults=dict(PAPER_DEFAULTS, tie_embeddings=False),

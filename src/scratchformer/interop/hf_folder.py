@@ -1,4 +1,4 @@
-"""A Hugging Face model folder (Llama, Qwen3, GPT-2) read as a scratchformer ``GPT``: data, never code.
+"""A Hugging Face model folder (Llama, Qwen3, Mistral, Gemma 3, GPT-2) read as a scratchformer ``GPT``: data, never code.
 
     scratchformer.load_model("Qwen3-0.6B/")            # config.json, *.safetensors (sharded or not), tokenizer.json
                                                        # (with tokenizer_config.json ...: folder_tokenizer.py)
@@ -33,8 +33,10 @@ Names, Llama and Qwen3 (theirs under ``model.``; ``i`` is the layer)::
     lm_head.weight (outside model.; untied)      lm_head.weight
 
 Qwen3-MoE: Qwen3's blocks with a mixture of experts where its config says (``hf_moe.py``: the settings and names).
+Mistral: Llama's blocks with a sliding window; Gemma 3: sliding and global layers, Gemma's norms and gate
+(``hf_gemma.py``: the settings and names).
 
-Refused, in one line: another architecture, sliding-window attention, experts outside Qwen3-MoE, a rotary scaling other
+Refused, in one line: another architecture, a sliding window outside Mistral and Gemma 3, experts outside Qwen3-MoE, a rotary scaling other
 than ``llama3``, a missing shard or a shard without the tensors its index names, a tensor of the wrong shape.
 """
 
@@ -49,13 +51,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from scratchformer.interop.hf_gemma import GEMMA3_IMAGES, GEMMA3_LM, MISTRAL_LM, gemma_rope, gemma_settings, norm_names
 from scratchformer.interop.hf_moe import QWEN3_MOE_LM, ffn_plan, moe_settings, n_experts
 from scratchformer.models import GPT
 from scratchformer.nn.config import ModelConfig
 from scratchformer.nn.embedding import RotaryEmbedding
 
 ARCHITECTURES = {"LlamaForCausalLM": "llama", "Qwen3ForCausalLM": "qwen3", "GPT2LMHeadModel": "gpt2",
-                 QWEN3_MOE_LM: "qwen3_moe"}
+                 QWEN3_MOE_LM: "qwen3_moe", GEMMA3_LM: "gemma3_text", MISTRAL_LM: "mistral"}
 # What a GPT's settings are when it is a Llama (a Qwen3: a Llama with qk_norm): the one place this is decided. The
 # reader builds these; the Hugging Face export (hf_llama.llama_problems) and the GGUF export check them.
 LLAMA_SETTINGS: dict[str, Any] = {"norm": "pre", "norm_type": "rmsnorm", "activation": "swiglu",
@@ -80,8 +83,11 @@ def is_hf_folder(path: str | Path) -> bool:
 def _architecture(hf: dict[str, Any], folder: Path) -> str:
     """The model type of a folder that ``load_folder`` reads (a Llama, Qwen3 or GPT-2): ``FolderError`` else."""
     hf_type = folder_type(hf)
+    name = (hf.get("architectures") or [hf.get("model_type")])[0]
+    if name == GEMMA3_IMAGES:
+        raise FolderError(f"{folder} holds a {name} model (images and text); only the text model is read here: "
+                          f"a {GEMMA3_LM} folder")
     if hf_type not in ARCHITECTURES.values():
-        name = (hf.get("architectures") or [hf.get("model_type")])[0]
         raise FolderError(f"{folder} holds a {name} model; supported: {', '.join(ARCHITECTURES)}")
     return hf_type
 
@@ -114,10 +120,10 @@ def folder_config(folder: Path) -> tuple[dict[str, Any], str, ModelConfig]:
         raise FolderError(str(err) if isinstance(err, FolderError) else f"{folder / 'config.json'}: {err}") from None
 
 
-def _rope(hf: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
+def _rope(hf: dict[str, Any], family: str) -> tuple[float, dict[str, Any] | None]:
     """The rotary base and scaling, as ``transformers`` 4 writes them (``rope_theta``, ``rope_scaling``) or 5
-    (``rope_parameters``)."""
-    params = dict(hf.get("rope_parameters") or {})
+    (``rope_parameters``); Gemma 3's global layers' (``hf_gemma.py``)."""
+    params = gemma_rope(hf)[0] if family == "gemma3_text" else dict(hf.get("rope_parameters") or {})
     scaling = hf.get("rope_scaling") or (params if params.get("rope_type", "default") != "default" else None)
     base = float(params.get("rope_theta", hf.get("rope_theta", 10000.0)))
     if scaling is not None:
@@ -129,8 +135,8 @@ def _rope(hf: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
 
 
 def _refuse_variants(hf: dict[str, Any], family: str) -> None:
-    if hf.get("use_sliding_window") or "sliding_attention" in (hf.get("layer_types") or []) \
-            or (family == "llama" and hf.get("sliding_window")):
+    if family not in ("mistral", "gemma3_text") and (hf.get("use_sliding_window") or hf.get("sliding_window") or
+                                                       "sliding_attention" in (hf.get("layer_types") or [])):
         raise FolderError("sliding-window attention is not supported (every layer here attends to every earlier "
                           "token)")
     if family != "qwen3_moe" and any(hf.get(k) for k in ("num_experts", "num_local_experts", "n_routed_experts",
@@ -138,14 +144,14 @@ def _refuse_variants(hf: dict[str, Any], family: str) -> None:
         raise FolderError(f"mixture-of-experts {family} folders are not supported (experts: Qwen3MoeForCausalLM)")
     if family == "qwen3_moe" and not n_experts(hf):
         raise FolderError("a Qwen3-MoE config.json with num_experts=0 has no experts: save it as Qwen3ForCausalLM")
-    if hf.get("hidden_act", "silu") != "silu":
+    if family != "gemma3_text" and hf.get("hidden_act", "silu") != "silu":
         raise FolderError(f"hidden_act={hf['hidden_act']!r} is not supported for {family} (SwiGLU uses silu)")
     if bool(hf.get("attention_bias", False)) != bool(hf.get("mlp_bias", False)):
         raise FolderError("attention_bias and mlp_bias differ; supported: both off (or both on)")
 
 
 def model_config(hf: dict[str, Any], family: str) -> ModelConfig:
-    """The ``ModelConfig`` of a Llama or Qwen3 ``config.json`` (GPT-2: ``gpt2_config``)."""
+    """The ``ModelConfig`` of a Llama, Qwen3, Mistral or Gemma 3 ``config.json`` (GPT-2: ``gpt2_config``)."""
     if family == "gpt2":
         from scratchformer.interop.huggingface import gpt2_config
 
@@ -153,19 +159,22 @@ def model_config(hf: dict[str, Any], family: str) -> ModelConfig:
     _refuse_variants(hf, family)
     C, H = hf["hidden_size"], hf["num_attention_heads"]
     kv = hf.get("num_key_value_heads") or H
-    qwen3 = family in ("qwen3", "qwen3_moe")
-    head_dim = hf.get("head_dim") or (128 if qwen3 else C // H)  # transformers' defaults, as for ties
-    base, scaling = _rope(hf)
+    qwen3, gemma = family in ("qwen3", "qwen3_moe"), family == "gemma3_text"
+    head_dim = hf.get("head_dim") or (128 if qwen3 else 256 if gemma else C // H)  # transformers' defaults
+    base, scaling = _rope(hf, family)
     pad = hf.get("pad_token_id")
-    return ModelConfig(
-        arch="gpt", vocab_size=hf["vocab_size"], d_model=C, n_heads=H, n_layers=hf["num_hidden_layers"],
-        d_ff=hf["intermediate_size"], max_len=hf.get("max_position_embeddings", 2048), dropout=0.0,
-        n_kv_heads=None if kv == H else kv, head_size=None if head_dim * H == C else head_dim,
-        **LLAMA_SETTINGS, tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
-        bias=bool(hf.get("attention_bias")),
-        layer_norm_eps=float(hf.get("rms_norm_eps", 1e-6)), rope_base=base, rope_scaling=scaling,
-        qk_norm=qwen3, pad_id=pad if isinstance(pad, int) and 0 <= pad < hf["vocab_size"] else 0,
-        **(moe_settings(hf) if family == "qwen3_moe" else {}))
+    more = moe_settings(hf) if family == "qwen3_moe" else gemma_settings(hf, head_dim) if gemma else {}
+    if family == "mistral":
+        more = dict(sliding_window=int(hf.get("sliding_window") or 0))
+    return ModelConfig(**{
+        **dict(arch="gpt", vocab_size=hf["vocab_size"], d_model=C, n_heads=H, n_layers=hf["num_hidden_layers"],
+               d_ff=hf["intermediate_size"], max_len=hf.get("max_position_embeddings", 2048), dropout=0.0,
+               n_kv_heads=None if kv == H else kv, head_size=None if head_dim * H == C else head_dim,
+               **LLAMA_SETTINGS, tie_embeddings=bool(hf.get("tie_word_embeddings", gemma)),
+               bias=bool(hf.get("attention_bias")),
+               layer_norm_eps=float(hf.get("rms_norm_eps", 1e-6)), rope_base=base, rope_scaling=scaling,
+               qk_norm=qwen3, pad_id=pad if isinstance(pad, int) and 0 <= pad < hf["vocab_size"] else 0),
+        **more})
 
 
 Plan = list[tuple[str, list[str], bool]]  # (our name, their names stacked in this order, transposed)
@@ -178,8 +187,7 @@ def llama_plan(cfg: ModelConfig) -> Plan:
     kinds = ["weight", "bias"] if cfg.bias else ["weight"]
     for i in range(cfg.n_layers):
         o, p = f"decoder.layers.{i}.", f"model.layers.{i}."
-        plan += [(o + "self_attn_block.norm.weight", [p + "input_layernorm.weight"], False),
-                 (o + "ffn_block.norm.weight", [p + "post_attention_layernorm.weight"], False)]
+        plan += [(o + f"{ours}.weight", [p + f"{theirs}.weight"], False) for ours, theirs in norm_names(cfg.sandwich_norm)]
         for kind in kinds:
             plan += [(o + f"self_attn.in_proj.{kind}", [p + f"self_attn.{n}_proj.{kind}" for n in "qkv"], False),
                      (o + f"self_attn.out_proj.{kind}", [p + f"self_attn.o_proj.{kind}"], False)]

@@ -63,11 +63,12 @@ class GPT(nn.Module):
         """The ``(V, C)`` matrix of the final linear layer (the token embedding when tied)."""
         return self.embed.token.weight if self.lm_head is None else self.lm_head.weight
 
-    def new_cache(self, batch_size: int, max_len: int | None = None) -> DecoderCache:
-        """An empty cache for incremental decoding (see ``forward``'s ``cache``): a KV cache per layer, or with
-        ``attention="linear"`` the fixed-size recurrent state that replaces it."""
+    def new_cache(self, batch_size: int, max_len: int | None = None, *, windows: bool = True) -> DecoderCache:
+        """An empty cache for incremental decoding (see ``forward``'s ``cache``): a KV cache per layer (a sliding
+        layer's holds its window only, unless ``windows`` is False), or with ``attention="linear"`` the fixed-size
+        recurrent state that replaces it."""
         p = self.output_weight()
-        return self.decoder.new_cache(batch_size, max_len, device=p.device, dtype=p.dtype)
+        return self.decoder.new_cache(batch_size, max_len, device=p.device, dtype=p.dtype, windows=windows)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, *,
                 position_ids: Tensor | None = None, cache: DecoderCache | None = None) -> Tensor:
@@ -84,12 +85,15 @@ class GPT(nn.Module):
         Decoding asks for one position a row, ``(B, C)``, without gradients: that product is bound by reading the
         ``(V, C)`` matrix, and on CPU it runs about twice as fast against the matrix stored transposed, ``(C, V)``
         (``output_matrix``, kept until the weights change). Training, and tracing for an export, take the plain
-        ``F.linear``."""
+        ``F.linear``. With ``logit_softcap`` c (Gemma 2; Gemma 3 where its config sets it) each logit z becomes
+        c tanh(z / c): bounded, and every caller gets it."""
         if hidden.dim() == 2 and not torch.is_grad_enabled() and not _tracing():
             transposed = output_matrix(self)
-            if transposed is not None:
-                return hidden @ transposed  # (B, V)
-        return F.linear(hidden, self.output_weight())
+            logits = hidden @ transposed if transposed is not None else F.linear(hidden, self.output_weight())  # (B, V)
+        else:
+            logits = F.linear(hidden, self.output_weight())
+        cap = self.config.logit_softcap
+        return cap * torch.tanh(logits / cap) if cap else logits
 
     def hidden_states(self, input_ids: Tensor, attention_mask: Tensor | None = None, *,
                       position_ids: Tensor | None = None, cache: DecoderCache | None = None) -> Tensor:

@@ -5,12 +5,13 @@ from __future__ import annotations
 from scratchformer.families import family
 from scratchformer.nn.config import ModelConfig
 from scratchformer.nn.expert_settings import sparse_layers
+from scratchformer.nn.feedforward import GATED
 
 
 def _feed_forward(cfg: ModelConfig, f: int) -> int:
-    """A feed-forward of width ``f``: C F + b F + F C + b C, and SwiGLU's gate C F + b F."""
+    """A feed-forward of width ``f``: C F + b F + F C + b C, and a gate's (SwiGLU's, GeGLU's) C F + b F."""
     c, b = cfg.d_model, int(cfg.bias)
-    return 2 * c * f + b * (f + c) + (c * f + b * f if cfg.activation == "swiglu" else 0)
+    return 2 * c * f + b * (f + c) + (c * f + b * f if cfg.activation in GATED else 0)
 
 
 def count_parameters_formula(cfg: ModelConfig) -> int:
@@ -20,13 +21,13 @@ def count_parameters_formula(cfg: ModelConfig) -> int:
 
     - attention block: Q, K, V, O projections  ->  4 (C^2 + b C); with grouped-query attention (H_kv heads of keys
       and values) and a head size D: (C + b)(H D + 2 H_kv D) + H D C + b C
-    - feed-forward:  relu/gelu: C F + b F + F C + b C;   swiglu adds a gate: + C F + b F
+    - feed-forward:  relu/gelu: C F + b F + F C + b C;   swiglu and geglu_tanh add a gate: + C F + b F
     - experts (E = ``n_experts``, in layers not in ``dense_layers``): E feed-forwards of F = ``expert_d_ff``, router C E
     - LayerNorm:  C weights + b C biases; RMSNorm (``norm_type``): C weights
     - ``qk_norm``: one norm of D = C / H features on the queries and one on the keys of every attention
       block (self- and cross-)
     - encoder layer = attention + FFN + 2 LayerNorms; decoder layer = 2 attention + FFN + 3 LayerNorms;
-      a decoder-only (GPT) layer has no cross-attention: attention + FFN + 2 LayerNorms
+      a decoder-only (GPT) layer has no cross-attention: attention + FFN + 2 LayerNorms (4 with ``sandwich_norm``)
     - pre-LN adds one final LayerNorm per stack; ``embedding_norm`` one LayerNorm after the embeddings
     - embeddings: V C per table (tables shared when tied); learned positions: max_len C;
       sinusoidal and rotary positions have no parameters
@@ -49,7 +50,7 @@ def count_parameters_formula(cfg: ModelConfig) -> int:
     emb_ln = ln if cfg.embedding_norm else 0
     entry = family(cfg.arch)
     if not entry.two_stacks:  # one stack, without cross-attention: a GPT's decoder, or an encoder
-        layers = cfg.n_layers * (attn + ffn + 2 * ln) + final_ln + experts
+        layers = cfg.n_layers * (attn + ffn + (4 if cfg.sandwich_norm else 2) * ln) + final_ln + experts
         if entry.reads == "pixels":  # the patch embedding (with its bias) and the class token; no vocabulary
             inputs = cfg.patch_size ** 2 * cfg.channels * c + c + c + positions
         else:

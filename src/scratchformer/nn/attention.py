@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 from typing import Literal, get_args
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -51,13 +52,18 @@ AttentionImpl = Literal["auto", "reference", "sdpa"]  # for linear attention: "s
 
 
 def attention_reference(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
-                        dropout_p: float = 0.0) -> tuple[Tensor, Tensor]:
+                        dropout_p: float = 0.0, scale: float | None = None,
+                        softcap: float = 0.0) -> tuple[Tensor, Tensor]:
     """Equation 1, written out. ``q (B, H, T, D)``, ``k, v (B, H, S, D)``, ``mask`` broadcastable to
     ``(B, H, T, S)`` with ``True`` = may attend. Returns ``(output (B, H, T, D), weights (B, H, T, S))``.
+    ``scale``: the scores' factor (None: 1 / sqrt(D)); ``softcap`` > 0: each score s becomes c tanh(s / c) (Gemma 2).
 
     Every query row must allow at least one key (``attend`` guarantees it).
     """
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, T, S)
+    scores = q @ k.transpose(-2, -1)  # (B, H, T, S)
+    scores = scores / math.sqrt(q.size(-1)) if scale is None else scores * scale
+    if softcap:
+        scores = softcap * torch.tanh(scores / softcap)  # bounded to (-c, c), smoothly
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))  # masked keys get exactly zero weight
     weights = scores.softmax(dim=-1)  # (B, H, T, S), each row sums to 1
@@ -67,16 +73,19 @@ def attention_reference(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = N
 
 
 def attend(q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None = None, is_causal: bool = False,
-           dropout_p: float = 0.0, need_weights: bool = False,
-           impl: AttentionImpl = "auto") -> tuple[Tensor, Tensor | None]:
+           dropout_p: float = 0.0, need_weights: bool = False, impl: AttentionImpl = "auto",
+           scale: float | None = None, softcap: float = 0.0) -> tuple[Tensor, Tensor | None]:
     """Scaled dot-product attention through the reference or the fast path: the one place that chooses.
 
     ``q (B, H, T, D)``, ``k, v (B, H, S, D)``. ``mask``: boolean, broadcastable to ``(B, H, T, S)``,
     ``True`` = may attend. ``is_causal``: also forbid attending to later positions; with ``S > T`` the
     queries are taken to be the last ``T`` positions (incremental decoding). ``impl``: ``"reference"``,
     ``"sdpa"`` or ``"auto"`` (sdpa, unless the weights are needed). Returns ``(output (B, H, T, D),
-    weights (B, H, T, S) or None)``; weights only come from the reference path.
+    weights (B, H, T, S) or None)``; weights only come from the reference path. ``scale`` and ``softcap``: as
+    ``attention_reference`` takes them (a softcap only the reference path computes).
     """
+    if softcap:
+        impl = "reference"
     T, S = q.size(-2), k.size(-2)
     if is_causal and T == 1:
         is_causal = False  # a single query at the last position may see every key
@@ -93,9 +102,10 @@ def attend(q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None = None, is_ca
         mask = mask | empty_rows
 
     if need_weights or impl == "reference":
-        out, weights = attention_reference(q, k, v, mask, dropout_p)
+        out, weights = attention_reference(q, k, v, mask, dropout_p, scale, softcap)
     else:
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal,
+                                             scale=scale)
         weights = None
 
     if empty_rows is not None:
@@ -140,6 +150,7 @@ class MultiHeadAttention(nn.Module):
     query and key vectors normalised over D (before rotary positions, before the cache) so that a score
     ``q . k / sqrt(D)`` is bounded by the learned gains instead of growing with the weights, a common cause of
     loss spikes in long or fast training.
+    ``scale``, ``softcap``: the scores' factor (None: 1 / sqrt(D)) and Gemma 2's cap on them (0: none), ``attend``'s.
     ``kind``: ``"softmax"`` (equation 1) or ``"linear"`` (``linear_attention.py``: causal self-attention then
     decodes with a ``LinearAttentionState`` instead of a ``KVCache``). ``impl``: which attention path to use
     (see ``attend`` and ``linear_attend``). The attention weights come out through ``record_attention``.
@@ -148,7 +159,7 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, *, bias: bool = True, dropout: float = 0.0,
                  rope: nn.Module | None = None, q_norm: nn.Module | None = None,
                  k_norm: nn.Module | None = None, kind: AttentionKind = "softmax", n_kv_heads: int | None = None,
-                 head_dim: int | None = None) -> None:
+                 head_dim: int | None = None, scale: float | None = None, softcap: float = 0.0) -> None:
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         if head_dim is None and d_model % n_heads:
@@ -168,6 +179,7 @@ class MultiHeadAttention(nn.Module):
         self.dropout = dropout
         self.rope = rope
         self.q_norm, self.k_norm = q_norm, k_norm  # over D, each head's vectors (None: not normalised)
+        self.scale, self.softcap = scale, softcap
         self.impl: AttentionImpl = "auto"
 
     # W^Q, W^K, W^V and their biases by name: views of in_proj's three row blocks
@@ -243,17 +255,25 @@ class MultiHeadAttention(nn.Module):
             out, weights = linear_attend(q, k, v, mask=mask, is_causal=is_causal, state=cache,  # type: ignore[arg-type]
                                          need_weights=bool(records), impl=self.impl)
         else:
-            if cache is not None:
-                k, v = cache.update(k, v)  # type: ignore[union-attr]  # (B, H_kv, S, D): the past and this step
+            k, v, mask = self._keys(k, v, mask, cache)  # type: ignore[arg-type]  # (B, H_kv, S, D)
             groups = self.n_heads // self.n_kv_heads
             k, v = repeat_kv(k, groups), repeat_kv(v, groups)  # (B, H, S, D)
             out, weights = attend(q, k, v, mask=mask, is_causal=is_causal,
                                   dropout_p=self.dropout if self.training else 0.0,
-                                  need_weights=bool(records), impl=self.impl)
+                                  need_weights=bool(records), impl=self.impl, scale=self.scale, softcap=self.softcap)
         for record in records:
             record.add(self, weights)  # type: ignore[arg-type]  # the reference path returned them
         out = out.transpose(1, 2).reshape(B, T, self.q_size)  # (B, H, T, D) -> (B, T, H D): concatenate the heads
         return self.out_proj(out)
+
+
+    def _keys(self, k: Tensor, v: Tensor, mask: Tensor | None,
+              cache: KVCache | None) -> tuple[Tensor, Tensor, Tensor | None]:
+        """This step's keys and values, with the cached past before them; the mask over them (a sliding window
+        narrows it: ``sliding_window.py``)."""
+        if cache is not None:
+            k, v = cache.update(k, v)  # (B, H_kv, S, D): the past and this step
+        return k, v, mask
 
 
 class CrossAttention(MultiHeadAttention):

@@ -23,13 +23,15 @@ from typing import Any, Literal, get_args
 from scratchformer.errors import ConfigError
 from scratchformer.families import FAMILIES, Family, family, saved_family
 from scratchformer.nn.expert_settings import check_experts
+from scratchformer.nn.image_settings import check_pixels
 from scratchformer.nn.model_presets import PRESETS
 from scratchformer.nn.rope_scaling import check_rope_scaling
+from scratchformer.nn.window_settings import check_windows
 
 # Each choice field's allowed values, written once: the blocks check against these types too (``choices``).
 Norm = Literal["post", "pre"]
 NormType = Literal["layernorm", "rmsnorm"]
-Activation = Literal["relu", "gelu", "gelu_tanh", "swiglu", "relu2"]
+Activation = Literal["relu", "gelu", "gelu_tanh", "swiglu", "geglu_tanh", "relu2"]
 Positional = Literal["sinusoidal", "learned", "rotary", "none"]
 Pooling = Literal["mean", "max", "cls", "pooler", "last"]
 # softmax: the paper's equation 1; linear: Katharopoulos et al. (2020), "Transformers are RNNs" (linear_attention.py)
@@ -121,6 +123,17 @@ class ModelConfig:
     dense_layers: list[int] = dataclasses.field(default_factory=list)
     experts_norm_topk: bool = True
     router_aux_coef: float = 0.001
+    # Gemma's and Mistral's changes (nn/sliding_window.py, nn/norms.py), each off by default. The causal self-attention
+    # of the layers in sliding_layers (None: every layer) sees only the last sliding_window positions, itself included
+    # (0: every earlier one), and rotates by local_rope_base (None: rope_base); the other layers are global
+    sliding_window: int = 0
+    sliding_layers: list[int] | None = None
+    local_rope_base: float | None = None
+    attention_scale: float | None = None  # what the scores q . k are multiplied by (None: 1 / sqrt(D), the paper's)
+    attention_softcap: float = 0.0  # > 0: each score s becomes c tanh(s / c) (Gemma 2); logit_softcap: the logits
+    logit_softcap: float = 0.0
+    norm_plus_one: bool = False  # RMSNorm's gain is 1 + w, w starting at 0 (Gemma)
+    sandwich_norm: bool = False  # pre-norm and a norm on each sub-layer's output too, before the sum (Gemma 2, 3)
 
     def __post_init__(self) -> None:
         self.arch = saved_family({"arch": self.arch, "pooling": self.pooling}) or self.arch  # an older form
@@ -135,7 +148,7 @@ class ModelConfig:
             if getattr(self, name) is None:
                 setattr(self, name, value)
         if entry.reads == "pixels":
-            self._pixel_fields()
+            check_pixels(self, VIT_NO_VOCAB)
         if entry.two_stacks:
             self.n_encoder_layers = self.n_layers if self.n_encoder_layers is None else self.n_encoder_layers
             self.n_decoder_layers = self.n_layers if self.n_decoder_layers is None else self.n_decoder_layers
@@ -146,6 +159,7 @@ class ModelConfig:
         self._validate(entry)
         self._heads(entry)
         check_experts(self, entry.decoder_only)
+        check_windows(self, entry.decoder_only)
 
     def _pooling(self, entry: Family) -> None:
         """``pooling`` checked against the family's ways to pool; the field's default ("mean") becomes the family's
@@ -156,31 +170,6 @@ class ModelConfig:
             ways = " or ".join(f"{POOLING_WORDS[p]} (pooling={p!r})" for p in entry.poolings)
             raise ConfigError(f"pooling={self.pooling!r} does not fit arch={self.arch!r}: "
                               + (f"it classifies from {ways}" if ways else "it does not classify"))
-
-    def _pixel_fields(self) -> None:
-        """An image model's (a ViT's) image fields checked; its sequence length and vocabulary fields set from them."""
-        for name in ("image_size", "patch_size", "channels"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{name}={value!r} must be an integer >= 1")
-        if self.patch_size > self.image_size:
-            raise ConfigError(f"patch_size={self.patch_size} is larger than image_size={self.image_size}")
-        if self.image_size % self.patch_size:
-            raise ConfigError(f"image_size={self.image_size} is not divisible by patch_size={self.patch_size}: "
-                              "the patches must tile the image")
-        # max_len is the class token and the patches; another value than the default 512 meant another image: say so
-        if self.max_len not in (512, self.n_patches + 1):
-            raise ConfigError(f"max_len={self.max_len} does not fit a ViT: it is the class token plus the "
-                              f"(image_size / patch_size)^2 = {self.n_patches} patches ({self.n_patches + 1}); "
-                              "leave it out")
-        self.max_len = self.n_patches + 1
-        for name in ("embedding_norm", "scale_embeddings", "tie_embeddings"):
-            if getattr(self, name) is True:
-                raise ConfigError(f"{name} applies to token embeddings; arch={self.arch!r} has none (it reads pixels)")
-        for name, value in VIT_NO_VOCAB.items():
-            if getattr(self, name) not in (value, ModelConfig.__dataclass_fields__[name].default):
-                raise ConfigError(f"{name} does not apply to arch={self.arch!r} (it reads pixels, not tokens)")
-            setattr(self, name, value)
 
     def _validate(self, entry: Family) -> None:
         ints = ["vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len", "n_classes", "pad_id",

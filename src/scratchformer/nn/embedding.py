@@ -132,8 +132,8 @@ class Embeddings(nn.Module):
 
     def forward(self, ids: Tensor, positions: Tensor) -> Tensor:
         x = self.token(ids)  # (B, T, C)
-        if self.scale != 1.0:
-            x = x * self.scale
+        if self.scale != 1.0:  # the factor in the table's dtype, as Gemma's (sqrt(C) rounded to bfloat16 there)
+            x = x * torch.tensor(self.scale, dtype=x.dtype)
         if self.position_embedding is not None:
             x = x + self.position_embedding(positions)  # (T, C) broadcasts over the batch; (B, T, C) per row
         if self.norm is not None:

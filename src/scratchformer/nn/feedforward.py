@@ -24,6 +24,8 @@ from torch import Tensor, nn
 
 from scratchformer.nn.config import Activation, choices
 
+GATED = ("swiglu", "geglu_tanh")  # the activations that gate with a third matrix W_3
+
 
 class FeedForward(nn.Module):
     def __init__(self, d_model: int, d_ff: int, activation: str = "relu", bias: bool = True) -> None:
@@ -32,7 +34,7 @@ class FeedForward(nn.Module):
             raise ValueError(f"activation={activation!r} is not one of {', '.join(choices(Activation))}")
         self.activation = activation
         self.linear1 = nn.Linear(d_model, d_ff, bias=bias)  # W_1: (C) -> (F)
-        self.linear3 = nn.Linear(d_model, d_ff, bias=bias) if activation == "swiglu" else None  # W_3
+        self.linear3 = nn.Linear(d_model, d_ff, bias=bias) if activation in GATED else None  # W_3
         self.linear2 = nn.Linear(d_ff, d_model, bias=bias)  # W_2: (F) -> (C)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -45,6 +47,9 @@ class FeedForward(nn.Module):
             h = F.gelu(h, approximate="tanh")
         elif self.activation == "relu2":
             h = F.relu(h).square()
+        elif self.activation == "geglu_tanh":
+            assert self.linear3 is not None
+            h = F.gelu(h, approximate="tanh") * self.linear3(x)
         else:  # swiglu
             assert self.linear3 is not None
             h = F.silu(h) * self.linear3(x)  # the gate SiLU(x W_1) times x W_3

@@ -5,7 +5,8 @@ layer. They never change (causal masking means earlier positions never see later
 them:
 
 - ``KVCache``: one self-attention layer's keys and values, preallocated to ``max_len`` positions and
-  filled left to right by ``update`` (it grows by the number of new tokens each step).
+  filled left to right by ``update`` (it grows by the number of new tokens each step). A sliding-window layer's
+  keeps only its window's (``sliding_window.WindowKVCache``).
 - ``LinearAttentionState``: what replaces the ``KVCache`` when the model uses linear attention
   (``attention="linear"``, Katharopoulos et al. 2020, "Transformers are RNNs", §3.4): not the past keys
   and values but two running sums over them, a fixed-size state, so that a new token costs the same at
@@ -23,6 +24,8 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
+
+from scratchformer.nn.masks import sliding_window_mask
 
 
 class KVCache:
@@ -55,6 +58,13 @@ class KVCache:
 
     def reset(self) -> None:
         self.length = 0
+
+    def visible(self, mask: Tensor | None, queries: int, keys: int, window: int) -> Tensor:
+        """Which of the ``keys`` that ``update`` just returned each of its ``queries`` new positions may see through a
+        sliding window of ``window`` positions (``sliding_window.py``): the band, and the real-token ``mask`` (its
+        last ``keys`` columns: the returned keys are the latest positions), ``(B or 1, 1, T, S)``."""
+        band = sliding_window_mask(queries, keys, window, device=self.keys.device)  # (T, S)
+        return band if mask is None else mask[..., -keys:] & band
 
     def reorder(self, index: Tensor) -> None:
         """Keep batch rows ``index`` (a ``(B',)`` LongTensor), e.g. the surviving beams in beam search.

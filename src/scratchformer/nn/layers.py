@@ -13,7 +13,8 @@ normalisation (LayerNorm, or RMSNorm with ``norm_type="rmsnorm"``) is ``norms.py
 
 Encoder layer (§3.1):  self-attention -> feed-forward
 Decoder layer (§3.1):  masked self-attention -> cross-attention over the encoder memory -> feed-forward
-A decoder-only model (GPT) uses decoder layers without the cross-attention.
+A decoder-only model (GPT) uses decoder layers without the cross-attention; the layers its config names attend
+through a sliding window (``sliding_window.py``), rotating by their own base where ``local_rope_base`` gives one.
 """
 
 from __future__ import annotations
@@ -32,20 +33,25 @@ from scratchformer.nn.feedforward import FeedForward
 from scratchformer.nn.kv_cache import DecoderCache, KVCache, LinearAttentionState
 from scratchformer.nn.masks import combine_masks, key_padding_to_attention_mask, window_mask
 from scratchformer.nn.norms import norm_layer
+from scratchformer.nn.sliding_window import SlidingWindowAttention, WindowKVCache
+from scratchformer.nn.window_settings import sliding
 
 
 class ResidualNorm(nn.Module):
-    """Residual connection + LayerNorm around one sub-layer, post-LN (paper) or pre-LN."""
+    """Residual connection + LayerNorm around one sub-layer, post-LN (paper) or pre-LN; with ``sandwich_norm``, pre-LN
+    with a second norm on the sub-layer's output before the sum (Gemma 2 and 3: x + Norm'(Sublayer(Norm(x))))."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.pre_norm = cfg.norm == "pre"
         self.norm = norm_layer(cfg)
+        self.post_norm = norm_layer(cfg) if cfg.sandwich_norm else None
         self.dropout = nn.Dropout(cfg.dropout)  # "residual dropout" (§5.4)
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         if self.pre_norm:
-            return x + self.dropout(sublayer(self.norm(x)))
+            out = sublayer(self.norm(x))
+            return x + self.dropout(out if self.post_norm is None else self.post_norm(out))
         return self.norm(x + self.dropout(sublayer(x)))
 
 
@@ -53,9 +59,12 @@ def _qk_norms(cfg: ModelConfig) -> dict[str, nn.Module]:
     return {"q_norm": norm_layer(cfg, cfg.head_dim), "k_norm": norm_layer(cfg, cfg.head_dim)} if cfg.qk_norm else {}
 
 
-def _self_attention(cfg: ModelConfig, rope: RotaryEmbedding | None) -> MultiHeadAttention:
-    return MultiHeadAttention(cfg.d_model, cfg.n_heads, bias=cfg.bias, dropout=cfg.attention_dropout, rope=rope,
-                              kind=cfg.attention, n_kv_heads=cfg.n_kv_heads, head_dim=cfg.head_dim, **_qk_norms(cfg))
+def _self_attention(cfg: ModelConfig, rope: RotaryEmbedding | None, window: int = 0) -> MultiHeadAttention:
+    """A layer's self-attention: over every earlier position, or (``window``) the last ``window`` of them."""
+    kind, more = (SlidingWindowAttention, {"window": window}) if window else (MultiHeadAttention, {})
+    return kind(cfg.d_model, cfg.n_heads, bias=cfg.bias, dropout=cfg.attention_dropout, rope=rope, kind=cfg.attention,
+                n_kv_heads=cfg.n_kv_heads, head_dim=cfg.head_dim, scale=cfg.attention_scale,
+                softcap=cfg.attention_softcap, **more, **_qk_norms(cfg))
 
 
 class EncoderLayer(nn.Module):
@@ -82,13 +91,14 @@ class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig, cross_attention: bool = True, rope: RotaryEmbedding | None = None,
                  layer: int = 0) -> None:
         super().__init__()
-        self.self_attn = _self_attention(cfg, rope)
+        self.self_attn = _self_attention(cfg, rope, cfg.sliding_window if sliding(cfg, layer) else 0)
         self.self_attn_block = ResidualNorm(cfg)
         self.cross_attn: CrossAttention | None = None
         self.cross_attn_block: ResidualNorm | None = None
         if cross_attention:
             self.cross_attn = CrossAttention(cfg.d_model, cfg.n_heads, bias=cfg.bias, dropout=cfg.attention_dropout,
-                                             kind=cfg.attention, head_dim=cfg.head_dim, **_qk_norms(cfg))
+                                             kind=cfg.attention, head_dim=cfg.head_dim, scale=cfg.attention_scale,
+                                             softcap=cfg.attention_softcap, **_qk_norms(cfg))
             self.cross_attn_block = ResidualNorm(cfg)
         self.ffn = feed_forward(cfg, layer)  # a mixture of experts in the layers the config gives them (experts.py)
         self.ffn_block = ResidualNorm(cfg)
@@ -149,24 +159,30 @@ class Decoder(nn.Module):
         self.cfg = cfg
         rope = None if cfg.positional != "rotary" else RotaryEmbedding(cfg.head_dim, cfg.max_len, cfg.rope_base,
                                                                         cfg.rope_scaling)
+        local = rope  # the sliding layers' (Gemma 3's local layers rotate by their own base, unscaled)
+        if rope is not None and cfg.local_rope_base is not None:
+            local = RotaryEmbedding(cfg.head_dim, cfg.max_len, cfg.local_rope_base)
         self.layers = nn.ModuleList()
         for i in range(n_layers):
-            self.layers.append(DecoderLayer(cfg, cross_attention, rope, i))
+            self.layers.append(DecoderLayer(cfg, cross_attention, local if sliding(cfg, i) else rope, i))
         self.norm = norm_layer(cfg) if cfg.norm == "pre" else None
 
     def new_cache(self, batch_size: int, max_len: int | None = None, *, device: torch.device | str | None = None,
-                  dtype: torch.dtype | None = None) -> DecoderCache:
+                  dtype: torch.dtype | None = None, windows: bool = True) -> DecoderCache:
         """An empty cache for decoding up to ``max_len`` positions (default: the model's): a ``KVCache`` per
-        layer, or with linear attention a ``LinearAttentionState`` (fixed size; ``max_len`` does not apply)."""
+        layer (a sliding layer's keeps its window only, ``WindowKVCache``, unless ``windows`` is False: a prefill
+        whose rows are copied out at their own lengths), or with linear attention a ``LinearAttentionState`` (fixed
+        size; ``max_len`` does not apply)."""
         cfg = self.cfg
         max_len = cfg.max_len if max_len is None else max_len
+        kw = dict(device=device, dtype=dtype)
         self_attn: list[KVCache] | list[LinearAttentionState]
         if cfg.attention == "linear":
-            self_attn = [LinearAttentionState(batch_size, cfg.n_heads, cfg.head_dim, device=device, dtype=dtype)
-                         for _ in self.layers]
+            self_attn = [LinearAttentionState(batch_size, cfg.n_heads, cfg.head_dim, **kw) for _ in self.layers]
         else:
-            self_attn = [KVCache(batch_size, cfg.kv_heads, cfg.head_dim, max_len, device=device, dtype=dtype)
-                         for _ in self.layers]
+            self_attn = [WindowKVCache(batch_size, cfg.kv_heads, cfg.head_dim, cfg.sliding_window, **kw)
+                         if windows and sliding(cfg, i) else KVCache(batch_size, cfg.kv_heads, cfg.head_dim, max_len, **kw)
+                         for i in range(len(self.layers))]
         return DecoderCache(self_attn, [None] * len(self.layers))
 
     def forward(self, x: Tensor, memory: Tensor | None = None, *, key_mask: Tensor | None = None,

@@ -35,6 +35,14 @@ def window_mask(length: int, window: int, device: torch.device | None = None) ->
     return (i[:, None] - i[None, :]).abs() <= window
 
 
+def sliding_window_mask(query_len: int, key_len: int, window: int, device: torch.device | None = None) -> Tensor:
+    """``(T, S)`` bool causal band: the T queries are the last T of the S positions (as in ``causal_mask``), and query
+    ``i`` may attend to key ``j`` when ``0 <= i - j < window``: the last ``window`` positions, itself included."""
+    i = torch.arange(query_len, device=device)[:, None] + (key_len - query_len)  # each query's position among keys
+    j = torch.arange(key_len, device=device)[None, :]
+    return (j <= i) & (i - j < window)
+
+
 def key_padding_to_attention_mask(key_mask: Tensor) -> Tensor:
     """``(B, S)`` real-token mask -> ``(B, 1, 1, S)``: every query (and head) sees the same keys."""
     return key_mask[:, None, None, :]
