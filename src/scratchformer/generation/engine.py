@@ -52,7 +52,8 @@ class Engine:
     tokens only). ``max_rows``: the most answers decoded at once. ``prefill_tokens``: the prompt tokens one step reads
     at most (a first prompt longer than that is read alone). ``context``: the positions (prompt and answer) a row
     holds, its memory reserved now and never grown (a server's: None grows rows as needed, up to the model's window).
-    ``kept``: rows that keep recent answers for prefix reuse (``prefixes.py``)."""
+    ``kept``: rows that keep recent answers for prefix reuse (``prefixes.py``; none for a model with sliding-window
+    layers, whose rows keep only their window: ``pool.py``)."""
 
     def __init__(self, model: GPT, tokenizer: object | None = None, *, max_rows: int = 16,
                  prefill_tokens: int = 8192, context: int | None = None, kept: int = 0) -> None:
@@ -67,7 +68,7 @@ class Engine:
         probe = model.new_cache(1, 1)
         holds = KVPool.holds(probe)
         self.pool = KVPool(probe, max_rows, self.max_len, width=context and self.max_len, kept=kept) if holds else None
-        self.prefixes = Prefixes(kept) if holds and kept else None
+        self.prefixes = Prefixes(kept) if holds and kept and KVPool.reuses_prefixes(probe) else None
 
     # ----------------------------------------------------------------------------------- from any thread
 
@@ -179,7 +180,7 @@ class Engine:
         try:
             ids, mask = (t.to(self.device) for t in pad_batch([r.prompt for r in rest], 0))  # (k, T), right-padded
             mask = None if bool(mask.all()) else mask  # prompts of one length: the model's unmasked path, as alone
-            cache = self.model.new_cache(len(rest), ids.size(1))
+            cache = self.model.new_cache(len(rest), ids.size(1), windows=False)  # rows copied out at their lengths
             hidden = self.model.hidden_states(ids, mask, cache=cache)  # (k, T, C)
             lengths = torch.tensor([len(r.prompt) for r in rest], device=self.device)
             last = hidden[torch.arange(len(rest), device=self.device), lengths - 1]  # (k, C)

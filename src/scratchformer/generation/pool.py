@@ -16,6 +16,14 @@ arrives while others are half-way through their answers, and one that is done le
 
     step:  tokens (n, 1), positions (n, 1) = each row's length, key_mask (n, W') with W' = longest + 1
            -> every layer writes row i's key at column length_i and attends over its first length_i + 1 columns
+
+A sliding-window layer (``nn/sliding_window.py``) needs only its window's last W positions: its rows are a ring of
+W columns, fixed at start (position p at column p mod W), so its memory does not grow with the answers. A step writes
+each row's key over the one W positions back, and attends over the whole ring (or, while a row is shorter than W, its
+first length + 1 columns): keys in any order give the same attention, each carrying its rotation already. The
+prefill is read with every position kept (``new_cache(windows=False)``), and each row's last W of them copied in.
+Prefix reuse is off for such a model: a kept ring holds its answer's last W positions, not those of a shorter
+beginning (``KVPool.reuses_prefixes``).
 """
 
 from __future__ import annotations
@@ -24,8 +32,9 @@ import torch
 from torch import Tensor
 
 from scratchformer.nn.kv_cache import DecoderCache, KVCache
+from scratchformer.nn.sliding_window import WindowKVCache
 
-__all__ = ["KVPool", "RowKVCache"]
+__all__ = ["KVPool", "RingKVCache", "RowKVCache"]
 
 
 class RowKVCache(KVCache):
@@ -59,6 +68,46 @@ class RowKVCache(KVCache):
         ``remove`` (``KVCache.reorder`` would move the keys and leave the lengths behind)."""
         raise TypeError("a pool's rows move only through KVPool.add, fork and remove, not reorder")
 
+    def columns(self, n: int) -> slice:
+        """The columns that hold a row's first ``n`` positions."""
+        return slice(0, n)
+
+    def load(self, row: int, source: KVCache, index: int, length: int) -> None:
+        """Row ``index`` of a prefill's ``source`` (its first ``length`` positions) into ``row``."""
+        self.keys[row, :, :length] = source.keys[index, :, :length]
+        self.values[row, :, :length] = source.values[index, :, :length]
+
+
+class RingKVCache(RowKVCache):
+    """A sliding layer's keys and values in a ``KVPool``: a ring of ``window`` columns a row, position p at column
+    p mod ``window`` (the module docstring)."""
+
+    def __init__(self, pool: KVPool, keys: Tensor, values: Tensor, window: int) -> None:
+        super().__init__(pool, keys, values)
+        self.window = window
+
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Write row i's new key over the one ``window`` positions back; return every row's ring."""
+        n = k.size(0)
+        rows = torch.arange(n, device=k.device)
+        at = self.pool.at % self.window  # (n,)
+        self.keys[rows, :, at] = k[:, :, 0]
+        self.values[rows, :, at] = v[:, :, 0]
+        return self.keys[:n], self.values[:n]
+
+    def visible(self, mask: Tensor | None, queries: int, keys: int, window: int) -> Tensor:
+        """Each row sees its whole ring, or while shorter than the window its own first ``length + 1`` columns:
+        ``(n, 1, 1, window)`` (``mask``, over a full layer's columns, does not apply)."""
+        return (torch.arange(self.window, device=self.keys.device)[None, :] <= self.pool.at[:, None])[:, None, None]
+
+    def columns(self, n: int) -> slice:
+        return slice(0, min(n, self.window))
+
+    def load(self, row: int, source: KVCache, index: int, length: int) -> None:
+        positions = torch.arange(max(0, length - self.window), length, device=self.keys.device)  # the last W
+        self.keys[row][:, positions % self.window] = source.keys[index][:, positions]
+        self.values[row][:, positions % self.window] = source.values[index][:, positions]
+
 
 class KVPool:
     """Per-answer KV cache rows for a model's decoder (see the module docstring).
@@ -86,13 +135,21 @@ class KVPool:
         self.lengths: list[int] = []  # each live row's filled positions
         self.at = torch.zeros(0, dtype=torch.long)  # (n,) where this step writes, set by step_inputs
         self.step_width = 0
-        self.layers = [RowKVCache(self, *self._empty(width or 0)) for _ in template.self_attn]
+        self.layers = [RingKVCache(self, *self._empty(c.window), c.window) if isinstance(c, WindowKVCache)
+                       else RowKVCache(self, *self._empty(width or 0)) for c in template.self_attn]
+        self.full = [layer for layer in self.layers if not isinstance(layer, RingKVCache)]  # the layers that grow
 
     @staticmethod
     def holds(template: DecoderCache) -> bool:
         """Whether a model's cache (``template``) is keys and values, which rows of a pool can hold (a linear
         attention's recurrent state is not)."""
-        return bool(template.self_attn) and all(type(c) is KVCache for c in template.self_attn)
+        return bool(template.self_attn) and all(type(c) in (KVCache, WindowKVCache) for c in template.self_attn)
+
+    @staticmethod
+    def reuses_prefixes(template: DecoderCache) -> bool:
+        """Whether kept rows can give a new prompt its beginning: not where a layer keeps only a window (module
+        docstring)."""
+        return not any(isinstance(c, WindowKVCache) for c in template.self_attn)
 
     def _empty(self, width: int) -> tuple[Tensor, Tensor]:
         shape = (self.capacity + self.kept, self.kv_heads, width, self.head_dim)
@@ -101,7 +158,7 @@ class KVPool:
 
     @property
     def width(self) -> int:
-        return self.layers[0].keys.size(2)
+        return self.full[0].keys.size(2) if self.full else self.max_len
 
     @property
     def rows(self) -> int:
@@ -127,7 +184,7 @@ class KVPool:
         if need > self.max_len:
             raise ValueError(f"{need} positions needed, the model reads at most {self.max_len}")
         old, width = self.width, min(self.max_len, max(16, 1 << (need - 1).bit_length()))
-        for layer in self.layers:
+        for layer in self.full:
             keys, values = self._empty(width)
             keys[:, :, :old], values[:, :, :old] = layer.keys, layer.values
             layer.keys, layer.values = keys, values
@@ -143,9 +200,8 @@ class KVPool:
         self._fit(length + 1)
         row = self.rows
         for layer, source in zip(self.layers, prefilled.self_attn):
-            assert isinstance(source, KVCache)
-            layer.keys[row, :, :length] = source.keys[index, :, :length]
-            layer.values[row, :, :length] = source.values[index, :, :length]
+            assert isinstance(source, KVCache) and not isinstance(source, WindowKVCache)  # every position kept
+            layer.load(row, source, index, length)
         self.lengths.append(length)
         return row
 
@@ -155,8 +211,9 @@ class KVPool:
             raise RuntimeError(f"all {self.capacity} rows are taken")
         new, n = self.rows, self.lengths[row]
         for layer in self.layers:
-            layer.keys[new, :, :n] = layer.keys[row, :, :n]
-            layer.values[new, :, :n] = layer.values[row, :, :n]
+            cols = layer.columns(n)
+            layer.keys[new, :, cols] = layer.keys[row, :, cols]
+            layer.values[new, :, cols] = layer.values[row, :, cols]
         self.lengths.append(n)
         return new
 
@@ -166,8 +223,9 @@ class KVPool:
         if row != last:
             n = self.lengths[last]
             for layer in self.layers:
-                layer.keys[row, :, :n] = layer.keys[last, :, :n]
-                layer.values[row, :, :n] = layer.values[last, :, :n]
+                cols = layer.columns(n)
+                layer.keys[row, :, cols] = layer.keys[last, :, cols]
+                layer.values[row, :, cols] = layer.values[last, :, cols]
             self.lengths[row] = n
         self.lengths.pop()
         return last if row != last else None
