@@ -102,12 +102,12 @@ def window_problems(cfg: Any, name: str, slides: bool) -> list[str]:
 def gemma_config_fields(cfg: Any, rope: dict[str, Any]) -> dict[str, Any]:
     """The ``Gemma3TextConfig`` arguments of a GPT with Gemma's settings (``rope``: the global layers' parameters)."""
     scalar = cfg.head_dim if cfg.attention_scale is None else cfg.attention_scale ** -2
-    return dict(hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=round(scalar) if abs(
-        scalar - round(scalar)) < 1e-6 else scalar, sliding_window=cfg.sliding_window or cfg.max_len,
+    local = {"rope_type": "default", "rope_theta": cfg.local_rope_base or cfg.rope_base}
+    return dict(hidden_activation="gelu_pytorch_tanh", sliding_window=cfg.sliding_window or cfg.max_len,
+                query_pre_attn_scalar=round(scalar) if abs(scalar - round(scalar)) < 1e-6 else scalar,
                 layer_types=[SLIDING if i in cfg.sliding_layers else FULL for i in range(cfg.n_layers)],
-                final_logit_softcapping=cfg.logit_softcap or None,
-                rope_parameters={FULL: rope, SLIDING: {"rope_type": "default", "rope_theta":
-                                                       cfg.local_rope_base or cfg.rope_base}})
+                final_logit_softcapping=cfg.logit_softcap or None, rope_parameters={FULL: rope, SLIDING: local},
+                rope_local_base_freq=local["rope_theta"])  # transformers 4's name for the local base
 
 
 def norm_names(sandwich: bool) -> list[tuple[str, str]]:

@@ -56,7 +56,7 @@ from torch import Tensor, nn
 
 from scratchformer.extras import require
 from scratchformer.interop import hf_llama
-from scratchformer.interop.hf_llama import LLAMA_CLASSES, LLAMA_LM, QWEN3_LM, QWEN3_MOE_LM
+from scratchformer.interop.hf_llama import LLAMA_CLASSES
 from scratchformer.interop.hf_moe import as_in_memory
 from scratchformer.interop.huggingface import bert_plan, gpt2_plan
 from scratchformer.models import GPT, EncoderClassifier, Seq2SeqTransformer
@@ -68,7 +68,7 @@ __all__ = ["BERT_CLASSIFIER", "BERT_ENCODER", "GPT2_LM", "GPT_CLASSES", "HF_CLAS
            "check_exportable", "default_hf_class", "to_hugging_face"]
 
 GPT2_LM, BERT_CLASSIFIER, BERT_ENCODER = "GPT2LMHeadModel", "BertForSequenceClassification", "BertModel"
-HF_CLASSES = (GPT2_LM, LLAMA_LM, QWEN3_LM, QWEN3_MOE_LM, BERT_CLASSIFIER, BERT_ENCODER)
+HF_CLASSES = (GPT2_LM, *LLAMA_CLASSES, BERT_CLASSIFIER, BERT_ENCODER)
 GPT_CLASSES = (GPT2_LM, *LLAMA_CLASSES)
 _ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh"}
 
