@@ -15,6 +15,7 @@ llama.cpp runs a fixed set of architectures; a GPT maps onto one of three when e
     qwen3   llama's settings with qk_norm=true (Qwen3's RMSNorm over D on each head's queries and keys, written as
             ``attn_q_norm`` and ``attn_k_norm``); llama.cpp rotates qwen3's pairs (j, j + D/2), so no permutation.
     qwen3moe qwen3's settings with experts in every layer, their top-k weights renormalised (``gguf_moe.py``).
+    gemma3  Gemma's blocks (``gguf_gemma.py``). A sliding window elsewhere is refused if shorter than the context.
 
 Anything else (post-LN, ReLU, sinusoidal positions, the paper's sqrt(C) embedding scale, linear attention, ...)
 is refused in one line naming the settings, as are encoder-decoders and classifiers.
@@ -40,10 +41,12 @@ import torch
 
 from scratchformer.app.export.formats import ExportError, _atomic_dir, _destination
 from scratchformer.app.export.gguf_gelu import gelu_check, instruction_ids
+from scratchformer.app.export.gguf_gemma import NOT_GEMMA, add_gemma_keys, gemma_problems, gemma_tensors, window_problems
 from scratchformer.app.export.gguf_moe import add_expert_keys, expert_tensors, moe_problems
 from scratchformer.app.export.gguf_vocab import GGUFVocab, gguf_vocab, pre_tokenizer
 from scratchformer.extras import require
 from scratchformer.interop.hf_folder import LLAMA_SETTINGS
+from scratchformer.interop.hf_gemma import GEMMA_SETTINGS, is_gemma
 from scratchformer.models import GPT
 
 GGUF_TYPES = ("f32", "f16", "q8_0")
@@ -59,17 +62,19 @@ class CppArch:
     layernorm: bool = False  # gpt2: LayerNorms with biases, the fused attn_qkv as in_proj stands
     rotate_pairs: bool = False  # llama: rotary pairs (2j, 2j + 1), so the rows of W^Q and W^K are permuted
     experts: bool = False  # qwen3moe: a mixture of experts in every layer
+    gemma: bool = False  # gemma3: norms after the sub-layers too, each written as 1 + w (gguf_gemma.py)
 
 
-_LLAMA = {k: (v,) for k, v in LLAMA_SETTINGS.items()}  # the reader's own, written once (interop/hf_folder.py)
+_LLAMA = {k: (v,) for k, v in LLAMA_SETTINGS.items()} | NOT_GEMMA  # the reader's own (interop/hf_folder.py)
 CPP_ARCHS = (
     CppArch("gpt2", dict(norm=("pre",), scale_embeddings=(False,), embedding_norm=(False,), attention=("softmax",),
                          norm_type=("layernorm",), positional=("learned", "none"), activation=("gelu_tanh", "gelu"),
-                         qk_norm=(False,)), layernorm=True),
+                         qk_norm=(False,), **NOT_GEMMA), layernorm=True),
     CppArch("llama", dict(_LLAMA, qk_norm=(False,)), rotate_pairs=True),
     CppArch("qwen3", dict(_LLAMA, qk_norm=(True,))),
 )
 MOE_ARCH = CppArch("qwen3moe", dict(_LLAMA, qk_norm=(True,), bias=(False,)), experts=True)
+GEMMA_ARCH = CppArch("gemma3", {k: (v,) for k, v in (LLAMA_SETTINGS | GEMMA_SETTINGS).items()}, gemma=True)
 
 
 @dataclass(frozen=True)
@@ -85,12 +90,14 @@ def gguf_arch(model: torch.nn.Module) -> CppArch:
     if not isinstance(model, GPT):
         raise ExportError(f"GGUF export is for a GPT (llama.cpp runs decoder-only models), not {type(model).__name__}")
     cfg = model.config
-    if cfg.n_experts:
-        return _moe_arch(cfg)
+    if cfg.n_experts or is_gemma(cfg):
+        return _one_arch(cfg, *((MOE_ARCH, moe_problems(cfg)) if cfg.n_experts else (GEMMA_ARCH, gemma_problems(cfg))))
     misses = {}
     for target in CPP_ARCHS:
         bad = [f"{name}={getattr(cfg, name)}" for name, values in target.needs.items()
                if getattr(cfg, name) not in values]
+        if not bad and window_problems(cfg):
+            raise ExportError(f"llama.cpp's {target.name} cannot compute this GPT: {window_problems(cfg)[0]}")
         if not bad:
             return target
         misses[target.name] = bad
@@ -98,12 +105,12 @@ def gguf_arch(model: torch.nn.Module) -> CppArch:
                       f"{', '.join(misses['llama'])} (its llama architecture)")
 
 
-def _moe_arch(cfg) -> CppArch:
-    """qwen3moe for a GPT with experts that llama.cpp reads; else ``ExportError`` naming what it does not."""
-    bad = [f"{name}={getattr(cfg, name)}" for name, ok in MOE_ARCH.needs.items() if getattr(cfg, name) not in ok]
-    if bad := bad + moe_problems(cfg):
-        raise ExportError(f"llama.cpp's qwen3moe cannot compute this GPT with experts: {', '.join(bad)}")
-    return MOE_ARCH
+def _one_arch(cfg, target: CppArch, problems: list[str]) -> CppArch:
+    """``target`` (qwen3moe: a GPT with experts; gemma3: Gemma's) if llama.cpp reads it; else one line saying why."""
+    bad = [f"{name}={getattr(cfg, name)}" for name, ok in target.needs.items() if getattr(cfg, name) not in ok]
+    if bad := bad + problems + ([] if target.gemma else window_problems(cfg)):
+        raise ExportError(f"llama.cpp's {target.name} cannot compute this GPT: {', '.join(bad)}")
+    return target
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -205,8 +212,7 @@ def _keys(writer, target: CppArch, model: GPT) -> None:
         writer.add_rope_dimension_count(cfg.head_dim)
         writer.add_rope_freq_base(cfg.rope_base)
         writer.add_vocab_size(cfg.vocab_size)
-    if target.experts:
-        add_expert_keys(writer, cfg)
+    (add_expert_keys if target.experts else add_gemma_keys if target.gemma else lambda *_: None)(writer, cfg)
 
 
 def _tokenizer_keys(writer, tokenizer: object, vocab_size: int, chat_template: str | None) -> GGUFVocab:
@@ -270,7 +276,8 @@ def export_gguf(model: torch.nn.Module, path: str | os.PathLike, *, tokenizer: o
     template = chat_template or getattr(tokenizer, "chat_template", None)
     if model.config.activation == "gelu":
         notes.append(gelu_check(model, [instruction_ids(template, tokenizer)] if template else []))
-    tensors = _gpt2_tensors(model) if target.layernorm else _llama_tensors(model, target.rotate_pairs)
+    tensors = (_gpt2_tensors(model) if target.layernorm else gemma_tensors(model) if target.gemma
+               else _llama_tensors(model, target.rotate_pairs))
     file_type = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
                  "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[gguf_type]
     with _atomic_dir(path) as tmp:

@@ -1,0 +1,189 @@
+"""Sliding-window attention (``nn/sliding_window.py``) and the models built on it: random Gemma 3 (sliding and global
+layers, a window shorter than the sequence) and Mistral folders with ``transformers``' logits (a left-padded row) and
+greedy tokens past the window, the decoding engine's ring of W columns, the cache that stops growing, the hf export
+read back by ``transformers``, the GGUF export (its refusals in one line; llama.cpp's tokens where it is installed),
+and a GPT from scratch with a window."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import scratchformer
+from chat_folders import V, write_tokenizer
+from conftest import tiny
+from scratchformer.app.cli import main
+from scratchformer.errors import ConfigError
+from scratchformer.generation import Engine, Request, Sampling, Stop
+from scratchformer.nn.masks import sliding_window_mask
+from scratchformer.nn.sliding_window import SlidingWindowAttention, WindowKVCache
+
+transformers = pytest.importorskip("transformers", reason="the hf extra (transformers) is the reference here")
+needs_llama = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
+                                 reason="llama.cpp checks need llama-cpp-python (pip install -e \".[llama]\")")
+# ISSUE-NOTES' check (its vocabulary that of the folders' tokenizer): a window of 8, shorter than the 24- and
+# 60-token sequences; Gemma 3 with both kinds of layer
+SHAPE = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+             sliding_window=8)
+GEMMA = dict(SHAPE, vocab_size=V, num_hidden_layers=3, query_pre_attn_scalar=16,
+             layer_types=["sliding_attention", "full_attention", "sliding_attention"])
+MISTRAL = dict(SHAPE, vocab_size=V, num_hidden_layers=2)
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> dict[str, tuple[Path, object]]:
+    """name -> (folder, the transformers model): the notes' Gemma 3 and Mistral, and a Gemma 3 as llama.cpp reads it
+    (six layers, the sixth global, the vocabulary of the folders' tokenizer). The norms drawn away from their start
+    (N(0, 0.3)), so that Gemma's 1 + w and the norms after each sub-layer count."""
+    root = tmp_path_factory.mktemp("sliding")
+    torch.manual_seed(0)
+    made = {"gemma": transformers.Gemma3ForCausalLM(transformers.Gemma3TextConfig(**GEMMA)),
+            "mistral": transformers.MistralForCausalLM(transformers.MistralConfig(**MISTRAL)),
+            "gemma6": transformers.Gemma3ForCausalLM(transformers.Gemma3TextConfig(
+                **SHAPE, vocab_size=V, num_hidden_layers=6, query_pre_attn_scalar=16, max_position_embeddings=256))}
+    out = {}
+    for name, model in made.items():
+        with torch.no_grad():
+            for key, p in model.named_parameters():
+                if "norm" in key:
+                    p.normal_(0, 0.3)
+        model.eval().save_pretrained(root / name)
+        write_tokenizer(root / name)
+        out[name] = (root / name, model)
+    return out
+
+
+@pytest.mark.parametrize("name", ["gemma", "mistral"])
+def test_logits_with_a_left_padded_row_and_40_greedy_tokens_past_the_window_equal_transformers(folders, name):
+    folder, reference = folders[name]
+    ours = scratchformer.load_model(folder)
+    assert ours.config.sliding_window == 8 and ours.config.sliding_layers == ([0, 2] if name == "gemma" else [0, 1])
+    ids = torch.randint(0, 256, (2, 24), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones(2, 24, dtype=torch.long)
+    mask[1, :5] = 0  # row 1 left-padded by 5
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)  # as transformers' generate gives them
+    with torch.no_grad():
+        theirs = reference(ids, attention_mask=mask, position_ids=positions).logits
+        mine = ours(ids, attention_mask=mask)
+    assert (mine[mask.bool()] - theirs[mask.bool()]).abs().max() < 1e-4
+    prompt = torch.randint(0, 256, (1, 20), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        expected = reference.generate(prompt, max_new_tokens=40, min_new_tokens=40, do_sample=False)
+    got = scratchformer.generate(ours, prompt, 40, do_sample=False)
+    assert torch.equal(got[:, -40:], expected[:, -40:])
+    assert torch.equal(scratchformer.generate(ours, prompt, 40, use_cache=False), got)  # cached == recomputed
+
+
+def test_the_engine_decodes_with_a_ring_of_w_columns_and_gives_generates_tokens(folders):
+    model = scratchformer.load_model(folders["gemma"][0])
+    prompts = [torch.randint(0, 256, (n,), generator=torch.Generator().manual_seed(n)).tolist() for n in (3, 13, 21)]
+    engine = Engine(model, max_rows=5, kept=2)
+    assert engine.prefixes is None  # prefix reuse is off: a ring keeps its answer's last W positions only
+    requests = engine.run([Request(p, 30, Sampling(), Stop(()), n=1 + i % 2) for i, p in enumerate(prompts)])
+    widths = [layer.keys.size(2) for layer in engine.pool.layers]
+    assert widths[0] == widths[2] == 8 and widths[1] >= 51  # the sliding layers' rows hold W columns, the global all
+    for request, prompt in zip(requests, prompts):
+        expected = scratchformer.generate(model, torch.tensor([prompt]), 30)[0, len(prompt):].tolist()
+        assert all(choice.tokens == expected for choice in request.choices)
+
+
+def test_a_sliding_layers_cache_stays_at_the_window_however_long_the_sequence():
+    model = scratchformer.GPT(tiny("gpt", positional="rotary", sliding_window=8, sliding_layers=[0], max_len=64))
+    cache, every = model.new_cache(1, 64), model.new_cache(1, 64, windows=False)  # every: each position kept
+    sliding, full = cache.self_attn
+    assert isinstance(sliding, WindowKVCache) and type(full).__name__ == type(every.self_attn[0]).__name__ == "KVCache"
+    ids = torch.randint(4, model.config.vocab_size, (1, 32))
+    with torch.no_grad():
+        for c in (cache, every):
+            first = model(ids[:, :5], cache=c)[:, -1]
+            steps = [model(ids[:, t:t + 1], cache=c)[:, -1] for t in range(5, 32)]  # to 4x the window
+        torch.testing.assert_close(model(ids)[:, -1], steps[-1], atol=1e-5, rtol=0)
+    assert cache.length == 32 and sliding.keys.size(2) == 7 and sliding.held == 7  # W - 1 past positions, no more
+    assert torch.equal(sliding.keys[0], every.self_attn[0].keys[0, :, 25:32])  # the last seven, the same keys
+    assert first.shape == (1, model.config.vocab_size)
+
+
+def test_sliding_window_attention_is_attention_under_the_band_mask():
+    torch.manual_seed(0)
+    x = torch.randn(2, 11, 32)
+    band = sliding_window_mask(11, 11, 4)
+    assert band[10].tolist() == [False] * 7 + [True] * 4 and band[2].tolist() == [True] * 3 + [False] * 8
+    sliding = SlidingWindowAttention(32, 4, n_kv_heads=2, window=4)
+    plain = SlidingWindowAttention(32, 4, n_kv_heads=2, window=100)
+    plain.load_state_dict(sliding.state_dict())
+    torch.testing.assert_close(sliding(x, is_causal=True), plain(x, mask=band, is_causal=True))
+
+
+def test_export_hf_gives_gemma3_and_mistral_folders_with_the_same_logits(folders, tmp_path):
+    ids = torch.randint(0, 256, (2, 30), generator=torch.Generator().manual_seed(3))
+    for name, cls in (("gemma", "Gemma3ForCausalLM"), ("mistral", "MistralForCausalLM")):
+        out = tmp_path / name
+        assert main(["export", "--ckpt", str(folders[name][0]), "--format", "hf", "--out", str(out)]) == 0
+        theirs = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+        assert type(theirs).__name__ == cls and theirs.config.sliding_window == 8
+        with torch.no_grad():
+            torch.testing.assert_close(theirs(ids).logits, folders[name][1](ids).logits, atol=1e-4, rtol=0)
+
+
+def one_line(capsys, code: int, *needles: str) -> None:
+    err = capsys.readouterr().err.strip()
+    assert code != 0 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert all(needle in err for needle in needles), err
+
+
+def test_gguf_refuses_what_llama_cpp_would_compute_otherwise_in_one_line(folders, tmp_path, capsys):
+    for name, needle in (("gemma", "sliding_layers=[0, 2]"), ("mistral", "sliding_window=8 shorter than max_len")):
+        code = main(["export", "--ckpt", str(folders[name][0]), "--format", "gguf", "--out", str(tmp_path / "m.gguf")])
+        one_line(capsys, code, needle)
+    folder = tmp_path / "local"
+    shutil.copytree(folders["gemma6"][0], folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["rope_parameters"]["sliding_attention"]["rope_theta"] = 20000.0
+    (folder / "config.json").write_text(json.dumps(config))
+    code = main(["export", "--ckpt", str(folder), "--format", "gguf", "--out", str(tmp_path / "m.gguf")])
+    one_line(capsys, code, "local_rope_base=20000")
+
+
+def test_a_gemma3_folder_of_images_and_text_is_refused_in_one_line(folders, tmp_path, capsys):
+    folder = tmp_path / "images"
+    shutil.copytree(folders["gemma"][0], folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "architectures": ["Gemma3ForConditionalGeneration"]}))
+    code = main(["generate", "--ckpt", str(folder), "--prompt", "the", "--max-new-tokens", "2"])
+    one_line(capsys, code, "only the text model is read", "Gemma3ForCausalLM")
+
+
+@needs_llama
+def test_gguf_of_a_gemma3_llama_cpp_reads_gives_its_greedy_tokens(folders, tmp_path):
+    from scratchformer.app.export.llamacpp import llama_generate
+
+    path = tmp_path / "gemma.gguf"
+    assert main(["export", "--ckpt", str(folders["gemma6"][0]), "--format", "gguf", "--out", str(path)]) == 0
+    model = scratchformer.load_model(folders["gemma6"][0])
+    prompts = torch.randint(4, V, (2, 12), generator=torch.Generator().manual_seed(2))
+    expected = scratchformer.generate(model, prompts, 30, do_sample=False).numpy()
+    got = np.array(llama_generate(path, prompts.tolist(), 30, threads=torch.get_num_threads()))
+    assert np.array_equal(got, expected)
+
+
+def test_window_settings_are_checked_in_one_line_and_a_gpt_from_scratch_may_slide():
+    for kw, named in [(dict(sliding_window=-1), "sliding_window=-1"), (dict(sliding_layers=[0]), "needs sliding_window"),
+                      (dict(sliding_window=4, sliding_layers=[5]), "sliding_layers=[5]"),
+                      (dict(norm_plus_one=True), "norm_plus_one"), (dict(logit_softcap=-1.0), "logit_softcap")]:
+        with pytest.raises(ConfigError, match=named.replace("[", r"\[")):
+            tiny("gpt", **kw)
+    with pytest.raises(ConfigError, match="decoder-only"):
+        tiny("seq2seq", sliding_window=4)
+    from scratchformer.settings.values import split_settings
+
+    cfg, _ = split_settings({"task": "lm", "sliding_window": "16", "sliding_layers": "0", "n_layers": "2"})
+    assert (cfg.sliding_window, cfg.sliding_layers) == (16, [0])
+    model = scratchformer.GPT(cfg)
+    assert [type(layer.self_attn).__name__ for layer in model.decoder.layers] == ["SlidingWindowAttention",
+                                                                                 "MultiHeadAttention"]
