@@ -173,7 +173,8 @@ def test_gguf_of_a_gemma3_llama_cpp_reads_gives_its_greedy_tokens(folders, tmp_p
 
 
 def test_window_settings_are_checked_in_one_line_and_a_gpt_from_scratch_may_slide():
-    for kw, named in [(dict(sliding_window=-1), "sliding_window=-1"), (dict(sliding_layers=[0]), "needs sliding_window"),
+    for kw, named in [(dict(sliding_window=-1), "sliding_window=-1"),
+                      (dict(sliding_layers=[0]), "needs sliding_window"),
                       (dict(sliding_window=4, sliding_layers=[5]), "sliding_layers=[5]"),
                       (dict(norm_plus_one=True), "norm_plus_one"), (dict(logit_softcap=-1.0), "logit_softcap")]:
         with pytest.raises(ConfigError, match=named.replace("[", r"\[")):

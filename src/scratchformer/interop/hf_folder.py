@@ -1,4 +1,4 @@
-"""A Hugging Face model folder (Llama, Qwen3, Mistral, Gemma 3, GPT-2) read as a scratchformer ``GPT``: data, never code.
+"""A Hugging Face folder (Llama, Qwen3, Mistral, Gemma 3, GPT-2) read as a scratchformer ``GPT``: data, never code.
 
     scratchformer.load_model("Qwen3-0.6B/")            # config.json, *.safetensors (sharded or not), tokenizer.json
                                                        # (with tokenizer_config.json ...: folder_tokenizer.py)
@@ -36,8 +36,9 @@ Qwen3-MoE: Qwen3's blocks with a mixture of experts where its config says (``hf_
 Mistral: Llama's blocks with a sliding window; Gemma 3: sliding and global layers, Gemma's norms and gate
 (``hf_gemma.py``: the settings and names).
 
-Refused, in one line: another architecture, a sliding window outside Mistral and Gemma 3, experts outside Qwen3-MoE, a rotary scaling other
-than ``llama3``, a missing shard or a shard without the tensors its index names, a tensor of the wrong shape.
+Refused, in one line: another architecture, a sliding window outside Mistral and Gemma 3, experts outside Qwen3-MoE, a
+rotary scaling other than ``llama3``, a missing shard or a shard without the tensors its index names, a tensor of the
+wrong shape.
 """
 
 from __future__ import annotations
@@ -187,7 +188,8 @@ def llama_plan(cfg: ModelConfig) -> Plan:
     kinds = ["weight", "bias"] if cfg.bias else ["weight"]
     for i in range(cfg.n_layers):
         o, p = f"decoder.layers.{i}.", f"model.layers.{i}."
-        plan += [(o + f"{ours}.weight", [p + f"{theirs}.weight"], False) for ours, theirs in norm_names(cfg.sandwich_norm)]
+        plan += [(o + f"{ours}.weight", [p + f"{theirs}.weight"], False)
+                 for ours, theirs in norm_names(cfg.sandwich_norm)]
         for kind in kinds:
             plan += [(o + f"self_attn.in_proj.{kind}", [p + f"self_attn.{n}_proj.{kind}" for n in "qkv"], False),
                      (o + f"self_attn.out_proj.{kind}", [p + f"self_attn.o_proj.{kind}"], False)]

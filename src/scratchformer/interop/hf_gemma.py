@@ -49,13 +49,12 @@ def gemma_rope(hf: dict[str, Any]) -> tuple[dict[str, Any], float]:
 
 
 def gemma_settings(hf: dict[str, Any], head_dim: int) -> dict[str, Any]:
-    """The ``ModelConfig`` fields of a Gemma 3 text ``config.json`` beyond Llama's (module docstring)."""
-    from scratchformer.interop.hf_folder import FolderError
-
+    """The ``ModelConfig`` fields of a Gemma 3 text ``config.json`` beyond Llama's (module docstring); ``ValueError``
+    (one line, which the reader turns into a ``FolderError``) for what it cannot read."""
     if hf.get("use_bidirectional_attention"):
-        raise FolderError("use_bidirectional_attention=true is not supported (a Gemma 3 here is a causal LM)")
+        raise ValueError("use_bidirectional_attention=true is not supported (a Gemma 3 here is a causal LM)")
     if hf.get("hidden_activation", "gelu_pytorch_tanh") not in ("gelu_pytorch_tanh", "gelu_tanh"):
-        raise FolderError(f"hidden_activation={hf['hidden_activation']!r} is not supported for gemma3 "
+        raise ValueError(f"hidden_activation={hf['hidden_activation']!r} is not supported for gemma3 "
                           "(supported: gelu_pytorch_tanh)")
     L = hf["num_hidden_layers"]
     types = hf.get("layer_types") or [FULL if (i + 1) % int(hf.get("sliding_window_pattern", 6)) == 0 else SLIDING

@@ -6,8 +6,9 @@ split back into ``q_proj``, ``k_proj`` and ``v_proj``).
 A GPT is a Llama when it is pre-norm with RMSNorm, SwiGLU and rotary positions, without embedding scaling or an
 embedding norm, with softmax attention; a Qwen3 when it also normalises each head's queries and keys (``qk_norm``)
 and has no biases; a Mistral when it is a Llama with a sliding window in every layer; a Gemma 3 with Gemma's
-blocks (``hf_gemma.GEMMA_SETTINGS``). Grouped-query attention, a head size apart from ``d_model / n_heads``, the rotary base and Llama
-3's scaling, tied or untied output and biases (Llama: on every projection, or none) are written into the config.
+blocks (``hf_gemma.GEMMA_SETTINGS``). Grouped-query attention, a head size apart from ``d_model / n_heads``, the
+rotary base and Llama 3's scaling, tied or untied output and biases (Llama: on every projection, or none) are written
+into the config.
 """
 
 from __future__ import annotations
@@ -18,8 +19,15 @@ from typing import Any
 from torch import Tensor
 
 from scratchformer.interop.hf_folder import LLAMA_SETTINGS, llama_plan
-from scratchformer.interop.hf_gemma import (GEMMA3_LM, GEMMA_SETTINGS, MISTRAL_LM, gemma_config_fields, gemma_problems,
-                                            is_gemma, window_problems)
+from scratchformer.interop.hf_gemma import (
+    GEMMA3_LM,
+    GEMMA_SETTINGS,
+    MISTRAL_LM,
+    gemma_config_fields,
+    gemma_problems,
+    is_gemma,
+    window_problems,
+)
 from scratchformer.interop.hf_moe import QWEN3_MOE_LM, moe_config_fields
 from scratchformer.models import GPT
 from scratchformer.nn.config import ModelConfig
@@ -27,8 +35,8 @@ from scratchformer.nn.config import ModelConfig
 LLAMA_LM, QWEN3_LM = "LlamaForCausalLM", "Qwen3ForCausalLM"
 LLAMA_CLASSES = (LLAMA_LM, QWEN3_LM, QWEN3_MOE_LM, MISTRAL_LM, GEMMA3_LM)  # the classes this module writes
 NAMES = {LLAMA_LM: "Llama", QWEN3_LM: "Qwen3", QWEN3_MOE_LM: "Qwen3-MoE", MISTRAL_LM: "Mistral", GEMMA3_LM: "Gemma 3"}
-CONFIGS = {LLAMA_LM: "LlamaConfig", QWEN3_LM: "Qwen3Config", QWEN3_MOE_LM: "Qwen3MoeConfig", MISTRAL_LM: "MistralConfig",
-           GEMMA3_LM: "Gemma3TextConfig"}
+CONFIGS = {LLAMA_LM: "LlamaConfig", QWEN3_LM: "Qwen3Config", QWEN3_MOE_LM: "Qwen3MoeConfig",
+           MISTRAL_LM: "MistralConfig", GEMMA3_LM: "Gemma3TextConfig"}
 # what only Gemma's blocks have (hf_gemma.GEMMA_SETTINGS aside): the other classes want these values
 NOT_LLAMA = {"attention_scale": None, "logit_softcap": 0.0, "attention_softcap": 0.0}
 

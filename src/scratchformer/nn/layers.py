@@ -181,7 +181,8 @@ class Decoder(nn.Module):
             self_attn = [LinearAttentionState(batch_size, cfg.n_heads, cfg.head_dim, **kw) for _ in self.layers]
         else:
             self_attn = [WindowKVCache(batch_size, cfg.kv_heads, cfg.head_dim, cfg.sliding_window, **kw)
-                         if windows and sliding(cfg, i) else KVCache(batch_size, cfg.kv_heads, cfg.head_dim, max_len, **kw)
+                         if windows and sliding(cfg, i) else
+                         KVCache(batch_size, cfg.kv_heads, cfg.head_dim, max_len, **kw)
                          for i in range(len(self.layers))]
         return DecoderCache(self_attn, [None] * len(self.layers))
 

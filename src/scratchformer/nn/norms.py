@@ -6,10 +6,10 @@ at the top of a pre-LN stack, after the embeddings (``embedding_norm``), and on 
     LayerNorm(x) = (x - mean(x)) / sqrt(var(x) + eps) * g + b        (Ba et al. 2016)
     RMSNorm(x)   = x / sqrt(mean(x^2) + eps) * g                     (no centring, no bias)
 
-both over the last dimension. Gemma writes RMSNorm's gain as ``1 + w`` (``norm_plus_one``; ``w`` starts at 0, so weight
-decay pulls the gain towards 1, not 0), and multiplies in float32 before rounding to the model's dtype. RMSNorm skips the mean: one reduction instead of two, no bias, and in the
-models trained since (T5, LLaMA, the NanoGPT speedrun) the same quality; a pre-LN residual stream does
-not need re-centring, only its scale held.
+both over the last dimension. Gemma writes RMSNorm's gain as ``1 + w`` (``norm_plus_one``; ``w`` starts at 0, so
+weight decay pulls the gain towards 1, not 0), and multiplies in float32 before rounding to the model's dtype.
+RMSNorm skips the mean: one reduction instead of two, no bias, and in the models trained since (T5, LLaMA, the
+NanoGPT speedrun) the same quality; a pre-LN residual stream does not need re-centring, only its scale held.
 """
 
 from __future__ import annotations

@@ -41,7 +41,13 @@ import torch
 
 from scratchformer.app.export.formats import ExportError, _atomic_dir, _destination
 from scratchformer.app.export.gguf_gelu import gelu_check, instruction_ids
-from scratchformer.app.export.gguf_gemma import NOT_GEMMA, add_gemma_keys, gemma_problems, gemma_tensors, window_problems
+from scratchformer.app.export.gguf_gemma import (
+    NOT_GEMMA,
+    add_gemma_keys,
+    gemma_problems,
+    gemma_tensors,
+    window_problems,
+)
 from scratchformer.app.export.gguf_moe import add_expert_keys, expert_tensors, moe_problems
 from scratchformer.app.export.gguf_vocab import GGUFVocab, gguf_vocab, pre_tokenizer
 from scratchformer.extras import require
