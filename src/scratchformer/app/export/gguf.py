@@ -39,15 +39,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from scratchformer.app.export import gguf_gemma
 from scratchformer.app.export.formats import ExportError, _atomic_dir, _destination
 from scratchformer.app.export.gguf_gelu import gelu_check, instruction_ids
-from scratchformer.app.export.gguf_gemma import (
-    NOT_GEMMA,
-    add_gemma_keys,
-    gemma_problems,
-    gemma_tensors,
-    window_problems,
-)
+from scratchformer.app.export.gguf_gemma import NOT_GEMMA, add_gemma_keys, gemma_problems, gemma_tensors
 from scratchformer.app.export.gguf_moe import add_expert_keys, expert_tensors, moe_problems
 from scratchformer.app.export.gguf_vocab import GGUFVocab, gguf_vocab, pre_tokenizer
 from scratchformer.extras import require
@@ -102,10 +97,8 @@ def gguf_arch(model: torch.nn.Module) -> CppArch:
     for target in CPP_ARCHS:
         bad = [f"{name}={getattr(cfg, name)}" for name, values in target.needs.items()
                if getattr(cfg, name) not in values]
-        if not bad and window_problems(cfg):
-            raise ExportError(f"llama.cpp's {target.name} cannot compute this GPT: {window_problems(cfg)[0]}")
         if not bad:
-            return target
+            return _one_arch(cfg, target, [])  # its sliding window, if any, checked
         misses[target.name] = bad
     raise ExportError(f"llama.cpp cannot compute this GPT: {', '.join(misses['gpt2'])} (its gpt2 architecture) or "
                       f"{', '.join(misses['llama'])} (its llama architecture)")
@@ -114,7 +107,7 @@ def gguf_arch(model: torch.nn.Module) -> CppArch:
 def _one_arch(cfg, target: CppArch, problems: list[str]) -> CppArch:
     """``target`` (qwen3moe: a GPT with experts; gemma3: Gemma's) if llama.cpp reads it; else one line saying why."""
     bad = [f"{name}={getattr(cfg, name)}" for name, ok in target.needs.items() if getattr(cfg, name) not in ok]
-    if bad := bad + problems + ([] if target.gemma else window_problems(cfg)):
+    if bad := bad + problems + ([] if target.gemma else gguf_gemma.window_problems(cfg)):
         raise ExportError(f"llama.cpp's {target.name} cannot compute this GPT: {', '.join(bad)}")
     return target
 
