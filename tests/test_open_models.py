@@ -240,8 +240,8 @@ def shard_outside(folder: Path) -> None:
 
 
 REFUSALS = {
-    "architecture": ("llama_tied", config_change(architectures=["MistralForCausalLM"], model_type="mistral"),
-                     ["MistralForCausalLM", "supported: LlamaForCausalLM, Qwen3ForCausalLM, GPT2LMHeadModel"]),
+    "architecture": ("llama_tied", config_change(architectures=["PhiForCausalLM"], model_type="phi"),
+                     ["PhiForCausalLM", "supported: LlamaForCausalLM, Qwen3ForCausalLM, GPT2LMHeadModel"]),
     "sliding window": ("qwen3", config_change(use_sliding_window=True, sliding_window=64), ["sliding-window"]),
     "mixture of experts": ("llama_tied", config_change(num_local_experts=8), ["mixture-of-experts"]),
     "rope scaling": ("llama_tied", config_change(rope_parameters={"rope_type": "yarn", "factor": 4.0,
