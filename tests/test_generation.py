@@ -17,7 +17,7 @@ from scratchformer.generation import (
     greedy_translate,
     translate,
 )
-from scratchformer.generation.sampling import filter_logits
+from scratchformer.generation.sampling import draw, filter_logits
 from scratchformer.nn.attention import MultiHeadAttention
 
 BOS, EOS = 1, 2
@@ -171,6 +171,18 @@ def test_gpt_top_p_never_draws_outside_the_nucleus(temperature):
     draws = generate(m, prompt.repeat(3000, 1), 1, do_sample=True, top_p=0.5, temperature=temperature,
                      seed=0)[:, -1]
     assert set(draws.tolist()) == nucleus
+
+
+def test_draw_follows_the_distribution_and_never_draws_a_token_of_probability_zero():
+    probs = torch.tensor([[0.0, 0.5, 0.0, 0.2, 0.3, 0.0], [0.0, 0.0, 0.0, 0.0, 0.0, 1.0]])
+    generator = torch.Generator().manual_seed(0)
+    drawn = torch.stack([draw(probs, generator) for _ in range(20_000)])  # (N, 2)
+    assert drawn[:, 1].eq(5).all()
+    shares = torch.bincount(drawn[:, 0], minlength=6) / len(drawn)
+    assert shares[[0, 2, 5]].eq(0).all()
+    assert torch.allclose(shares, probs[0], atol=0.015), shares  # a 20,000-draw share is within 0.004 (1 sd)
+    again = torch.stack([draw(probs, torch.Generator().manual_seed(0)) for _ in range(3)])
+    assert again.eq(drawn[:1]).all()  # one seed, one draw
 
 
 def test_filter_logits_combines_top_k_and_top_p_and_always_keeps_the_best():

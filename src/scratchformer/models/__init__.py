@@ -33,6 +33,9 @@ def eval_mode(model: nn.Module) -> Iterator[None]:
     """Run without dropout, then give the model back in the mode it came in (the lens, decoding, mid-training
     samples, exports)."""
     was_training = model.training
+    if not was_training and not any(m.training for m in model.modules()):
+        yield  # in eval mode throughout already (a server's model, every decoding step): nothing to set or undo
+        return
     model.eval()
     try:
         yield
