@@ -216,11 +216,19 @@ class Engine:
         """Row ``index`` of a prefill's ``cache`` into the pool for the request's first answer, copies for the
         others; each answer's first token from ``logits (1, V)``."""
         assert self.pool is not None
-        row = self.pool.add(cache, index, len(request.prompt))
+        self._begin(request, self.pool.add(cache, index, len(request.prompt)))
+        self._fork(request, logits)
+
+    def _begin(self, request: Request, row: int) -> None:
+        """The request's first answer decodes in pool row ``row``."""
         self.live.append((request, request.choices[0]))
         request.choices[0].row = row
+
+    def _fork(self, request: Request, logits: Tensor) -> None:
+        """The other answers copy the first one's row; each answer picks its first token from ``logits (1, V)``."""
+        assert self.pool is not None
         for choice in request.choices[1:]:
-            choice.row = self.pool.fork(row)
+            choice.row = self.pool.fork(request.choices[0].row)
             self.live.append((request, choice))
         picked = pick(logits.expand(request.n, -1), [(request, c) for c in request.choices])
         for choice, token in zip(request.choices, picked):
@@ -228,15 +236,16 @@ class Engine:
             take(request, choice, token)
 
     def _prefill_from(self, request: Request, slot: int, length: int) -> None:
-        """A prompt whose first ``length`` tokens a kept row holds: those copied, the rest read (from position
-        ``length``), then placed as any prompt."""
+        """A prompt whose first ``length`` tokens a kept row holds: those copied into a new row, the rest read into it
+        (from position ``length``), then its other answers forked as any prompt's."""
         assert self.pool is not None
-        cache = self.model.new_cache(1, len(request.prompt))
-        self.pool.restore(slot, length, cache)
+        row, cache = self.pool.resume(slot, length, len(request.prompt))
+        self._begin(request, row)  # live at once: if reading fails, _guarded frees the row
         ids = torch.tensor([request.prompt[length:]], device=self.device)
         hidden = self.model.hidden_states(ids, cache=cache)[:, -1]  # positions length .. len(prompt) - 1
+        self.pool.lengths[row] = len(request.prompt)
         request.cached_tokens = length
-        self._place(request, cache, 0, self.model.output_logits(hidden))
+        self._fork(request, self.model.output_logits(hidden))
 
     def _prefill_state(self, request: Request) -> None:
         ids = torch.tensor([request.prompt], device=self.device)

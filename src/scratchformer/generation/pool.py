@@ -236,14 +236,21 @@ class KVPool:
             layer.keys[self.capacity + slot, :, :length] = layer.keys[row, :, :length]
             layer.values[self.capacity + slot, :, :length] = layer.values[row, :, :length]
 
-    def restore(self, slot: int, length: int, into: DecoderCache) -> None:
-        """Copy the first ``length`` positions of kept slot ``slot`` into row 0 of a one-row cache ``into``, which then
-        holds them (its length ``length``): a prompt that begins with a kept prefix reads only the rest."""
-        for layer, target in zip(self.layers, into.self_attn):
-            assert isinstance(target, KVCache)
-            target.keys[0, :, :length] = layer.keys[self.capacity + slot, :, :length]
-            target.values[0, :, :length] = layer.values[self.capacity + slot, :, :length]
-            target.length = length
+    def resume(self, slot: int, length: int, total: int) -> tuple[int, DecoderCache]:
+        """A new row holding the first ``length`` positions of kept slot ``slot``, and a one-row cache whose storage
+        is that row (its length ``length``, room for ``total``): a prompt of ``total`` tokens that begins with a kept
+        prefix reads only the rest, straight into its row. Its length is the caller's to set once read."""
+        if self.rows == self.capacity:
+            raise RuntimeError(f"all {self.capacity} rows are taken")
+        self._fit(total + 1)
+        row, kept = self.rows, self.capacity + slot
+        caches = []
+        for layer in self.layers:  # full layers only: a model with sliding ones keeps no rows (reuses_prefixes)
+            layer.keys[row, :, :length] = layer.keys[kept, :, :length]
+            layer.values[row, :, :length] = layer.values[kept, :, :length]
+            caches.append(KVCache.over(layer.keys[row:row + 1], layer.values[row:row + 1], length))
+        self.lengths.append(length)
+        return row, DecoderCache(caches, [None] * len(caches))  # type: ignore[arg-type]
 
     def step_inputs(self) -> tuple[Tensor, Tensor | None]:
         """For a step over every live row: ``positions (n, 1)`` (each row's length) and ``key_mask (n, W')``, True

@@ -42,6 +42,14 @@ class KVCache:
         self.values = torch.zeros(shape, device=device, dtype=dtype)
         self.length = 0
 
+    @classmethod
+    def over(cls, keys: Tensor, values: Tensor, length: int) -> KVCache:
+        """A cache on storage that exists already (views of a decoding engine's row), its first ``length`` positions
+        filled: ``update`` writes into that storage."""
+        cache = cls.__new__(cls)
+        cache.keys, cache.values, cache.length = keys, values, length
+        return cache
+
     @property
     def max_len(self) -> int:
         return self.keys.size(2)
