@@ -158,7 +158,7 @@ class ModelSource:
         from scratchformer.tokenizers import load_tokenizer
 
         if self.kind == "run":
-            if family(self.family).reads != "tokens":
+            if family(self.family).reads_pixels:
                 return None
             try:
                 tokenizer = load_tokenizer(self.path)

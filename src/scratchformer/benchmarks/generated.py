@@ -23,7 +23,6 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from scratchformer.benchmarks.gsm8k import GSM8K_STOP, MAX_NEW_TOKENS, Problem
-from scratchformer.benchmarks.loglikelihood import unknown_id
 from scratchformer.checkpoint import Checkpoint
 from scratchformer.data.templates import Template
 from scratchformer.generation.engine import Engine
@@ -50,11 +49,8 @@ def uses_chat(ckpt: Checkpoint, setting: str = "auto") -> bool:
 def encode_prompt(tokenizer: Tokenizer, text: str) -> list[int]:
     """The harness's ``tok_batch_encode`` of one text: the tokenizer's default special tokens, none when the text
     already begins with the begin-of-text token's text."""
-    hf = getattr(tokenizer, "hf", None)
-    if hf is None:
-        return tokenizer.encode(text)
     bos = tokenizer.id_to_token(tokenizer.bos_id) if tokenizer.bos_id is not None else None
-    return hf.encode(text, add_special_tokens=not (bos and text.startswith(bos))).ids
+    return tokenizer.encode_bare(text) if bos and text.startswith(bos) else tokenizer.encode(text)
 
 
 def answer_problems(ckpt: Checkpoint, texts: Sequence[str], *, max_new_tokens: int = MAX_NEW_TOKENS,
@@ -69,7 +65,7 @@ def answer_problems(ckpt: Checkpoint, texts: Sequence[str], *, max_new_tokens: i
     eos = tokenizer.id_to_token(tokenizer.eos_id)
     stops = [*stops, eos] if eos not in stops else list(stops)
     prompts, truncated, unknown = [], 0, 0
-    unk = unknown_id(tokenizer)
+    unk = tokenizer.unknown_id
     for text in texts:
         ids = encode_prompt(tokenizer, text)
         truncated += len(ids) > window - new
