@@ -92,7 +92,7 @@ def test_identical_answers_are_skipped_and_counted(runs, tmp_path):
       "rejected": [{"role": "user", "content": "y"}, {"role": "assistant", "content": "b"}]},
      "must be chats that differ only in their last message"),
     ({"prompt": "x", "chosen": [{"role": "user", "content": "a"}], "rejected": "b"},
-     'the last message of "chosen" must be the assistant\'s'),
+     '"chosen": the last message must be the assistant\'s'),
 ])
 def test_a_bad_record_is_refused_naming_the_file_and_line(record, says, tmp_path):
     path = tmp_path / "p.jsonl"

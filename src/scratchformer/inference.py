@@ -34,8 +34,7 @@ if TYPE_CHECKING:
 
 
 def require(ckpt: Checkpoint, command: str, needs: Callable[[Family], bool]) -> None:
-    """Refuse, in one line, a checkpoint whose family is not one ``needs`` accepts (a question the family registry
-    answers: ``lambda f: f.generates``) for ``command``."""
+    """Refuse, in one line, a checkpoint whose family ``needs`` refuses (``lambda f: f.generates``) for ``command``."""
     have = family(ckpt.model_config.arch)
     if not needs(have):
         need = next(f for f in FAMILIES.values() if needs(f))
@@ -125,7 +124,7 @@ def generates_text(ckpt: Checkpoint) -> bool:
     return family(ckpt.model_config.arch).generates and ckpt.tokenizer is not None
 
 
-def chat_template(ckpt: Checkpoint) -> Template | None:
+def template_of(ckpt: Checkpoint) -> Template | None:
     """The ``data.templates.Template`` a model reads messages in: an instruction run's own (``task=instruct``:
     Alpaca's, or the chat template of the folder it started from), a Hugging Face folder's chat template; None for
     a model tuned to none (a plain language model, a folder without a template)."""
@@ -140,11 +139,11 @@ def chat_prompt(ckpt: Checkpoint, messages: list[dict[str, str]], template: Temp
     GSM8K's chat form ask a model: ``messages`` (those before the answer) written in ``template`` (default: the
     model's own), ending where the answer begins. ``record``: an Alpaca record the messages came from (its own text,
     "### Input:" in it). A model with no template is refused in one line (``DataError``)."""
-    return _template_of(ckpt, template).prompt(messages, record, special_texts(ckpt.tokenizer))
+    return _template_or_refuse(ckpt, template).prompt(messages, record, special_texts(ckpt.tokenizer))
 
 
-def _template_of(ckpt: Checkpoint, template: Template | None) -> Template:
-    if (template := template if template is not None else chat_template(ckpt)) is None:
+def _template_or_refuse(ckpt: Checkpoint, template: Template | None) -> Template:
+    if (template := template if template is not None else template_of(ckpt)) is None:
         raise DataError("this model has no chat template (not instruction-tuned, none in its folder): continue a text")
     return template
 
@@ -154,19 +153,20 @@ def chat_prompt_ids(ckpt: Checkpoint, messages: list[dict[str, str]], template: 
     """The token ids of ``chat_prompt``, a message's special tokens' texts as text (``templates.prompt_ids``). A
     character the model's vocabulary lacks is refused in one line (``DataError``)."""
     tok = ckpt.tokenizer
-    encode_checked(tok, "".join(m["content"] for m in messages))  # the user's words must be known; the template's
-    return prompt_ids(tok, _template_of(ckpt, template), messages, record)  # were read in training as they encode
+    # the user's words must be known; the template's were read in training as they encode
+    encode_checked(tok, "".join(m["content"] for m in messages))
+    return prompt_ids(tok, _template_or_refuse(ckpt, template), messages, record)
 
 
 def answer_instruction(ckpt: Checkpoint, instruction: str, input_text: str = "", max_new_tokens: int = 200, *,
                        temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
                        seed: int | None = None, greedy: bool = False) -> str:
     """A language model's answer to an instruction (and its input), asked in the template the model was tuned with
-    (``chat_template``; Alpaca's for a GPT tuned to none): the new text, up to the end-of-text token."""
+    (``template_of``; Alpaca's for a GPT tuned to none): the new text, up to the end-of-text token."""
     require(ckpt, "generate", lambda f: f.generates)
     model, tok = ckpt.model, ckpt.tokenizer
     record = {"instruction": instruction, "input": input_text, "output": ""}
-    ids = chat_prompt_ids(ckpt, as_messages(record)[:-1], chat_template(ckpt) or Template("alpaca"), record)
+    ids = chat_prompt_ids(ckpt, as_messages(record)[:-1], template_of(ckpt) or Template("alpaca"), record)
     if len(ids) >= model.config.max_len:
         raise DataError(f"the instruction in its template is {len(ids)} tokens, and the model reads at most "
                         f"{model.config.max_len}: no room for an answer")
@@ -295,6 +295,6 @@ def evaluate_ensemble(ckpts: list[tuple[str, Checkpoint]], *, split: str = "test
             **first.score(torch.stack(probs).mean(0), split)}
 
 
-__all__ = ["answer_instruction", "chat_prompt_ids", "chat_template", "classify_images", "classify_texts",
-           "evaluate_checkpoint", "evaluate_ensemble", "generate_text", "generates_text", "read_inputs",
-           "translate_ids", "translate_texts"]
+__all__ = ["answer_instruction", "chat_prompt_ids", "classify_images", "classify_texts", "evaluate_checkpoint",
+           "evaluate_ensemble", "generate_text", "generates_text", "read_inputs", "template_of", "translate_ids",
+           "translate_texts"]

@@ -27,7 +27,7 @@ from scratchformer.checkpoint import Checkpoint
 from scratchformer.data.templates import Template
 from scratchformer.generation.engine import Engine
 from scratchformer.generation.requests import Request, Stop
-from scratchformer.inference import chat_prompt, chat_template
+from scratchformer.inference import chat_prompt, template_of
 from scratchformer.tokenizers import Tokenizer
 
 __all__ = ["answer_problems", "encode_prompt", "prompt_texts"]
@@ -36,14 +36,14 @@ __all__ = ["answer_problems", "encode_prompt", "prompt_texts"]
 def prompt_texts(ckpt: Checkpoint, problems: Sequence[Problem], chat: bool) -> list[str]:
     """What the model reads for each problem: its plain text, or its messages in the model's chat template (Alpaca's
     for a model tuned to none, asked with ``--chat yes``)."""
-    template = (chat_template(ckpt) or Template("alpaca")) if chat else None
+    template = (template_of(ckpt) or Template("alpaca")) if chat else None
     return [chat_prompt(ckpt, p.messages, template) if chat else p.text for p in problems]
 
 
 def uses_chat(ckpt: Checkpoint, setting: str = "auto") -> bool:
     """Whether problems are asked in the chat form: ``auto``, when the model has a template to answer in (an
     instruction-tuned run, a folder with a chat template); ``yes``; ``no``."""
-    return chat_template(ckpt) is not None if setting == "auto" else setting == "yes"
+    return template_of(ckpt) is not None if setting == "auto" else setting == "yes"
 
 
 def encode_prompt(tokenizer: Tokenizer, text: str) -> list[int]:
