@@ -6,6 +6,7 @@ checker shows that it sees each form."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "scratchformer"
@@ -17,6 +18,7 @@ def _name(path: Path) -> str:
     return path.relative_to(PACKAGE).as_posix()
 
 
+@functools.cache
 def _tree(path: Path) -> ast.AST:
     return ast.parse(path.read_text(encoding="utf-8"))
 
@@ -70,9 +72,15 @@ def calls_import_module(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "import_module"
 
 
+@functools.cache
+def _nodes() -> list[tuple[str, ast.AST]]:
+    """(file, node) of every node of ``src/`` that a check looks at: the comparisons, calls, attributes and defs."""
+    kinds = (ast.Compare, ast.Call, ast.Attribute, ast.FunctionDef, ast.AsyncFunctionDef)
+    return [(_name(p), node) for p in SOURCES for node in ast.walk(_tree(p)) if isinstance(node, kinds)]
+
+
 def _found(check, skip: tuple[str, ...] = ()) -> list[str]:
-    return [f"{_name(p)}:{node.lineno}" for p in SOURCES if not _name(p).startswith(skip)
-            for node in ast.walk(_tree(p)) if check(node)]
+    return [f"{name}:{node.lineno}" for name, node in _nodes() if not name.startswith(skip) and check(node)]
 
 
 def test_a_familys_fields_are_asked_through_its_entry():
@@ -117,3 +125,95 @@ def test_the_checks_see_each_form():
     assert sees(compares_shard, 'cfg.shard == "fsdp"') and sees(compares_shard, 'shard != "fsdp"')
     assert sees(defines_fmt, "def _fmt(x): pass") and not sees(defines_fmt, "def fmt(x): pass")
     assert sees(calls_import_module, "importlib.import_module(name)") and sees(calls_import_module, "import_module(n)")
+
+
+# ---- each decision, taken where it now lives
+def test_every_bench_script_imports_names_that_exist():
+    """A name that moves takes ``bench/`` with it: each ``from scratchformer... import name`` of every script
+    resolves (the module imports and has the name)."""
+    import importlib
+
+    missing = []
+    for script in sorted((PACKAGE.parents[1] / "bench").rglob("*.py")):
+        for node in ast.walk(_tree(script)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "scratchformer":
+                module = importlib.import_module(node.module)
+                missing += [f"{script.name}: {node.module}.{a.name}" for a in node.names
+                            if not hasattr(module, a.name) and not _is_module(f"{node.module}.{a.name}")]
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.split(".")[0] == "scratchformer" and not _is_module(alias.name):
+                        missing.append(f"{script.name}: {alias.name}")
+    assert not missing, missing
+
+
+def _is_module(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+def test_a_metric_reads_as_the_registry_says():
+    from scratchformer.registry import TASKS, format_metric, lower_is_better, metric
+
+    assert format_metric("reward_accuracy", 0.8) == "80.00 %" and format_metric("accuracy", 1) == "100.00 %"
+    assert format_metric("reward_margin", 0.123456) == "0.1235" and format_metric("bleu", 31.5) == "31.5"
+    assert lower_is_better("loss") and lower_is_better("length") and not lower_is_better("reward_accuracy")
+    assert metric("bleu").quality and metric("exact_match").quality and not metric("reward_margin").quality
+    for task in TASKS.values():  # a run picks best/ by a metric its evaluation reports
+        assert task.select_by in task.validation_metrics, task.name
+    assert TASKS["grpo"].select_by == "accuracy" and TASKS["dpo"].select_by == "loss"
+
+
+def test_a_runs_checkpoints_are_named_once(tmp_path):
+    from scratchformer.app.serve.model import model_name
+    from scratchformer.model_source import KEPT, run_of
+
+    assert KEPT == ("averaged", "best", "last")
+    for name in KEPT:
+        assert run_of(tmp_path / "book" / name) == tmp_path / "book"
+        assert model_name(tmp_path / "book" / name) == "book"
+    assert run_of(tmp_path / "book") == tmp_path / "book" and model_name(tmp_path / "Qwen3-0.6B") == "Qwen3-0.6B"
+
+
+def test_chat_messages_are_checked_once_for_every_reader():
+    import pytest
+
+    from scratchformer.app.serve.api import ApiError, _messages
+    from scratchformer.data.messages import MessageError, chat_messages
+    from scratchformer.data.preferences import check_preference
+    from scratchformer.data.records import _check
+    from scratchformer.errors import DataError
+
+    sent = [{"role": "developer", "content": [{"type": "text", "text": "Be "}, {"type": "text", "text": "brief."}]},
+            {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}]
+    read = [{"role": "system", "content": "Be brief."}, *sent[1:]]
+    assert chat_messages(sent) == _messages(sent) == _check("line 1", {"messages": sent})["messages"] == read
+    assert check_preference("line 1", {"prompt": sent[:2], "chosen": "a", "rejected": "b"})["record"]["messages"] \
+        == [*read[:2], {"role": "assistant", "content": "a"}]
+    bad = [{"role": "robot", "content": "x"}]
+    with pytest.raises(MessageError, match="role 'robot' is not one of system, user, assistant") as err:
+        chat_messages(bad)
+    assert err.value.index == 0
+    with pytest.raises(ApiError, match=r"messages\[0\]: role 'robot'"):
+        _messages(bad)
+    with pytest.raises(DataError, match="line 3: role 'robot'"):
+        _check("line 3", {"messages": bad})
+    with pytest.raises(DataError, match="the last message must be the assistant's"):
+        _check("line 3", {"messages": sent[:2]})
+
+
+def test_a_tokenizer_answers_for_its_kind():
+    from tokenizers import Tokenizer as Backend
+
+    from scratchformer.tokenizers import BPETokenizer, CharTokenizer
+
+    text = "the cat sat on the mat. "
+    char = CharTokenizer.train([text])
+    bpe = BPETokenizer.train([text * 20], vocab_size=300)
+    for tok in (char, bpe):
+        assert Backend.from_str(tok.hf_json()).encode(text).ids == tok.encode(text)
+        assert tok.encode_bare(text) == tok.encode(text) and tok.added_around() == ([], [])
+        assert tok.own_bos_id == tok.bos_id and tok.has_pad and tok.unknown_id == tok.unk_id
+    assert char.per_character and not bpe.per_character
+    assert char.encode("z") == [char.unknown_id]  # a character it never saw
