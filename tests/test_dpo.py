@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -92,7 +93,7 @@ def test_identical_answers_are_skipped_and_counted(runs, tmp_path):
       "rejected": [{"role": "user", "content": "y"}, {"role": "assistant", "content": "b"}]},
      "must be chats that differ only in their last message"),
     ({"prompt": "x", "chosen": [{"role": "user", "content": "a"}], "rejected": "b"},
-     'the last message of "chosen" must be the assistant\'s'),
+     '"chosen": the last message must be the assistant\'s'),
 ])
 def test_a_bad_record_is_refused_naming_the_file_and_line(record, says, tmp_path):
     path = tmp_path / "p.jsonl"
@@ -255,6 +256,41 @@ def test_evaluate_reports_the_rewards_and_the_closeness_of_the_answers(runs, cap
     assert report["examples"] == len(PREFERENCES)
     assert report["reward_margin"] == pytest.approx(val["reward_margin"], rel=1e-4)  # the base reloaded as reference
     assert 0 <= report["closer_to_chosen"] <= 1 and "chrf_chosen" in report
+
+
+def test_train_prints_reward_accuracy_as_a_percentage(runs, tmp_path, capsys):
+    """The registry says reward accuracy is a fraction: every validation line of ``train`` prints it as one."""
+    capsys.readouterr()
+    assert main(["train", "task=dpo", f"init_from={runs['instruct']}", "--data", str(runs["prefs"]), "--val",
+                 str(runs["prefs"]), "max_steps=2", "eval_every=1", "num_threads=1", "--out", str(tmp_path / "r")]) == 0
+    said = capsys.readouterr()
+    lines = [line for line in (said.out + said.err).splitlines() if "validation" in line]
+    assert len(lines) >= 3, said  # steps 1 and 2, and the kept checkpoint's at the end
+    assert all(re.search(r"reward_accuracy \d{1,3}\.\d\d %", line) for line in lines), lines
+    assert not any(re.search(r"reward_margin [-+.\de]+ %", line) for line in lines)  # a difference of rewards: a number
+
+
+def test_report_tables_the_tasks_metrics_and_picks_the_best_row_by_select_by(runs, tmp_path):
+    """``report``'s table shows DPO's validation metrics (reward accuracy as a percentage), its best row the one
+    the task's ``select_by`` (the loss) picks, though another row has the better reward accuracy."""
+    run = copy_of(runs["dpo"], tmp_path)
+    config = json.loads((run / "config.json").read_text())
+    config["train"].pop("select_by", None)  # as a run saved without it: the task's own decides
+    (run / "config.json").write_text(json.dumps(config))
+    with open(run / "metrics.jsonl", "a") as f:
+        for step, loss, accuracy in ((11, 0.25, 0.5), (12, 0.5, 1.0)):
+            f.write(json.dumps({"step": step, "split": "val", "loss": loss, "perplexity": math.exp(loss),
+                                "reward_accuracy": accuracy, "reward_margin": 1.0, "closer_to_chosen": 0.5}) + "\n")
+    assert main(["report", "--ckpt", str(run)]) == 0
+    table = [line for line in (run / "report.md").read_text().splitlines() if line.startswith("|")]
+    header = next(line for line in table if "reward_accuracy" in line)
+    names = [c.strip() for c in header.strip("|").split("|")]
+    assert names[names.index("loss"):] == ["loss", "perplexity", "reward_accuracy", "reward_margin", "closer_to_chosen"]
+    best = next(line for line in table if "validation, best" in line)
+    cells = [c.strip() for c in best.strip("|").split("|")]
+    assert "best loss (step 11)" in cells[0] and cells[names.index("reward_accuracy")] == "50.00 %", best
+    last = next(line for line in table if "validation, last" in line)
+    assert [c.strip() for c in last.strip("|").split("|")][names.index("reward_accuracy")] == "100.00 %", last
 
 
 def test_a_resumed_run_reads_its_reference_back_and_lora_and_trainable_train(runs, tmp_path, capsys):

@@ -78,7 +78,7 @@ class Checkpoint:
     def check_tokenizer(self, command: str) -> None:
         """Refuse, in one line, a text command on a checkpoint without a tokenizer (a Hugging Face folder without
         ``tokenizer.json``; a ViT reads pixels and is refused by the commands for its family)."""
-        if self.tokenizer is None and family(self.model_config.arch).reads == "tokens":
+        if self.tokenizer is None and family(self.model_config.arch).reads_tokens:
             where = self.extra.get("folder", "this checkpoint")
             raise CheckpointError(f"{where} has no tokenizer.json, which '{command}' needs (it reads text, or carries "
                                   "the tokenizer): put the model's tokenizer.json in the folder")

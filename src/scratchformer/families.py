@@ -19,9 +19,10 @@ A decoder is causal; it has cross-attention when an encoder runs before it. Mask
 is not a family: it trains an ``encoder`` through its masked-token path (``EncoderClassifier.predict_tokens``), the
 same model and weights, its classification head left untrained (the task registry's ``pretrains``).
 
-Adding a family is its model file in ``models/`` (a class that takes a ``ModelConfig``) and one entry here (the
-class is imported by the names the entry gives, ``model`` and ``module``); the
-code asks the entry (``family(arch)``, ``parts(model)``) instead of comparing names, and the tests of frozen
+Adding a family is its model file in ``models/`` (a class that takes a ``ModelConfig``, imported in
+``models/__init__.py``) and one entry here naming that class (``model``); the code asks the entry (``family(arch)``,
+``parts(model)``) and its properties (``reads_pixels``, ``generates``, ``classifies``, ...) instead of comparing
+names or fields as strings, and the tests of frozen
 layers, LoRA, the lens and the exports iterate ``FAMILIES``. Only this module and the task registry compare a
 family's name (``tests/test_code_shape.py``). Like the task registry, it imports nothing above it: classes are
 named here and imported where models are built (``models.MODEL_CLASSES``).
@@ -57,7 +58,7 @@ class Family:
     name: str  # the value of ModelConfig.arch
     title: str  # a model of it, in a sentence ("this checkpoint holds a language model (GPT)")
     structure: str  # what the network is, for the first line a run prints ("a decoder-only GPT")
-    model: str  # its class, defined in the module of models/ named ``module`` (models.MODEL_CLASSES imports it)
+    model: str  # the name of its class in models/ (models.MODEL_CLASSES maps each family to the class itself)
     reads: str  # "tokens" (ids from a tokenizer) or "pixels" (images: image_size, patch_size, channels)
     stacks: tuple[str, ...]  # "encoder" (bidirectional), "decoder" (causal; cross-attention after an encoder)
     output: str  # "next-token" (logits over the vocabulary at every position), "translation", "classes"
@@ -72,7 +73,6 @@ class Family:
     paper: str = ""  # the model of paper.py it equals (interop/paper.py), where there is one
     classifier: str = ""  # the family that classifies with this one's body (``arch=gpt`` on a task of classes)
     saved_as: dict[str, Any] = field(default_factory=dict)  # how older runs wrote it ({"arch": "gpt", ...})
-    module: str = ""  # the module of models/ that defines ``model`` (``models/gpt.py``: "gpt")
 
     @property
     def decoder_only(self) -> bool:
@@ -90,13 +90,41 @@ class Family:
         return "encoder" in self.stacks
 
     @property
+    def reads_pixels(self) -> bool:
+        """It reads images (``image_size``, ``patch_size``, ``channels``), not ids from a tokenizer."""
+        return self.reads == "pixels"
+
+    @property
+    def reads_tokens(self) -> bool:
+        """It reads ids from a tokenizer (it has a vocabulary, and a checkpoint of it a tokenizer)."""
+        return self.reads == "tokens"
+
+    @property
     def classifies(self) -> bool:
         return self.output == "classes"
 
     @property
+    def classifies_text(self) -> bool:
+        return self.classifies and self.reads_tokens
+
+    @property
+    def classifies_images(self) -> bool:
+        return self.classifies and self.reads_pixels
+
+    @property
+    def generates(self) -> bool:
+        """A language model: it continues a text (next-token logits at every position)."""
+        return self.output == "next-token"
+
+    @property
+    def translates(self) -> bool:
+        """An encoder-decoder: it writes a target for a source (``translate``, beam search)."""
+        return self.output == "translation"
+
+    @property
     def predicts_tokens(self) -> bool:
         """Its output is logits over a vocabulary at every position (a language model's, or a decoder's)."""
-        return self.output in ("next-token", "translation")
+        return self.generates or self.translates
 
     @property
     def lens(self) -> str:
@@ -113,12 +141,12 @@ GPT2_DEFAULTS = dict(norm="pre", activation="gelu", positional="learned", scale_
 FAMILIES: dict[str, Family] = {f.name: f for f in (
     # "Attention Is All You Need": one vocabulary, its matrix shared by both embeddings and the output layer
     Family(name="seq2seq", title="an encoder-decoder", structure="an encoder-decoder", model="Seq2SeqTransformer",
-           module="seq2seq", reads="tokens", stacks=("encoder", "decoder"), output="translation",
+           reads="tokens", stacks=("encoder", "decoder"), output="translation",
            defaults=dict(PAPER_DEFAULTS, tie_embeddings=True),
            parts=Parts(embeddings="tgt_embed", blocks="decoder.layers", final_norm="decoder.norm",
                        head=("lm_head", "tgt_embed.token"), earlier_blocks=("encoder.layers",)),
            exports=("onnx", "onnx-single", "torchscript"), paper="make_model"),
-    Family(name="gpt", title="a language model (GPT)", structure="a decoder-only GPT", model="GPT", module="gpt",
+    Family(name="gpt", title="a language model (GPT)", structure="a decoder-only GPT", model="GPT",
            reads="tokens", stacks=("decoder",), output="next-token", defaults=GPT2_DEFAULTS,
            parts=Parts(embeddings="embed", blocks="decoder.layers", final_norm="decoder.norm",
                        head=("lm_head", "embed.token")),
@@ -126,7 +154,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            hf_plans=("gpt2", "llama", "qwen3", "qwen3_moe", "mistral", "gemma3_text"), paper="GPT",
            classifier="gpt-classifier"),
     # the paper's encoder stack with a classification head (BERT's pooler optional)
-    Family(name="encoder", title="a classifier", structure="an encoder", model="EncoderClassifier", module="classifier",
+    Family(name="encoder", title="a classifier", structure="an encoder", model="EncoderClassifier",
            reads="tokens", stacks=("encoder",), output="classes", defaults=dict(PAPER_DEFAULTS, tie_embeddings=False),
            parts=Parts(embeddings="embed", blocks="encoder.layers", final_norm="encoder.norm", head=("head",),
                        pooler="pooler"),
@@ -134,14 +162,14 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            hf_plans=("bert",), paper="Classifier"),
     # a GPT's body under a head that reads each text's last real token (GPT-2's GPT2ForSequenceClassification)
     Family(name="gpt-classifier", title="a classifier (a GPT reading its last real token)",
-           structure="a decoder-only GPT reading its last real token", model="GPTClassifier", module="gpt_classifier",
+           structure="a decoder-only GPT reading its last real token", model="GPTClassifier",
            reads="tokens", stacks=("decoder",), output="classes", defaults=GPT2_DEFAULTS,
            parts=Parts(embeddings="embed", blocks="decoder.layers", final_norm="decoder.norm", head=("head",)),
            poolings=("last",), init="normal", head_bias=False, exports=("onnx-single", "torchscript"),
            saved_as={"arch": "gpt", "pooling": "last"}),
     # ViT (Dosovitskiy et al. 2021, §3.1): pre-LN with a final LayerNorm, GELU, learned positions; no token
     # embedding table, so nothing to scale or tie; the class token's state through a head that starts at zero
-    Family(name="vit", title="an image classifier (ViT)", structure="a Vision Transformer", model="ViT", module="vit",
+    Family(name="vit", title="an image classifier (ViT)", structure="a Vision Transformer", model="ViT",
            reads="pixels", stacks=("encoder",), output="classes",
            defaults=dict(norm="pre", activation="gelu", positional="learned", scale_embeddings=False,
                          tie_embeddings=False),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 from scratchformer.checkpoint import Checkpoint, CheckpointError
 from scratchformer.data.templates import Template, as_messages, folder_template, prompt_ids, special_texts
 from scratchformer.errors import DataError, listed
-from scratchformer.families import FAMILIES, family
+from scratchformer.families import FAMILIES, Family, family
 from scratchformer.generation import generate, translate_ids
 from scratchformer.generation.common import cut_at_eos
 from scratchformer.models import GPT, EncoderClassifier, GPTClassifier, Seq2SeqTransformer
@@ -33,15 +33,14 @@ if TYPE_CHECKING:
     from scratchformer.generation.requests import Choice
 
 
-def require(ckpt: Checkpoint, output: str, command: str, reads: str = "tokens") -> None:
-    """Refuse, in one line, a checkpoint whose family does not give ``output`` from what it ``reads`` (the family
-    registry's words: ``next-token``, ``translation`` or ``classes``; ``tokens`` or ``pixels``) for ``command``."""
+def require(ckpt: Checkpoint, command: str, needs: Callable[[Family], bool]) -> None:
+    """Refuse, in one line, a checkpoint whose family ``needs`` refuses (``lambda f: f.generates``) for ``command``."""
     have = family(ckpt.model_config.arch)
-    if (have.output, have.reads) != (output, reads):
-        need = next(f for f in FAMILIES.values() if (f.output, f.reads) == (output, reads))
+    if not needs(have):
+        need = next(f for f in FAMILIES.values() if needs(f))
         raise CheckpointError(f"this checkpoint holds {have.title}; '{command}' needs {need.title}")
     ckpt.check_tokenizer(command)
-    if output == "classes" and pretrains(ckpt.task):
+    if have.classifies and pretrains(ckpt.task):
         raise CheckpointError(f"this checkpoint is a pretrained encoder (task=mlm) whose classifier head is untrained; "
                               f"fine-tune it first (task=classify init_from=DIR) for '{command}'")
 
@@ -90,7 +89,7 @@ def generate_text(ckpt: Checkpoint, prompt: str, max_new_tokens: int = 200, *, t
     """The prompt and its continuation, which ends at the end-of-text token (as ``serve``'s completions end): from the
     decoding engine (``generation/engine.py``) while the text fits the model's window, else from ``generate``, which
     slides the window along."""
-    require(ckpt, "next-token", "generate")
+    require(ckpt, "generate", lambda f: f.generates)
     model, tok = ckpt.model, ckpt.tokenizer
     assert isinstance(model, GPT)
     ids = encode_checked(tok, prompt) or [tok.bos_id]  # an empty prompt: the bos token
@@ -122,10 +121,10 @@ def generates_text(ckpt: Checkpoint) -> bool:
     """Whether a checkpoint's model writes text, continuing a prompt token by token: one whose family's output is
     the next token (the family registry: a run of any language model, an instruction-tuned or LoRA run, a Llama,
     Qwen3 or GPT-2 folder), with its tokenizer. What ``serve`` completes and chats with."""
-    return family(ckpt.model_config.arch).output == "next-token" and ckpt.tokenizer is not None
+    return family(ckpt.model_config.arch).generates and ckpt.tokenizer is not None
 
 
-def chat_template(ckpt: Checkpoint) -> Template | None:
+def template_of(ckpt: Checkpoint) -> Template | None:
     """The ``data.templates.Template`` a model reads messages in: an instruction run's own (``task=instruct``:
     Alpaca's, or the chat template of the folder it started from), a Hugging Face folder's chat template; None for
     a model tuned to none (a plain language model, a folder without a template)."""
@@ -140,11 +139,11 @@ def chat_prompt(ckpt: Checkpoint, messages: list[dict[str, str]], template: Temp
     GSM8K's chat form ask a model: ``messages`` (those before the answer) written in ``template`` (default: the
     model's own), ending where the answer begins. ``record``: an Alpaca record the messages came from (its own text,
     "### Input:" in it). A model with no template is refused in one line (``DataError``)."""
-    return _template_of(ckpt, template).prompt(messages, record, special_texts(ckpt.tokenizer))
+    return _template_or_refuse(ckpt, template).prompt(messages, record, special_texts(ckpt.tokenizer))
 
 
-def _template_of(ckpt: Checkpoint, template: Template | None) -> Template:
-    if (template := template if template is not None else chat_template(ckpt)) is None:
+def _template_or_refuse(ckpt: Checkpoint, template: Template | None) -> Template:
+    if (template := template if template is not None else template_of(ckpt)) is None:
         raise DataError("this model has no chat template (not instruction-tuned, none in its folder): continue a text")
     return template
 
@@ -154,19 +153,20 @@ def chat_prompt_ids(ckpt: Checkpoint, messages: list[dict[str, str]], template: 
     """The token ids of ``chat_prompt``, a message's special tokens' texts as text (``templates.prompt_ids``). A
     character the model's vocabulary lacks is refused in one line (``DataError``)."""
     tok = ckpt.tokenizer
-    encode_checked(tok, "".join(m["content"] for m in messages))  # the user's words must be known; the template's
-    return prompt_ids(tok, _template_of(ckpt, template), messages, record)  # were read in training as they encode
+    # the user's words must be known; the template's were read in training as they encode
+    encode_checked(tok, "".join(m["content"] for m in messages))
+    return prompt_ids(tok, _template_or_refuse(ckpt, template), messages, record)
 
 
 def answer_instruction(ckpt: Checkpoint, instruction: str, input_text: str = "", max_new_tokens: int = 200, *,
                        temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
                        seed: int | None = None, greedy: bool = False) -> str:
     """A language model's answer to an instruction (and its input), asked in the template the model was tuned with
-    (``chat_template``; Alpaca's for a GPT tuned to none): the new text, up to the end-of-text token."""
-    require(ckpt, "next-token", "generate")
+    (``template_of``; Alpaca's for a GPT tuned to none): the new text, up to the end-of-text token."""
+    require(ckpt, "generate", lambda f: f.generates)
     model, tok = ckpt.model, ckpt.tokenizer
     record = {"instruction": instruction, "input": input_text, "output": ""}
-    ids = chat_prompt_ids(ckpt, as_messages(record)[:-1], chat_template(ckpt) or Template("alpaca"), record)
+    ids = chat_prompt_ids(ckpt, as_messages(record)[:-1], template_of(ckpt) or Template("alpaca"), record)
     if len(ids) >= model.config.max_len:
         raise DataError(f"the instruction in its template is {len(ids)} tokens, and the model reads at most "
                         f"{model.config.max_len}: no room for an answer")
@@ -176,7 +176,7 @@ def answer_instruction(ckpt: Checkpoint, instruction: str, input_text: str = "",
 
 
 def translate_texts(ckpt: Checkpoint, texts: list[str], *, beam: int = 4, length_penalty: float = 0.6) -> list[str]:
-    require(ckpt, "translation", "translate")
+    require(ckpt, "translate", lambda f: f.translates)
     model = ckpt.model
     assert isinstance(model, Seq2SeqTransformer)
     limit = model.config.max_len
@@ -194,7 +194,7 @@ def classify_texts(ckpt: Checkpoint, texts: list[str], max_tokens: int = CLASSIF
     """The most likely label of each text and its probability, in input order. The texts are encoded in one
     call and run sorted by length, in batches of at most ``max_tokens`` padded tokens
     (``tasks.classify.class_probabilities``); texts longer than the model's ``max_len`` are cut."""
-    require(ckpt, "classes", "classify")
+    require(ckpt, "classify", lambda f: f.classifies_text)
     model = ckpt.model
     assert isinstance(model, (EncoderClassifier, GPTClassifier))
     labels = ckpt.extra.get("labels") or [str(i) for i in range(model.config.n_classes)]
@@ -211,7 +211,7 @@ def classify_images(ckpt: Checkpoint, files: list[str], batch_size: int = 64) ->
     """``(label, probability)`` of each image file, in order: read at the model's image size (``data.images``)."""
     from scratchformer.data.images import as_input, to_pixels
 
-    require(ckpt, "classes", "classify", reads="pixels")
+    require(ckpt, "classify", lambda f: f.classifies_images)
     cfg = ckpt.model_config
     labels = ckpt.extra.get("labels") or [str(i) for i in range(cfg.n_classes)]
     out: list[tuple[str, float]] = []
@@ -280,7 +280,7 @@ def evaluate_ensemble(ckpts: list[tuple[str, Checkpoint]], *, split: str = "test
     if not ckpts:
         raise DataError("an ensemble needs at least one checkpoint")
     for _, ckpt in ckpts:
-        require(ckpt, "classes", "an ensemble evaluation")
+        require(ckpt, "an ensemble evaluation", lambda f: f.classifies_text)
     tasks = [_held_out(ckpt, split, data, f"the data of {path}") for path, ckpt in ckpts]
     first, split = tasks[0]
     truth = first.truth(split)
@@ -295,6 +295,6 @@ def evaluate_ensemble(ckpts: list[tuple[str, Checkpoint]], *, split: str = "test
             **first.score(torch.stack(probs).mean(0), split)}
 
 
-__all__ = ["answer_instruction", "chat_prompt_ids", "chat_template", "classify_images", "classify_texts",
-           "evaluate_checkpoint", "evaluate_ensemble", "generate_text", "generates_text", "read_inputs",
-           "translate_ids", "translate_texts"]
+__all__ = ["answer_instruction", "chat_prompt_ids", "classify_images", "classify_texts", "evaluate_checkpoint",
+           "evaluate_ensemble", "generate_text", "generates_text", "read_inputs", "template_of", "translate_ids",
+           "translate_texts"]

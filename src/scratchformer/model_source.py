@@ -33,8 +33,13 @@ from scratchformer.nn.config import ModelConfig
 from scratchformer.nn.lora import add_lora, merge_lora
 from scratchformer.sharded import ShardsError, is_sharded, read_tensors
 
-__all__ = ["CheckpointError", "ModelSource", "find_checkpoint", "find_source", "load_weights", "read_meta",
-           "resolve"]
+__all__ = ["AVERAGED", "BEST", "CheckpointError", "KEPT", "LAST", "ModelSource", "find_checkpoint", "find_source",
+           "load_weights", "read_meta", "resolve", "run_of"]
+
+# The checkpoints a run directory keeps: averaged/ (the mean of its last saves, average_last), best/ (the best
+# validation select_by), last/ (the most recent); a run directory is read as the first of them it holds (KEPT)
+AVERAGED, BEST, LAST = "averaged", "best", "last"
+KEPT = (AVERAGED, BEST, LAST)
 
 
 class CheckpointError(ValueError):
@@ -51,16 +56,22 @@ def resolve(path: str | Path) -> Path:
         if old.is_dir():
             return old
         raise CheckpointError(f"no checkpoint at {path}")
-    if (path / "model.safetensors").is_file() or is_sharded(path) or not (path / "best").exists() \
-            and not (path / "last").exists():
+    if (path / "model.safetensors").is_file() or is_sharded(path) or not (path / BEST).exists() \
+            and not (path / LAST).exists():
         if not (path / "config.json").is_file():
             raise CheckpointError(f"{path} is not a checkpoint (no config.json)")
         return path
-    for sub in ("averaged", "best", "last"):
+    for sub in KEPT:
         for candidate in (path / sub, path / f".{sub}.old"):
             if (candidate / "config.json").is_file():
                 return candidate
     raise CheckpointError(f"{path} is a run directory without a complete best/ or last/ checkpoint")
+
+
+def run_of(path: str | Path) -> Path:
+    """The run directory that checkpoint ``path`` belongs to (the folder above its ``best/``), else ``path``."""
+    path = Path(path)
+    return path.parent if path.name in KEPT else path
 
 
 def find_checkpoint(path: str | Path) -> Path | None:
@@ -158,7 +169,7 @@ class ModelSource:
         from scratchformer.tokenizers import load_tokenizer
 
         if self.kind == "run":
-            if family(self.family).reads != "tokens":
+            if family(self.family).reads_pixels:
                 return None
             try:
                 tokenizer = load_tokenizer(self.path)

@@ -97,8 +97,8 @@ _APPLIES: dict[str, Callable[[Family], bool]] = {
     **dict.fromkeys(["n_encoder_layers", "n_decoder_layers", "tgt_vocab_size"], lambda f: f.two_stacks),
     "attention_window": lambda f: f.self_attending_encoder,
     **dict.fromkeys(["vocab_size", "pad_id", "scale_embeddings", "tie_embeddings", "embedding_norm"],
-                    lambda f: f.reads == "tokens"),
-    **dict.fromkeys(["image_size", "patch_size", "channels"], lambda f: f.reads == "pixels")}
+                    lambda f: f.reads_tokens),
+    **dict.fromkeys(["image_size", "patch_size", "channels"], lambda f: f.reads_pixels)}
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -129,7 +129,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
 def cmd_classify(args: argparse.Namespace) -> int:
     ckpt = load_checkpoint(args.ckpt)
     inputs = read_inputs(args.texts, args.input)  # texts, or for an image classifier image files
-    classify = classify_images if family(ckpt.model_config.arch).reads == "pixels" else classify_texts
+    classify = classify_images if family(ckpt.model_config.arch).reads_pixels else classify_texts
     for label, prob in classify(ckpt, inputs):
         print(f"{label}\t{prob:.4f}")
     return 0
@@ -222,7 +222,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         if not args.ckpt:
             raise ConfigError("plot attention needs --ckpt DIR, and --text TEXT (or --image FILE for a ViT)")
         ckpt = load_checkpoint(args.ckpt)
-        if family(ckpt.model_config.arch).reads == "pixels":
+        if family(ckpt.model_config.arch).reads_pixels:
             if not args.image or args.text:
                 raise ConfigError("plot attention of an image classifier (ViT) needs --image FILE, not --text")
             path = viz.plot_checkpoint_image_attention(ckpt, args.image, out)

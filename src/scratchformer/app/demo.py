@@ -46,7 +46,7 @@ def demo(preset: str, overrides: dict[str, Any], seed: int = 0) -> None:
     entry = family(cfg.arch)
     with torch.no_grad():
         start = time.perf_counter()
-        if entry.reads == "pixels":
+        if entry.reads_pixels:
             images = torch.rand(B, cfg.channels, cfg.image_size, cfg.image_size)
             out = model(images)
             print(f"forward: images {tuple(images.shape)} -> {cfg.n_patches} patches + a class token "
@@ -61,7 +61,7 @@ def demo(preset: str, overrides: dict[str, Any], seed: int = 0) -> None:
             memory = model.encode(ids)
             cache = model.new_cache(B)
             steps = torch.cat([model.decode(tgt[:, t:t + 1], memory, cache=cache) for t in range(T)], 1)
-        elif entry.output == "next-token":
+        elif entry.generates:
             out = model(ids)
             print(f"forward: input_ids {tuple(ids.shape)} -> logits {tuple(out.shape)} "
                   f"in {1000 * (time.perf_counter() - start):.1f} ms")
@@ -92,7 +92,7 @@ def explain_config(preset: str, overrides: dict[str, Any]) -> tuple[ModelConfig,
     if train.init_from:
         raise ConfigError(f"preset {preset} fine-tunes a pretrained model; see `scratchformer info` of its checkpoint")
     known = SHAPES.get(train.dataset or "", {})  # what the preset's named dataset is known to hold
-    if family(model.arch).reads == "pixels":  # no vocabulary; the classes come from the data
+    if family(model.arch).reads_pixels:  # no vocabulary; the classes come from the data
         if "n_classes" in run.settings:
             return model, "", run.task
         classes = known.get("classes", model.n_classes)  # the named dataset's, else the config's own
@@ -100,15 +100,13 @@ def explain_config(preset: str, overrides: dict[str, Any]) -> tuple[ModelConfig,
                                                   "data; set n_classes=N to change)"), run.task
     if vocab is None:  # the real vocabulary comes from the tokenizer trained on the data
         from scratchformer.tokenizers import SPECIAL_TOKENS
+        from scratchformer.tokenizers.train import known_vocab_size
 
-        if train.tokenizer == "bpe":
-            vocab = train.bpe_vocab_size
-        elif run.task.makes_own_data:  # a character for each of its symbols
+        vocab = known_vocab_size(train.tokenizer, train.bpe_vocab_size)  # BPE's, as set
+        if vocab is None and run.task.makes_own_data:  # a character for each of its symbols
             vocab = train.n_symbols + len(SPECIAL_TOKENS)
-        elif "characters" in known:  # a character vocabulary: Tiny Shakespeare's 65 characters, say
-            vocab = known["characters"] + len(SPECIAL_TOKENS)
-        else:
-            vocab = model.vocab_size
+        elif vocab is None:  # a character vocabulary: Tiny Shakespeare's 65 characters, say
+            vocab = known["characters"] + len(SPECIAL_TOKENS) if "characters" in known else model.vocab_size
         note = f"vocab_size={vocab} assumed (the real one comes from the tokenizer; set vocab_size=N to change)"
     else:
         note = ""

@@ -147,7 +147,7 @@ def explain(cfg: ModelConfig, *, batch: int = 1, length: int = 8, target_length:
         if isinstance(mod, blocks) or top_norm or (
                 isinstance(mod, nn.Linear) and name in ("head", "lm_head", "pooler")):
             handles.append(mod.register_forward_hook(trace.hook(name, mod)))
-    inputs = (f"images {cfg.image_size} x {cfg.image_size} x {cfg.channels}" if family(cfg.arch).reads == "pixels"
+    inputs = (f"images {cfg.image_size} x {cfg.image_size} x {cfg.channels}" if family(cfg.arch).reads_pixels
               else f"vocab V={cfg.vocab_size}")
     lines = [f"{cfg.arch} model: d_model C={cfg.d_model}, heads H={cfg.n_heads} (d_k={cfg.d_model // cfg.n_heads}), "
              f"d_ff={cfg.d_ff}, {inputs}, norm={cfg.norm}, activation={cfg.activation}, positions={cfg.positional}"]
@@ -167,7 +167,7 @@ def explain(cfg: ModelConfig, *, batch: int = 1, length: int = 8, target_length:
 def _run(model: nn.Module, cfg: ModelConfig, batch: int, length: int, T: int,
          predict_tokens: bool) -> tuple[str, Tensor]:
     """Run the model on random inputs: the line that says what they were, and the output."""
-    if family(cfg.arch).reads == "pixels":
+    if family(cfg.arch).reads_pixels:
         images = torch.rand(batch, cfg.channels, cfg.image_size, cfg.image_size)
         return (f"input: images (B={batch}, ch={cfg.channels}, {cfg.image_size}, {cfg.image_size}) "
                 "(random pixels: shapes, not meaning)", model(images))
@@ -197,7 +197,7 @@ def _closing_rows(trace: _Trace, model: nn.Module, out: Tensor, batch: int, leng
         trace.rows.append((0, "head: classification head (unused while pretraining)", "",
                            trace.new_params(model.head)))
     elif entry.classifies and cfg.pooling != "pooler":  # the pooler's own row stands for the pooling
-        what = ("the class token's final state [:, 0]" if entry.reads == "pixels"
+        what = ("the class token's final state [:, 0]" if entry.reads_pixels
                 else f"{cfg.pooling} pooling: {POOLING_WORDS[cfg.pooling]}")
         trace.rows.insert(len(trace.rows) - 1, (0, what, f"({batch}, {cfg.d_model})", 0))
 

@@ -30,16 +30,16 @@ def explain_lens(path: str, prompt: str | None = None, limits: Limits = DEFAULT_
     entry = family(ckpt.model_config.arch)
     where = f"a {ckpt.extra['hf_architecture']} folder" if "folder" in ckpt.extra else f"step {ckpt.step}"
     header = f"{checkpoint_name(path)}: {entry.title}, {ckpt.model_config.norm}-LN, {where}"
-    if entry.reads == "pixels":
+    if entry.reads_pixels:
         if image is None or prompt is not None:
             raise ConfigError(f"explain --ckpt of {entry.title} reads an image: explain --ckpt RUN --image FILE")
         return "\n".join(_image_lens(ckpt, header, image))
     if prompt is None or image is not None:
         raise ConfigError(f"explain --ckpt of {entry.title} reads text: explain --ckpt RUN --prompt TEXT")
     ckpt.check_tokenizer("explain")
-    result = explore(ckpt, prompt, limits, **({"max_new_tokens": 0} if entry.output == "next-token" else {}))
+    result = explore(ckpt, prompt, limits, **({"max_new_tokens": 0} if entry.generates else {}))
     lines = [header, f"input: {len(result['tokens'])} tokens {' '.join(repr(t) for t in result['tokens'])}"]
-    if entry.output == "translation":
+    if entry.translates:
         out = result["translation"]
         lines.append(f"the decoder reads <bos> and the beam-search output ({out['text']!r}), one position a token")
     return "\n".join([*lines, "", *lens_lines(result["lens"])])

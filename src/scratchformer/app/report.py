@@ -19,15 +19,14 @@ from scratchformer.app.report_benchmarks import shown_path
 from scratchformer.app.report_runs import again, reproduce_command, run_directory, started_from, steps
 from scratchformer.atomic import atomic_write_text
 from scratchformer.benchmarks.results import RESULTS_FILE, read_results
-from scratchformer.data.benchmark_files import sha256_of
+from scratchformer.data.files import sha256_of
 from scratchformer.errors import DataError
-from scratchformer.registry import TASKS, format_metric, lower_is_better
+from scratchformer.registry import METRICS, TASKS, format_metric, lower_is_better
 from scratchformer.train.logger import read_metrics
 
 __all__ = ["cmd_report", "reproduce_command", "run_directory", "shown_path", "write_report"]
 
 FIGURES = "report"  # the figures' folder, beside report.md
-_NUMBERS = ("loss", "perplexity", "accuracy", "f1", "exact_match", "bleu", "chrf")
 
 
 def write_report(path: str | Path, *, samples: list[str] | None = None) -> Path:
@@ -170,8 +169,8 @@ def _metrics(records: list[dict[str, Any]], config: dict[str, Any]) -> str:
     rows += [("test", r) for r in records if r.get("split") == "test"]
     if not rows:
         return "## Final metrics\n\nNo evaluation was logged."
-    known = task.validation_metrics if task is not None else _NUMBERS
-    names = [n for n in dict.fromkeys([*known, *_NUMBERS]) if any(n in r for _, r in rows)]
+    known = task.validation_metrics if task is not None else ()
+    names = [n for n in dict.fromkeys([*known, *METRICS]) if any(n in r for _, r in rows)]
     lines = ["## Final metrics", "", "| | step | " + " | ".join(names) + " |", "|---|---:|" + "---:|" * len(names)]
     lines += [f"| {what} | {r['step']:,} | " + " | ".join(format_metric(n, r.get(n, "-")) for n in names) + " |"
               for what, r in rows]

@@ -38,9 +38,10 @@ def run_directory(path: str | Path) -> Path:
 def steps_taken(run: Path, records: list[dict[str, Any]]) -> int:
     """The steps a run took: its last checkpoint's step (the last logged step where it has none)."""
     from scratchformer.checkpoint import read_meta
+    from scratchformer.model_source import LAST
 
-    if (run / "last" / "config.json").is_file():
-        return int(read_meta(run / "last").get("step", 0))
+    if (run / LAST / "config.json").is_file():
+        return int(read_meta(run / LAST).get("step", 0))
     return max((int(r["step"]) for r in records if r.get("split") == "train"), default=0)
 
 

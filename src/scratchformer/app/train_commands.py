@@ -42,8 +42,10 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _report(result: Any, out: Path, quiet: bool) -> None:
+    from scratchformer.model_source import BEST, KEPT
+
     kept = _kept(out)  # the model the last lines measure (the evaluations during the run measured others)
-    before = "validation before averaging (best/)" if (out / "best").is_dir() else "validation before averaging"
+    before = "validation before averaging (best/)" if (out / BEST).is_dir() else "validation before averaging"
     for split, metrics in ((before, result.before_averaging), (f"validation of {kept}", result.val),
                            (f"test of {kept}", result.test)):
         if metrics:
@@ -53,7 +55,7 @@ def _report(result: Any, out: Path, quiet: bool) -> None:
         for line in result.samples:
             print("  " + line)
     why = f" (stopped: {result.stop_reason})" if result.stop_reason else ""
-    kept = [str(out / name) for name in ("averaged", "best", "last") if (out / name).is_dir()]
+    kept = [str(out / name) for name in KEPT if (out / name).is_dir()]
     where = f"{', '.join(kept[:-1])} and {kept[-1]}" if len(kept) > 1 else "".join(kept)
     print(f"trained {result.step:,} steps in {result.seconds:.0f} s{why}; checkpoints in {where}")
 
@@ -61,8 +63,9 @@ def _report(result: Any, out: Path, quiet: bool) -> None:
 def _kept(out: Path) -> str:
     """The checkpoint a run's final lines measure, as a person reads it: ``best/ (step 400)``."""
     from scratchformer.checkpoint import read_meta
+    from scratchformer.model_source import KEPT
 
-    name = next((n for n in ("averaged", "best", "last") if (out / n / "config.json").is_file()), None)
+    name = next((n for n in KEPT if (out / n / "config.json").is_file()), None)
     if name is None:
         return "the final model"
     return f"{name}/ (step {read_meta(out / name).get('step', 0):,})"

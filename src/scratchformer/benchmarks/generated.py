@@ -23,12 +23,11 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from scratchformer.benchmarks.gsm8k import GSM8K_STOP, MAX_NEW_TOKENS, Problem
-from scratchformer.benchmarks.loglikelihood import unknown_id
 from scratchformer.checkpoint import Checkpoint
 from scratchformer.data.templates import Template
 from scratchformer.generation.engine import Engine
 from scratchformer.generation.requests import Request, Stop
-from scratchformer.inference import chat_prompt, chat_template
+from scratchformer.inference import chat_prompt, template_of
 from scratchformer.tokenizers import Tokenizer
 
 __all__ = ["answer_problems", "encode_prompt", "prompt_texts"]
@@ -37,24 +36,21 @@ __all__ = ["answer_problems", "encode_prompt", "prompt_texts"]
 def prompt_texts(ckpt: Checkpoint, problems: Sequence[Problem], chat: bool) -> list[str]:
     """What the model reads for each problem: its plain text, or its messages in the model's chat template (Alpaca's
     for a model tuned to none, asked with ``--chat yes``)."""
-    template = (chat_template(ckpt) or Template("alpaca")) if chat else None
+    template = (template_of(ckpt) or Template("alpaca")) if chat else None
     return [chat_prompt(ckpt, p.messages, template) if chat else p.text for p in problems]
 
 
 def uses_chat(ckpt: Checkpoint, setting: str = "auto") -> bool:
     """Whether problems are asked in the chat form: ``auto``, when the model has a template to answer in (an
     instruction-tuned run, a folder with a chat template); ``yes``; ``no``."""
-    return chat_template(ckpt) is not None if setting == "auto" else setting == "yes"
+    return template_of(ckpt) is not None if setting == "auto" else setting == "yes"
 
 
 def encode_prompt(tokenizer: Tokenizer, text: str) -> list[int]:
     """The harness's ``tok_batch_encode`` of one text: the tokenizer's default special tokens, none when the text
     already begins with the begin-of-text token's text."""
-    hf = getattr(tokenizer, "hf", None)
-    if hf is None:
-        return tokenizer.encode(text)
     bos = tokenizer.id_to_token(tokenizer.bos_id) if tokenizer.bos_id is not None else None
-    return hf.encode(text, add_special_tokens=not (bos and text.startswith(bos))).ids
+    return tokenizer.encode_bare(text) if bos and text.startswith(bos) else tokenizer.encode(text)
 
 
 def answer_problems(ckpt: Checkpoint, texts: Sequence[str], *, max_new_tokens: int = MAX_NEW_TOKENS,
@@ -69,7 +65,7 @@ def answer_problems(ckpt: Checkpoint, texts: Sequence[str], *, max_new_tokens: i
     eos = tokenizer.id_to_token(tokenizer.eos_id)
     stops = [*stops, eos] if eos not in stops else list(stops)
     prompts, truncated, unknown = [], 0, 0
-    unk = unknown_id(tokenizer)
+    unk = tokenizer.unknown_id
     for text in texts:
         ids = encode_prompt(tokenizer, text)
         truncated += len(ids) > window - new

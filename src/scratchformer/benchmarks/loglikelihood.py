@@ -27,9 +27,9 @@ from torch import Tensor, nn
 from scratchformer.data.batching import pad_batch
 from scratchformer.families import family
 from scratchformer.models import GPT
-from scratchformer.tokenizers import CharTokenizer, Tokenizer
+from scratchformer.tokenizers import Tokenizer
 
-__all__ = ["Request", "encode_pairs", "loglikelihoods", "scores_text", "unknown_id"]
+__all__ = ["Request", "encode_pairs", "loglikelihoods", "scores_text"]
 
 LOGIT_ROWS = 256  # positions turned into vocabulary log-probabilities at once (bounds the memory of a big V)
 
@@ -38,7 +38,7 @@ def scores_text(model: nn.Module) -> bool:
     """Whether ``model`` gives a probability to every next token of a text, so that a benchmark can score it: a
     model of a family whose output is the next token (the family registry: a GPT run, a LoRA run on one, a Llama,
     Qwen3 or GPT-2 folder). A classifier (encoder or GPT), an image model or an encoder-decoder cannot."""
-    return family(model.config.arch).output == "next-token"
+    return family(model.config.arch).generates
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def encode_pairs(tokenizer: Tokenizer, context: str, continuations: Sequence[str
     """The harness's ``_encode_pair`` for one prompt and each of its continuations: ``(prompt ids, [continuation
     ids])``. An empty prompt is the begin-of-text token, as the harness's ``prefix_token_id``."""
     if not context:
-        conts = [_without_specials(tokenizer, c) for c in continuations]
+        conts = [tokenizer.encode_bare(c) for c in continuations]
         return [tokenizer.bos_id], conts
     n_spaces = len(context) - len(context.rstrip())
     if n_spaces:
@@ -61,11 +61,6 @@ def encode_pairs(tokenizer: Tokenizer, context: str, continuations: Sequence[str
         context = context[:-n_spaces]
     prompt, *wholes = tokenizer.encode_batch([context] + [context + c for c in continuations])
     return prompt, [whole[len(prompt):] for whole in wholes]
-
-
-def _without_specials(tokenizer: Tokenizer, text: str) -> list[int]:
-    hf = getattr(tokenizer, "hf", None)  # a pretrained tokenizer adds its special tokens unless told not to
-    return hf.encode(text, add_special_tokens=False).ids if hf is not None else tokenizer.encode(text)
 
 
 def fit(context: list[int], continuations: list[list[int]], window: int) -> list[Request]:
@@ -182,14 +177,3 @@ def _pick(model: GPT, hidden: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
 def _log_probs(model: GPT, hidden: Tensor) -> Tensor:
     """``(n, C)`` -> ``(n, V)`` float32 log-probabilities of the next token (the output layer, a log-softmax)."""
     return F.log_softmax(model.output_logits(hidden).float(), -1)
-
-
-def unknown_id(tokenizer: Tokenizer) -> int | None:
-    """The id a character outside the vocabulary becomes: a character tokenizer's ``<unk>``, a pretrained
-    tokenizer's own unknown token if its model has one; None for byte-level tokenizers, which write every
-    character in bytes."""
-    if isinstance(tokenizer, CharTokenizer):
-        return tokenizer.unk_id
-    hf = getattr(tokenizer, "hf", None)
-    token = getattr(getattr(hf, "model", None), "unk_token", None)
-    return hf.token_to_id(token) if token else None

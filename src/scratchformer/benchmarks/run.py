@@ -29,7 +29,6 @@ from scratchformer.benchmarks.loglikelihood import (
     fit,
     loglikelihoods,
     scores_text,
-    unknown_id,
 )
 from scratchformer.benchmarks.metrics import item_scores, pooled, summary
 from scratchformer.benchmarks.mmlu_subjects import GROUPS
@@ -123,7 +122,7 @@ def choice_scores(ckpt: Checkpoint, items: list[Question], *, max_tokens: int = 
     model, tokenizer = ckpt.model, ckpt.tokenizer
     assert tokenizer is not None
     window = model.config.max_len
-    unknown = unknown_id(tokenizer)
+    unknown = tokenizer.unknown_id
     requests: list[Request] = []
     owners: list[int] = []  # the question of each request
     counts = {"truncated": 0, "unknown_characters": 0, "skipped": 0}

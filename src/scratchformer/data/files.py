@@ -1,4 +1,4 @@
-"""Reading text files strictly.
+"""Reading text files strictly, and a file's sha256.
 
 Text is always UTF-8, decoded strictly: a wrong encoding is reported (with the byte offset of the first
 bad byte) instead of being silently replaced, because mojibake in a training corpus is invisible until
@@ -8,11 +8,29 @@ order mark (as written by some Windows editors) is dropped.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Callable
 from pathlib import Path
 
 from scratchformer.data.streams import text_chunks
+from scratchformer.errors import DataError
 
-__all__ = ["read_lines", "read_text"]
+__all__ = ["read_lines", "read_text", "sha256_of"]
+
+
+def sha256_of(path: str | Path, progress: Callable[[int], None] | None = None) -> str:
+    """The sha256 of every byte of ``path`` (hex), read in blocks (``progress`` is told each block's size);
+    ``DataError`` where it cannot be read."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            while block := f.read(1 << 22):
+                digest.update(block)
+                if progress is not None:
+                    progress(len(block))
+    except OSError as err:
+        raise DataError(f"cannot read {path}: {err.strerror or err}") from None
+    return digest.hexdigest()
 
 
 def read_text(path: str | Path) -> str:

@@ -26,9 +26,10 @@ from __future__ import annotations
 from typing import Any
 
 from scratchformer.data.memory import MemoryRows
+from scratchformer.data.messages import MessageError, chat_messages
 from scratchformer.data.records import prompt_template, split_records
 from scratchformer.data.task_data import DataRequest, TaskData
-from scratchformer.data.templates import ROLES, Template, as_messages, prompt_ids, special_texts
+from scratchformer.data.templates import Template, as_messages, prompt_ids, special_texts
 from scratchformer.errors import ConfigError, DataError
 
 __all__ = ["check_preference", "preferences_data"]
@@ -127,19 +128,14 @@ def _answer(where: str, record: dict[str, Any], key: str) -> str:
     value = record[key]
     if isinstance(value, str):
         return value
-    last = _messages(where, value, key)[-1]
-    if last["role"] != "assistant":
-        raise DataError(f"{where}: the last message of \"{key}\" must be the assistant's answer, not the "
-                        f"{last['role']}'s")
-    return last["content"]
+    return _messages(where, value, key, answered=True)[-1]["content"]
 
 
-def _messages(where: str, value: Any, key: str) -> list[dict[str, str]]:
-    if not isinstance(value, list) or not value:
-        raise DataError(f"{where}: \"{key}\" must be a string or a non-empty list of {{\"role\", \"content\"}}")
-    for m in value:
-        if not isinstance(m, dict) or not isinstance(m.get("content"), str):
-            raise DataError(f"{where}: each message of \"{key}\" needs a \"role\" and a string \"content\"")
-        if m.get("role") not in ROLES:
-            raise DataError(f"{where}: role {m.get('role')!r} in \"{key}\" is not one of {', '.join(ROLES)}")
-    return value
+def _messages(where: str, value: Any, key: str, answered: bool = False) -> list[dict[str, str]]:
+    try:
+        return chat_messages(value, answered=answered)
+    except MessageError as err:
+        if err.index is None:
+            raise DataError(f"{where}: \"{key}\" must be a string or a non-empty list of {{\"role\", \"content\"}}"
+                            ) from None
+        raise DataError(f"{where}: \"{key}\": {err}") from None

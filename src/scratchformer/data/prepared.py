@@ -16,7 +16,6 @@ therefore be one every rank sees (one machine, or a shared file system).
 from __future__ import annotations
 
 import datetime
-import functools
 import os
 import shutil
 import socket
@@ -34,6 +33,7 @@ from scratchformer.data.task_data import NO_TRAINING_DATA, DataRequest, Prepared
 from scratchformer.distributed import DistInfo, broadcast_object
 from scratchformer.errors import DataError
 from scratchformer.tokenizers import TOKENIZER_FILE, Tokenizer, load_tokenizer
+from scratchformer.tokenizers.train import described, id_settings, trainer
 
 __all__ = ["TokenizerSettings", "describe", "prepared_data", "tokenizer_settings", "tokenizer_trainer"]
 
@@ -110,23 +110,14 @@ def _corpora_root() -> Path:
 
 def tokenizer_settings(cfg: TokenizerSettings, mask_token: bool) -> dict[str, Any]:
     """Every setting that changes the ids a trained tokenizer gives."""
-    settings: dict[str, Any] = {"kind": cfg.tokenizer, "mask": mask_token, "sample": cfg.tokenizer_sample}
-    if cfg.tokenizer == "bpe":
-        settings |= {"vocab_size": cfg.bpe_vocab_size, "lowercase": cfg.lowercase}
-    return settings
+    return {"kind": cfg.tokenizer, "mask": mask_token, "sample": cfg.tokenizer_sample,
+            **id_settings(cfg.tokenizer, vocab_size=cfg.bpe_vocab_size, lowercase=cfg.lowercase)}
 
 
 def tokenizer_trainer(cfg: TokenizerSettings, mask_token: bool) -> Callable[[Iterable[str]], Tokenizer]:
     """How a new tokenizer of the kind the settings name is trained: ``tokenizer_trainer(cfg, mask)(texts)``. The
     one trainer of every task's tokenizer (``mask_token``: reserve ``<mask>``, for masked-token pretraining)."""
-    if cfg.tokenizer == "bpe":  # each tokenizer's module is imported only when it is the one trained
-        from scratchformer.tokenizers.bpe import BPETokenizer
-
-        return functools.partial(BPETokenizer.train, vocab_size=cfg.bpe_vocab_size, lowercase=cfg.lowercase,
-                                 with_mask=mask_token)
-    from scratchformer.tokenizers.char import CharTokenizer
-
-    return functools.partial(CharTokenizer.train, with_mask=mask_token)
+    return trainer(cfg.tokenizer, vocab_size=cfg.bpe_vocab_size, lowercase=cfg.lowercase, with_mask=mask_token)
 
 
 def _trained_tokenizer(cfg: TokenizerSettings, plan: DataPlan, prints: dict[Source, str], root: Path, say: Say,
@@ -142,7 +133,7 @@ def _trained_tokenizer(cfg: TokenizerSettings, plan: DataPlan, prints: dict[Sour
             return str(directory)
         except DataError as err:
             say(f"warning: {err}; training it again")
-    kind = f"BPE tokenizer of {cfg.bpe_vocab_size:,} tokens" if cfg.tokenizer == "bpe" else "character tokenizer"
+    kind = described(cfg.tokenizer, cfg.bpe_vocab_size)
     sample = f" (a sample of {cfg.tokenizer_sample:,} characters)" if cfg.tokenizer_sample else ""
     train = tokenizer_trainer(cfg, mask)
     with ByteBar(f"training a {kind} on {source}{sample}", source_bytes(source), say, quiet=quiet) as bar:

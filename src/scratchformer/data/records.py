@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from scratchformer.data.memory import MemoryRows
+from scratchformer.data.messages import MessageError, chat_messages
 from scratchformer.data.plan import file_splits
 from scratchformer.data.roles import roles
 from scratchformer.data.splits import carve_part
 from scratchformer.data.task_data import NO_TRAINING_DATA, DataRequest, TaskData
 from scratchformer.data.templates import (
-    ROLES,
     Template,
     as_messages,
     find_template,
@@ -167,18 +167,10 @@ def _check(where: str, record: Any) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise DataError(f"{where} is not a JSON object")
     if "messages" in record:
-        messages = record["messages"]
-        if not isinstance(messages, list) or not messages:
-            raise DataError(f"{where}: \"messages\" must be a non-empty list of {{\"role\", \"content\"}}")
-        for m in messages:
-            if not isinstance(m, dict) or not isinstance(m.get("content"), str):
-                raise DataError(f"{where}: each message needs a \"role\" and a string \"content\"")
-            if m.get("role") not in ROLES:
-                raise DataError(f"{where}: role {m.get('role')!r} is not one of {', '.join(ROLES)}")
-        if messages[-1]["role"] != "assistant":
-            raise DataError(f"{where}: the last message must be the assistant's (the answer to learn), not the "
-                            f"{messages[-1]['role']}'s")
-        return record
+        try:
+            return {**record, "messages": chat_messages(record["messages"], answered=True)}
+        except MessageError as err:
+            raise DataError(f"{where}: " + ("\"messages\" is " if err.index is None else "") + str(err)) from None
     for key in ("instruction", "output"):
         if key not in record:
             raise DataError(f"{where} has no \"{key}\" (a record is {{\"instruction\", \"input\", \"output\"}} or "

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scratchformer.data.messages import ROLES
 from scratchformer.errors import ConfigError, DataError
 
 __all__ = ["ALPACA_JINJA", "ALPACA_PREAMBLE", "ROLES", "Template", "as_messages", "find_template", "folder_template",
@@ -56,7 +57,6 @@ __all__ = ["ALPACA_JINJA", "ALPACA_PREAMBLE", "ROLES", "Template", "as_messages"
 
 ALPACA_PREAMBLE = ("Below is an instruction that describes a task. Write a response that appropriately completes "
                    "the request.")
-ROLES = ("system", "user", "assistant")
 # Alpaca's template written as a chat template (Jinja), so that a run tuned with it carries it into its exports and
 # any runtime (transformers' apply_chat_template, llama.cpp) asks as ``generate --instruction`` asks: the preamble
 # unless a system message stands first, each turn under its heading, a blank line between, "### Response:" last.

@@ -25,7 +25,7 @@ from typing import Any
 from scratchformer.families import family
 from scratchformer.interop.hf_models import HFExportError, transformers_module
 from scratchformer.nn.config import ModelConfig
-from scratchformer.tokenizers import SPECIAL_TOKENS, BPETokenizer, CharTokenizer, PretrainedTokenizer, Tokenizer
+from scratchformer.tokenizers import CharTokenizer, PretrainedTokenizer, Tokenizer
 
 __all__ = ["SAMPLE_TEXTS", "backend_of", "check_tokenizer", "generation_ids", "hf_tokenizer_files"]
 
@@ -39,19 +39,6 @@ SAMPLE_TEXTS = [
 ]
 
 
-def _char_backend(tokenizer: CharTokenizer) -> Any:
-    """Characters as a Hugging Face ``tokenizers.Tokenizer``: a BPE model without merges splits text into
-    characters and looks each up (an unseen one is ``<unk>``, one per character, as ``CharTokenizer``)."""
-    from tokenizers import AddedToken, decoders, models
-    from tokenizers import Tokenizer as Backend
-
-    vocab = {token: i for i, token in enumerate(tokenizer.specials + tokenizer.chars)}
-    backend = Backend(models.BPE(vocab=vocab, merges=[], unk_token=SPECIAL_TOKENS[3], fuse_unk=False))
-    backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in tokenizer.specials])
-    backend.decoder = decoders.Fuse()  # join the characters (the default decoder puts spaces between tokens)
-    return backend
-
-
 # special-token roles of transformers' tokenizers, by the token's text
 _ROLES = {"<pad>": "pad_token", "<bos>": "bos_token", "<eos>": "eos_token", "<unk>": "unk_token",
           "<mask>": "mask_token", "[PAD]": "pad_token", "[UNK]": "unk_token", "[CLS]": "cls_token",
@@ -62,21 +49,16 @@ def backend_of(tokenizer: Tokenizer) -> Any:
     """``tokenizer`` as a Hugging Face ``tokenizers.Tokenizer`` (a copy), the ``tokenizer.json`` that library reads."""
     from tokenizers import Tokenizer as Backend
 
-    if isinstance(tokenizer, CharTokenizer):
-        return _char_backend(tokenizer)
-    if isinstance(tokenizer, (BPETokenizer, PretrainedTokenizer)):
-        return Backend.from_str(tokenizer.hf.to_str())  # a copy: padding and truncation are off in it
-    raise HFExportError(f"cannot export a {type(tokenizer).__name__} to Hugging Face")
+    return Backend.from_str(tokenizer.hf_json())  # a copy: padding and truncation are off in it
 
 
 def generation_ids(tokenizer: Tokenizer) -> dict[str, Any]:
     """``bos_token_id``, ``eos_token_id`` (every end-of-generation id: a list where there are several) and
     ``pad_token_id`` (its pad token's; None where it has none, as Llama 3's) as ``config.json`` holds them."""
     eos = list(tokenizer.eos_ids)
-    pretrained = isinstance(tokenizer, PretrainedTokenizer)
-    bos = tokenizer.given.get("bos_id") if pretrained else tokenizer.bos_id
-    pad = tokenizer.pad_id if not pretrained or tokenizer.has_pad else None
-    return {"bos_token_id": bos, "eos_token_id": (eos[0] if len(eos) == 1 else eos) or None, "pad_token_id": pad}
+    pad = tokenizer.pad_id if tokenizer.has_pad else None
+    return {"bos_token_id": tokenizer.own_bos_id, "eos_token_id": (eos[0] if len(eos) == 1 else eos) or None,
+            "pad_token_id": pad}
 
 
 _TOKEN_KEYS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token",

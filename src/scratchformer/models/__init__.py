@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from importlib import import_module
 
 from torch import Tensor, nn
 
@@ -18,9 +17,10 @@ from scratchformer.models.seq2seq import Seq2SeqTransformer
 from scratchformer.models.vit import ViT
 from scratchformer.nn.config import ModelConfig
 
-# ModelConfig.arch -> the model it names: the class the registry's entry names (``model``, in its ``module``)
-MODEL_CLASSES: dict[str, type[nn.Module]] = {
-    name: getattr(import_module(f"{__name__}.{entry.module}"), entry.model) for name, entry in FAMILIES.items()}
+_CLASSES: dict[str, type[nn.Module]] = {c.__name__: c for c in (Seq2SeqTransformer, GPT, EncoderClassifier,
+                                                                    GPTClassifier, ViT)}
+# ModelConfig.arch -> the model it names: the class the registry's entry names (``model``)
+MODEL_CLASSES: dict[str, type[nn.Module]] = {name: _CLASSES[entry.model] for name, entry in FAMILIES.items()}
 
 
 def build_model(config: ModelConfig) -> nn.Module:

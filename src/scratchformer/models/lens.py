@@ -104,7 +104,7 @@ def class_lens(model: nn.Module, inputs: Tensor) -> Tensor:
     (pre-LN), the pooling (over the real tokens of ``inputs``, ids; a ViT's class token, of ``inputs``, images)
     and the head, in eval mode without gradients."""
     _needs(model, "classes", "logit_lens")
-    tokens = family(model.config.arch).reads == "tokens"
+    tokens = family(model.config.arch).reads_tokens
     mask = padding_mask(inputs, model.config.pad_id) if tokens else None  # given to forward too: one mask
     with eval_mode(model), torch.no_grad():
         states = residual_stream(model, inputs, *([mask] if tokens else []))

@@ -51,7 +51,7 @@ def count_parameters_formula(cfg: ModelConfig) -> int:
     entry = family(cfg.arch)
     if not entry.two_stacks:  # one stack, without cross-attention: a GPT's decoder, or an encoder
         layers = cfg.n_layers * (attn + ffn + (4 if cfg.sandwich_norm else 2) * ln) + final_ln + experts
-        if entry.reads == "pixels":  # the patch embedding (with its bias) and the class token; no vocabulary
+        if entry.reads_pixels:  # the patch embedding (with its bias) and the class token; no vocabulary
             inputs = cfg.patch_size ** 2 * cfg.channels * c + c + c + positions
         else:
             inputs = cfg.vocab_size * c + positions + emb_ln

@@ -147,7 +147,7 @@ class ModelConfig:
         for name, value in entry.defaults.items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
-        if entry.reads == "pixels":
+        if entry.reads_pixels:
             check_pixels(self, VIT_NO_VOCAB)
         if entry.two_stacks:
             self.n_encoder_layers = self.n_layers if self.n_encoder_layers is None else self.n_encoder_layers

@@ -27,12 +27,15 @@ holds, and what each metric is (a fraction, a loss) and how it prints.
 
 from scratchformer.registry.spec import (
     ALPHABET,
-    FRACTIONS,
-    LOWER_IS_BETTER,
+    COMMON_METRICS,
+    METRICS,
     DataForm,
+    Metric,
     TaskSpec,
     format_metric,
+    is_fraction,
     lower_is_better,
+    metric,
 )
 from scratchformer.registry.tasks import (
     DEFAULT_TASK,
@@ -49,6 +52,7 @@ from scratchformer.registry.tasks import (
     task_only_settings,
 )
 
-__all__ = ["ALPHABET", "DEFAULT_TASK", "DataForm", "FRACTIONS", "LOWER_IS_BETTER", "TASKS", "TaskSpec", "check_base",
-           "data_formats", "data_tasks", "fine_tune_pairs", "format_metric", "lower_is_better", "output_name",
-           "pretrains", "spec", "synthetic_targets", "task_names", "task_only_settings"]
+__all__ = ["ALPHABET", "COMMON_METRICS", "DEFAULT_TASK", "DataForm", "METRICS", "Metric", "TASKS", "TaskSpec",
+           "check_base", "data_formats", "data_tasks", "fine_tune_pairs", "format_metric", "is_fraction",
+           "lower_is_better", "metric", "output_name", "pretrains", "spec", "synthetic_targets", "task_names",
+           "task_only_settings"]

@@ -11,26 +11,61 @@ from typing import Any
 from scratchformer.errors import ConfigError
 from scratchformer.families import FAMILIES, family
 
-__all__ = ["ALPHABET", "DataForm", "FRACTIONS", "LOWER_IS_BETTER", "TaskSpec", "format_metric", "lower_is_better"]
-
-LOWER_IS_BETTER = ("loss", "perplexity")  # the metrics every task reports, a smaller value of them better
-SHORTER_IS_BETTER = ("length",)  # a task's own metrics of which a smaller value is better (any other: a larger)
-# The metrics that are fractions of the examples (printed, reported and plotted as percentages)
-FRACTIONS = frozenset({"accuracy", "f1", "exact_match", "reward_accuracy", "closer_to_chosen", "acc", "acc_norm"})
+__all__ = ["ALPHABET", "COMMON_METRICS", "DataForm", "METRICS", "Metric", "TaskSpec", "format_metric", "is_fraction",
+           "lower_is_better", "metric"]
 
 
-def lower_is_better(metric: str) -> bool:
-    return metric in LOWER_IS_BETTER or metric in SHORTER_IS_BETTER
+@dataclass(frozen=True)
+class Metric:
+    """What a metric's number is: a ``fraction`` of the examples (in [0, 1]: printed, reported and plotted as a
+    percentage), a ``percent`` already (BLEU, chrF: 0 to 100), and whether a smaller value of it is better (a loss, a
+    length). Fractions and percents are the held-out quality a run's curves draw on their own panel."""
+
+    fraction: bool = False
+    percent: bool = False
+    lower_is_better: bool = False
+
+    @property
+    def quality(self) -> bool:
+        """Drawn as a percentage, 0 to 100, on the curves' quality panel."""
+        return self.fraction or self.percent
 
 
-def format_metric(metric: str, value: Any) -> str:
-    """A metric's value as every command prints it: a fraction as a percentage (``85.00 %``), a count as it is, any
-    other number to four significant digits."""
+_FRACTION, _PERCENT, _LOWER = Metric(fraction=True), Metric(percent=True), Metric(lower_is_better=True)
+# Every metric a task reports or a benchmark scores that is not a plain number of which more is better (the
+# rewards, a GRPO run's format and reward, a count): the one place that says how each reads
+METRICS: dict[str, Metric] = {
+    "loss": _LOWER, "perplexity": _LOWER, "length": _LOWER,
+    **dict.fromkeys(("accuracy", "f1", "exact_match", "reward_accuracy", "closer_to_chosen", "acc", "acc_norm"),
+                    _FRACTION),
+    "bleu": _PERCENT, "chrf": _PERCENT,
+}
+COMMON_METRICS = ("loss", "perplexity")  # the validation metrics of every task (its own follow)
+
+
+def metric(name: str) -> Metric:
+    """What ``name`` is (``METRICS``); any other: a number of which more is better."""
+    return METRICS.get(name, Metric())
+
+
+def lower_is_better(name: str) -> bool:
+    return metric(name).lower_is_better
+
+
+def is_fraction(name: str) -> bool:
+    return metric(name).fraction
+
+
+def format_metric(name: str, value: Any) -> str:
+    """A metric's value as every command and report prints it: a fraction as a percentage (``85.00 %``), a count as
+    it is, any other number to four significant digits."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
-    if metric in FRACTIONS:
+    if metric(name).fraction:
         return f"{100 * value:.2f} %"
     return f"{value:,}" if isinstance(value, int) else f"{value:.4g}"
+
+
 # The symbols of the built-in tasks' random strings (a task uses the first n_symbols), in the order ``sort`` sorts
 # them: letters before digits, unlike code points.
 ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
@@ -73,7 +108,6 @@ class TaskSpec:
     defaults: dict[str, Any]
     metrics: tuple[str, ...] = ()  # what evaluation reports besides the loss (and perplexity, for tokens)
     decoded: tuple[str, ...] = ()  # those of its metrics measured on decoded outputs (eval_decode per evaluation)
-    select_by: str = "loss"  # the validation metric that picks best/ by default
     datasets: tuple[str, ...] = ()  # named datasets it reads; the first is the one suggested
     dataset_splits: tuple[str, ...] = ("train", "val", "test")  # the splits it takes from a named dataset
     labels: bool = False  # its examples carry labels (a classifier's classes)
@@ -107,8 +141,14 @@ class TaskSpec:
         return arch
 
     @property
+    def select_by(self) -> str:
+        """The validation metric that picks ``best/`` unless a run sets another: its defaults' ``select_by``, else
+        the loss."""
+        return str(self.defaults.get("select_by", "loss"))
+
+    @property
     def validation_metrics(self) -> tuple[str, ...]:
-        return LOWER_IS_BETTER + self.metrics
+        return COMMON_METRICS + self.metrics
 
     def task_defaults(self, init_from: str | None = None) -> dict[str, Any]:
         """The settings the task starts from (with ``init_from``: a fine-tuning run's, where it has them)."""

@@ -126,7 +126,7 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
                   min_lr=1e-5, schedule="cosine", warmup_fraction=0.05, weight_decay=0.0, eval_every=50,
                   eval_decode=100, log_every=1, select_by="accuracy"),
              metrics=("accuracy", "format", "reward", "length"), decoded=("accuracy", "format", "reward", "length"),
-             select_by="accuracy", datasets=("arithmetic", "gsm8k"),
+             datasets=("arithmetic", "gsm8k"),
              own_settings=("init_from", "template", "beta", "group_size", "completion_tokens", "temperature",
                            "reward", "reward_weights", "scale_rewards", "epsilon", "epsilon_high", "loss_type",
                            "updates", "digits", "operations"),

@@ -40,7 +40,7 @@ def check_lora(cfg: TrainConfig) -> None:
 
 def check_shard(cfg: TrainConfig) -> None:
     """What ``shard=fsdp`` cannot go with, refused in one line (train/fsdp.py says why each)."""
-    if cfg.shard != "fsdp":
+    if not cfg.sharded:
         return
     if "reference" in spec(cfg.task).own_settings:  # (DPO: its reference model)
         raise ConfigError(f"task={cfg.task} computes its reference on the whole model, which shard=fsdp splits: "

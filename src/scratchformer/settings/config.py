@@ -185,6 +185,11 @@ class TrainConfig:
         return None if self.max_time is None else parse_duration("max_time", self.max_time)
 
     @property
+    def sharded(self) -> bool:
+        """Whether the run's layout is sharded (``shard=fsdp``), whatever the number of processes it runs on now."""
+        return self.shard == "fsdp"
+
+    @property
     def epsilon_upper(self) -> float:
         """GRPO's upper clip bound: ``epsilon_high``, else ``epsilon`` (a symmetric clip, as trl's default)."""
         return float(self.epsilon_high if self.epsilon_high is not None else self.epsilon or 0.2)

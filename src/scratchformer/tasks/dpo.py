@@ -29,7 +29,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -44,9 +43,9 @@ from scratchformer.errors import DataError
 from scratchformer.nn.config import ModelConfig
 from scratchformer.nn.lora import adapters_off, has_adapters
 from scratchformer.settings.config import TrainConfig
-from scratchformer.tasks.base import Batch, Task, clip
+from scratchformer.tasks.base import Batch, clip
 from scratchformer.tasks.dpo_reference import base_model, compute_table, digest, dropout_off, read_tables, write_tables
-from scratchformer.tasks.instruct import IGNORE, greedy_answers, response_targets
+from scratchformer.tasks.instruct import IGNORE, AnsweringTask, greedy_answers, response_targets
 
 __all__ = ["DPOTask", "answer_logps", "dpo_loss"]
 
@@ -92,7 +91,7 @@ class Totals:
         return out
 
 
-class DPOTask(Task):
+class DPOTask(AnsweringTask):
     """Preference records -> the model ``init_from`` names, tuned by DPO against its own frozen start."""
 
     def __init__(self, cfg: TrainConfig, model: ModelConfig, data: TaskData, log: Callable[[str], None]) -> None:
@@ -210,21 +209,6 @@ class DPOTask(Task):
             logps = answer_logps(model, batch)
             totals.add(*dpo_loss(logps, self.reference_logps(model, batch), self.beta), logps)
         return totals.means()
-
-    def evaluate(self, model: nn.Module, split: str) -> dict[str, float]:
-        out = self.scores(model, split)
-        n = len(self.rows[split]) if split == "test" else min(self.cfg.eval_decode, len(self.rows[split]))
-        if self.cfg.eval_decode and n:
-            out.update(self.answer_scores(model, split, n))
-        return out
-
-    def report(self, model: nn.Module, split: str, **decoding: Any) -> dict[str, Any]:
-        """What ``scratchformer evaluate`` says: the scores, and the greedy answers to every prompt compared."""
-        from scratchformer.generation.common import eval_mode
-
-        with eval_mode(model):
-            return {"examples": len(self.rows[split]), **self.scores(model, split),
-                    **self.answer_scores(model, split, len(self.rows[split]))}
 
     def answers(self, model: nn.Module, split: str, positions: Sequence[int]) -> list[str]:
         return greedy_answers(model, self.tokenizer, self.rows[split].ids("prompt", positions), self.max_len)

@@ -18,6 +18,7 @@ spaces) and chrF against the records' answers.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -36,7 +37,7 @@ from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks.base import Batch, Task, clip
 from scratchformer.tokenizers import Tokenizer
 
-__all__ = ["IGNORE", "InstructTask", "greedy_answers", "response_targets"]
+__all__ = ["IGNORE", "AnsweringTask", "InstructTask", "greedy_answers", "response_targets"]
 
 IGNORE = -100  # a target that takes no loss (cross_entropy's ignore_index)
 EVAL_TOKENS = 8192  # padded tokens per batch when a split's loss is measured
@@ -68,7 +69,38 @@ def greedy_answers(model: nn.Module, tok: Tokenizer, prompts: list[list[int]], m
     return [tok.decode(r.choices[0].tokens) for r in done]
 
 
-class InstructTask(Task):
+class AnsweringTask(Task):
+    """A task whose model answers prompts (instruction tuning, DPO): a split is evaluated by its ``scores`` over every
+    row and, with ``eval_decode=N``, by ``answer_scores`` of the greedy answers to its first N prompts (every prompt of
+    the test split); ``scratchformer evaluate`` scores the answers to every prompt."""
+
+    rows: dict[str, MemoryRows]
+
+    @abstractmethod
+    def scores(self, model: nn.Module, split: str) -> dict[str, float]:
+        """What the model's log-probabilities say over the whole split (the loss, ...)."""
+
+    @abstractmethod
+    def answer_scores(self, model: nn.Module, split: str, n: int) -> dict[str, float]:
+        """The greedy answers to the first ``n`` prompts of ``split``, scored."""
+
+    def evaluate(self, model: nn.Module, split: str) -> dict[str, float]:
+        out = self.scores(model, split)
+        n = len(self.rows[split]) if split == "test" else min(self.cfg.eval_decode, len(self.rows[split]))
+        if self.cfg.eval_decode and n:
+            out.update(self.answer_scores(model, split, n))
+        return out
+
+    def report(self, model: nn.Module, split: str, **decoding: Any) -> dict[str, Any]:
+        """What ``scratchformer evaluate`` says: the scores, and the greedy answers to every prompt scored."""
+        from scratchformer.generation.common import eval_mode
+
+        with eval_mode(model):
+            return {"examples": len(self.rows[split]), **self.scores(model, split),
+                    **self.answer_scores(model, split, len(self.rows[split]))}
+
+
+class InstructTask(AnsweringTask):
     """Instruction records -> a GPT that answers them; the loss on the answers alone."""
 
     def __init__(self, cfg: TrainConfig, model: ModelConfig, data: TaskData, log: Callable[[str], None]) -> None:
@@ -107,7 +139,7 @@ class InstructTask(Task):
             + self.router_loss(model, self.count(batch), batch["mask"])  # a model with experts: their aux loss
 
     @torch.no_grad()
-    def loss(self, model: nn.Module, split: str) -> dict[str, float]:
+    def scores(self, model: nn.Module, split: str) -> dict[str, float]:
         """The loss per response token over the whole split, and its perplexity."""
         device = next(model.parameters()).device
         lengths = np.minimum(self.rows[split].lengths("ids"), self.max_len + 1)
@@ -118,21 +150,6 @@ class InstructTask(Task):
             count += self.count(batch)
         loss = total / max(count, 1)
         return {"loss": loss, "perplexity": perplexity(loss)}
-
-    def evaluate(self, model: nn.Module, split: str) -> dict[str, float]:
-        out = self.loss(model, split)
-        n = len(self.rows[split]) if split == "test" else min(self.cfg.eval_decode, len(self.rows[split]))
-        if self.cfg.eval_decode and n:
-            out.update(self.answer_scores(model, split, n))
-        return out
-
-    def report(self, model: nn.Module, split: str, **decoding: Any) -> dict[str, Any]:
-        """What ``scratchformer evaluate`` says: the loss, and the greedy answers to every prompt scored."""
-        from scratchformer.generation.common import eval_mode
-
-        with eval_mode(model):
-            return {"examples": len(self.rows[split]), **self.loss(model, split),
-                    **self.answer_scores(model, split, len(self.rows[split]))}
 
     def answer_scores(self, model: nn.Module, split: str, n: int) -> dict[str, float]:
         """Exact match (the share of answers equal to the record's, spaces stripped) and chrF of the greedy answers

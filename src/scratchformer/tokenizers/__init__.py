@@ -14,6 +14,11 @@ added only through ``add_bos`` / ``add_eos``.
 - ``PretrainedTokenizer`` (``pretrained.py``): a pretrained model's own tokenizer (BERT's WordPiece), for
   fine-tuning.
 
+What differs between the kinds is answered by the tokenizer itself, never by its ``kind`` compared elsewhere: what it
+can encode (``cannot_encode``, ``unknown_id``, ``per_character``), what it adds around a text (``adds_bos``,
+``added_around``, ``encode_bare``), its own special ids (``own_bos_id``, ``has_pad``, ``eos_ids``) and its file for an
+export (``hf_json``). ``train.py`` maps the ``tokenizer=`` setting to the class that learns a new one.
+
 A tokenizer is saved as ``tokenizer.json`` in a directory (a checkpoint directory, typically), written
 atomically; the JSON records its ``kind`` (and its special tokens) so that ``load_tokenizer`` (``load.py``) rebuilds
 it.

@@ -31,6 +31,7 @@ class Tokenizer(ABC):
     eos_id: ClassVar[int] = EOS_ID
     unk_id: ClassVar[int] = UNK_ID
     specials: list[str] = SPECIAL_TOKENS  # the special tokens, at ids 0, 1, ...
+    has_pad: bool = True  # a pad token of its own (else pad_id is a real token standing in, told apart by a mask)
 
     @property
     @abstractmethod
@@ -77,6 +78,34 @@ class Tokenizer(ABC):
     def adds_bos(self) -> bool:
         """Whether ``encode(text)`` starts with ``bos_id`` by itself: not here (``add_bos`` asks for it)."""
         return False
+
+    def added_around(self) -> tuple[list[int], list[int]]:
+        """The ids ``encode`` puts before and after a text's own by itself: none here (a pretrained one's may)."""
+        return [], []
+
+    def encode_bare(self, text: str) -> list[int]:
+        """The ids of ``text`` alone, without what ``encode`` adds around it by itself (``added_around``)."""
+        return self._encode(text)
+
+    @property
+    def own_bos_id(self) -> int | None:
+        """The id of a begin-of-text token of its own: ``bos_id`` here; None where a pretrained model names none."""
+        return self.bos_id
+
+    @property
+    def unknown_id(self) -> int | None:
+        """The id a character outside the vocabulary becomes, or None where every character is written (in bytes)."""
+        return None
+
+    @property
+    def per_character(self) -> bool:
+        """Whether each token is one character, looked up one by one (a list of its tokens' texts can run it)."""
+        return False
+
+    @abstractmethod
+    def hf_json(self) -> str:
+        """This tokenizer as Hugging Face ``tokenizers`` writes it (``tokenizer.json``): the file an export carries,
+        which that library reads to give the same ids."""
 
     def cannot_encode(self, text: str) -> list[str]:
         """The characters of ``text`` this tokenizer has no token for (they would read as ``<unk>``), in order of first

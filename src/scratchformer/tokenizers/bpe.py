@@ -91,8 +91,22 @@ class BPETokenizer(Tokenizer):
             return self.id_to_token(i)
         return WORD_START + text[1:] if text.startswith(" ") else text
 
+    @property
+    def unknown_id(self) -> int | None:
+        return unknown_token_id(self.hf)
+
+    def hf_json(self) -> str:
+        return self.hf.to_str()
+
     def _to_json(self) -> dict[str, Any]:
         return {"hf": json.loads(self.hf.to_str())}
+
+
+def unknown_token_id(hf: HFTokenizer) -> int | None:
+    """The id of the unknown token of a Hugging Face tokenizer's model, None where it has none (byte-level BPE writes
+    every character in bytes)."""
+    token = getattr(hf.model, "unk_token", None)
+    return hf.token_to_id(token) if token else None
 
 
 class _Counted:

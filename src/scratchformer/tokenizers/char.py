@@ -77,5 +77,25 @@ class CharTokenizer(Tokenizer):
     def id_to_token(self, i: int) -> str:
         return self._itos[self._check_id(i)]
 
+    @property
+    def unknown_id(self) -> int | None:
+        return self.unk_id
+
+    @property
+    def per_character(self) -> bool:
+        return True
+
+    def hf_json(self) -> str:
+        """Characters as a Hugging Face ``tokenizers.Tokenizer``: a BPE model without merges splits text into
+        characters and looks each up (an unseen one is ``<unk>``, one per character, as here)."""
+        from tokenizers import AddedToken, decoders, models
+        from tokenizers import Tokenizer as Backend
+
+        vocab = {token: i for i, token in enumerate(self._itos)}
+        backend = Backend(models.BPE(vocab=vocab, merges=[], unk_token=SPECIAL_TOKENS[UNK_ID], fuse_unk=False))
+        backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in self.specials])
+        backend.decoder = decoders.Fuse()  # join the characters (the default decoder puts spaces between tokens)
+        return backend.to_str()
+
     def _to_json(self) -> dict[str, Any]:
         return {"chars": self.chars, "specials": self.specials}

@@ -13,6 +13,7 @@ from tokenizers import Tokenizer as HFTokenizer
 
 from scratchformer.errors import DataError
 from scratchformer.tokenizers.base import PAD_ID, UNK_ID, Tokenizer
+from scratchformer.tokenizers.bpe import unknown_token_id
 
 
 class PretrainedTokenizer(Tokenizer):
@@ -87,6 +88,23 @@ class PretrainedTokenizer(Tokenizer):
     @property
     def adds_bos(self) -> bool:
         return self.added_around()[0] == [self.bos_id]
+
+    def encode_bare(self, text: str) -> list[int]:
+        try:
+            return self.hf.encode(text, add_special_tokens=False).ids
+        except TypeError:
+            raise DataError(f"the text holds {not_text(text)}, which is not text") from None
+
+    @property
+    def own_bos_id(self) -> int | None:
+        return self.given.get("bos_id")
+
+    @property
+    def unknown_id(self) -> int | None:
+        return unknown_token_id(self.hf)
+
+    def hf_json(self) -> str:
+        return self.hf.to_str()
 
     def special_text(self, role: str) -> str | None:
         """The text of its ``role`` token (bos, eos, pad, unk): as its folder names it, else its id's, else None."""

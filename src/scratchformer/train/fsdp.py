@@ -44,7 +44,7 @@ def sharded_run(run: Resolved, processes: int) -> bool:
     """Whether this run's model is sharded across its ``processes``; what cannot be, refused in one line. A run saved
     sharded and resumed on one process continues with the whole model (its checkpoints stay sharded)."""
     cfg = run.train
-    if cfg.shard != "fsdp":
+    if not cfg.sharded:
         return False
     have = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
     if have < MIN_TORCH:

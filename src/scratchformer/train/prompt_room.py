@@ -46,7 +46,7 @@ def prompt_ready(run: Resolved, base: ModelSource) -> ModelSource:
     frame = template.instruction("", "", special_texts(tokenizer))  # the template's own text, no instruction in it
     missing = tokenizer.cannot_encode(frame)
     if missing:
-        if run.train.shard == "fsdp":
+        if run.train.sharded:
             raise ConfigError(f"init_from={base.given} has no token for {''.join(missing)!r}, which the "
                               f"{template.name} template writes; shard=fsdp cannot add them: train without shard")
         base = dataclasses.replace(base, added_chars=tuple(missing))

@@ -20,6 +20,7 @@ from torch import nn
 from scratchformer.adapters import LoRARecord, check_base
 from scratchformer.checkpoint import CheckpointError, checkpoint_tokenizer, load_trainer_state, load_weights, read_meta
 from scratchformer.errors import RunDirError
+from scratchformer.model_source import BEST, LAST
 from scratchformer.sharded import is_sharded, problem
 from scratchformer.train.lock import LOCK
 
@@ -57,7 +58,7 @@ def saved_run(out: Path) -> dict[str, Any]:
 def _candidates(out: Path) -> list[Path]:
     """``last/``, then ``best/`` (or their previous copies, when a crash interrupted a rename)."""
     found = []
-    for name in ("last", "best"):
+    for name in (LAST, BEST):
         for path in (out / name, out / f".{name}.old"):
             if path.is_dir():
                 found.append(path)

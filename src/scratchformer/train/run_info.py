@@ -120,7 +120,7 @@ def run_json(run: Resolved, cfg: TrainConfig, task: Task, model: nn.Module, line
 
 def _inputs(task: Task, cfg: ModelConfig) -> str:
     """What the model reads, for the first line of the summary: its tokens, or its images and their patches."""
-    if family(cfg.arch).reads == "pixels":
+    if family(cfg.arch).reads_pixels:
         S, P = cfg.image_size, cfg.patch_size
         return (f"{S} x {S} images with {plural(cfg.channels, 'channel')} in {cfg.n_patches} patches of {P} x {P} "
                 f"and a class token), {plural(cfg.n_classes, 'class', 'classes')}")

@@ -19,7 +19,7 @@ __all__ = ["load_run_state", "save_run"]
 def save_run(trainer: Any, name: str, step: int, extra: dict[str, Any]) -> None:
     """Save the checkpoint ``name`` of ``trainer`` (the run's ``trainer.Trainer``); ``extra``: an averaged/
     checkpoint's record, saved without the trainer's state. Rank 0 alone, or every process for a sharded run."""
-    sharded = trainer.cfg.shard == "fsdp"  # the run's layout, whatever the number of processes now
+    sharded = trainer.cfg.sharded  # the run's layout, whatever the number of processes now
     if not (trainer.info.is_main or trainer.sharded):
         return
     state = None if extra else {

@@ -78,7 +78,7 @@ def trainer_for(session: Session, run: Resolved, data: TaskData) -> Trainer:
     elif cfg.trainable != "all":
         trained, total = apply_trainable(model, cfg.trainable)
         session.log(f"trainable={cfg.trainable}: {trained:,} of {total:,} weights train, the others are frozen")
-    if cfg.shard == "fsdp" and not session.sharded:
+    if cfg.sharded and not session.sharded:
         session.log("shard=fsdp on one process: the model is whole here; the run's checkpoints stay sharded")
     if fill is None:  # (a model built on the meta device has no weights yet; train/fsdp_init.py fills it)
         task.start(model.to(session.device), session.out, session.dist.is_main)  # (a DPO run's reference)

@@ -37,6 +37,7 @@ from torch import nn
 from scratchformer.atomic import atomic_write_text
 from scratchformer.checkpoint import read_meta
 from scratchformer.distributed import broadcast_object, reduce_flags
+from scratchformer.model_source import AVERAGED, BEST, LAST
 from scratchformer.registry import format_metric
 from scratchformer.settings.resolve import Resolved
 from scratchformer.tasks.base import Task, split_rows
@@ -160,7 +161,7 @@ class Trainer:
             if self.history is not None and self.info.is_main and (saving or done == total):
                 self.history.add(self.model, done)  # before last/: a run resumed from an older last/ forgets it
             if saving or early or out_of_time or done == total:
-                self.save("last", done)
+                self.save(LAST, done)
             if early or (out_of_time and done < total):
                 self.stop_reason = "early stopping" if early else "time budget"
                 self.log(f"early stopping at step {done:,}: no better validation {cfg.select_by} in {cfg.patience} "
@@ -168,7 +169,7 @@ class Trainer:
                          f"max_time={cfg.max_time} is spent (continue with --resume max_time=LONGER)")
                 break
         if self.interrupt and self.step < self.schedule.total:
-            self.save("last", self.step)
+            self.save(LAST, self.step)
 
     def finish(self) -> TrainResult:
         """The kept checkpoint (best/, else the last weights) measured on the test split; samples."""
@@ -180,9 +181,9 @@ class Trainer:
             model.load_state_dict({**model.state_dict(), **self.average.average})
         if self.info.is_main or self.sharded:  # sharded: every process takes part
             kept_step = result.step  # the step of the checkpoint the test metrics are measured on
-            if (out / "best" / "config.json").is_file():
-                load_kept(out / "best", model, self.device)
-                kept_step = read_meta(out / "best")["step"]
+            if (out / BEST / "config.json").is_file():
+                load_kept(out / BEST, model, self.device)
+                kept_step = read_meta(out / BEST)["step"]
             if self.history is not None and self.history.steps():
                 result.before_averaging = result.val
                 result.averaged_steps, result.val = self.write_average()
@@ -217,7 +218,7 @@ class Trainer:
         # an overflowing fp16 gradient is expected now and then: the scaler skips that step (precision.py)
         if not (math.isfinite(loss) and (math.isfinite(grad_norm) or self.amp.tolerates_overflow)):
             raise TrainingError(f"the loss became {loss} at step {step + 1}; stopped. The last good "
-                                f"checkpoint is in {self.out / 'last'} (try a lower lr or more warmup_steps)")
+                                f"checkpoint is in {self.out / LAST} (try a lower lr or more warmup_steps)")
         self.amp.step(self.optimizer)
         self.optimizer.zero_grad(set_to_none=True)
         if self.average is not None:
@@ -238,7 +239,7 @@ class Trainer:
             now = score(self.val, self.cfg.select_by)
             if now < self.best_score:
                 self.best_score, self.bad_evals, self.best_val = now, 0, self.val
-                self.save("best", done)
+                self.save(BEST, done)
             else:
                 self.bad_evals += 1
                 stop = bool(self.cfg.patience) and self.bad_evals >= self.cfg.patience
@@ -260,7 +261,7 @@ class Trainer:
         steps = self.history.load_mean(self.model)  # type: ignore[union-attr]
         val = self.evaluate("val")
         MetricsLogger(self.out, tensorboard=False).log(self.step, "val_averaged", **val, steps=steps)
-        self.save("averaged", self.step, averaged_steps=steps)
+        self.save(AVERAGED, self.step, averaged_steps=steps)
         self.log(f"averaged/: the mean of the weights of steps {', '.join(f'{s:,}' for s in steps)}")
         return steps, val
 

@@ -23,7 +23,9 @@ option, a value out of range); a character a character-level model never saw rai
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +35,7 @@ import torch
 from scratchformer.app.explore.lens_view import classes_lens, token_lens
 from scratchformer.checkpoint import Checkpoint, load_checkpoint
 from scratchformer.errors import ConfigError
-from scratchformer.families import family
+from scratchformer.families import Family, family
 from scratchformer.generation import generate
 from scratchformer.inference import encode_checked, translate_ids
 from scratchformer.nn.recording import ATTENTION_KINDS, attention_maps
@@ -73,23 +75,24 @@ class Limits:
 DEFAULT_LIMITS = Limits()
 
 
-# One table for every option the page can send: (the outputs it applies to, type, default, low, high); the family
-# registry says each family's output. None as a default means "not set" (no top-k filter, no teacher-forced target).
-OPTIONS: dict[str, tuple[tuple[str, ...], type, Any, float | None, float | None]] = {
-    "top_k": (("next-token",), int, 10, 1, 50),                # next-token candidates listed
-    "max_new_tokens": (("next-token",), int, 40, 0, 200),      # length of the sampled continuation
-    "temperature": (("next-token",), float, 0.8, 0.05, 5.0),
-    "sample_top_k": (("next-token",), int, None, 1, 1000),     # top-k filter of the sampling
-    "seed": (("next-token",), int, 0, 0, 2**31 - 1),
-    "beam": (("translation",), int, 4, 1, 8),
-    "length_penalty": (("translation",), float, 0.6, 0.0, 2.0),
-    "target": (("translation",), str, None, None, None),
+# One table for every option the page can send: (the families it applies to, as the family registry answers, type,
+# default, low, high). None as a default means "not set" (no top-k filter, no teacher-forced target).
+_GENERATES, _TRANSLATES = attrgetter("generates"), attrgetter("translates")
+OPTIONS: dict[str, tuple[Callable[[Family], bool], type, Any, float | None, float | None]] = {
+    "top_k": (_GENERATES, int, 10, 1, 50),                # next-token candidates listed
+    "max_new_tokens": (_GENERATES, int, 40, 0, 200),      # length of the sampled continuation
+    "temperature": (_GENERATES, float, 0.8, 0.05, 5.0),
+    "sample_top_k": (_GENERATES, int, None, 1, 1000),     # top-k filter of the sampling
+    "seed": (_GENERATES, int, 0, 0, 2**31 - 1),
+    "beam": (_TRANSLATES, int, 4, 1, 8),
+    "length_penalty": (_TRANSLATES, float, 0.6, 0.0, 2.0),
+    "target": (_TRANSLATES, str, None, None, None),
 }
 
 
 def default_options(arch: str) -> dict[str, Any]:
     """The options of a model of family ``arch`` and their defaults."""
-    return {name: spec[2] for name, spec in OPTIONS.items() if family(arch).output in spec[0]}
+    return {name: spec[2] for name, spec in OPTIONS.items() if spec[0](family(arch))}
 
 
 def parse_request(payload: Any, ckpt: Checkpoint, limits: Limits = DEFAULT_LIMITS) -> tuple[str, dict[str, Any]]:
@@ -218,7 +221,7 @@ def explore(ckpt: Checkpoint, text: str, limits: Limits = DEFAULT_LIMITS, **opti
     model = ckpt.model
     result: dict[str, Any] = {"family": arch, "output": entry.output, "input": text, "options": options,
                               "lens_stack": entry.parts.blocks.split(".")[0]}
-    if entry.output == "translation":
+    if entry.translates:
         src = _tokens(ckpt, text, "input", limit, add_eos=True)
         if options["target"] is not None:
             out = _tokens(ckpt, options["target"], "target", limit - 1)
@@ -244,7 +247,7 @@ def explore(ckpt: Checkpoint, text: str, limits: Limits = DEFAULT_LIMITS, **opti
     labels = _labels(ckpt, ids)
     result["tokens"], result["token_ids"] = labels, ids
     result["attention"] = _views(arch, maps, {entry.stacks[0]: labels})
-    if entry.output == "next-token":
+    if entry.generates:
         probs = model(input_ids)[0, -1].float().softmax(-1)  # (V,): the distribution of the next token
         top = torch.topk(probs, min(options["top_k"], probs.numel()))
         result["next_tokens"] = [{"id": int(i), "token": ckpt.tokenizer.token_label(int(i)), "prob": round(float(p), 6)}
@@ -271,7 +274,7 @@ def load_explorable(path: str | Path) -> Checkpoint:
     """The checkpoint at ``path`` if the explorer reads its family (every family that reads text);
     ``CheckpointError`` for a bad checkpoint, ``ConfigError`` for an image classifier."""
     ckpt = load_checkpoint(path)
-    if family(ckpt.model_config.arch).reads != "tokens":
+    if family(ckpt.model_config.arch).reads_pixels:
         raise ConfigError(f"the attention explorer reads text; draw {family(ckpt.model_config.arch).title}'s "
                           "attention with scratchformer plot attention --ckpt RUN --image FILE --out attention.png")
     ckpt.check_tokenizer("explore")

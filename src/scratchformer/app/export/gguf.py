@@ -216,7 +216,7 @@ def _keys(writer, target: CppArch, model: GPT) -> None:
 
 def _tokenizer_keys(writer, tokenizer: object, vocab_size: int, chat_template: str | None) -> GGUFVocab:
     vocab = gguf_vocab(tokenizer)
-    if getattr(tokenizer, "kind", None) == "pretrained":  # a model's output rows past its tokenizer (Qwen3's)
+    if vocab_size > len(vocab.tokens):  # a model's output rows past its tokenizer (Qwen3's)
         unused = range(len(vocab.tokens), vocab_size)
         vocab.tokens += [f"[PAD{i}]" for i in unused]
         vocab.types += [5] * len(unused)  # llama.cpp's UNUSED, as its own converter writes them

@@ -26,8 +26,10 @@ as ``eot`` and ``eom`` (llama.cpp has these three; it also stops at any token it
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from scratchformer.app.export.formats import ExportError
+from scratchformer.tokenizers import Tokenizer
 
 NORMAL, CONTROL = 1, 3  # llama.cpp's token types
 
@@ -65,40 +67,26 @@ class GGUFVocab:
         return notes
 
 
-def gguf_vocab(tokenizer: object) -> GGUFVocab:
+def gguf_vocab(tokenizer: Tokenizer | None) -> GGUFVocab:
     """The ``tokenizer.ggml.*`` contents for ``tokenizer``; ``ExportError`` naming why if llama.cpp cannot run it."""
-    kind = getattr(tokenizer, "kind", None)
-    if kind == "char":
-        vocab = _char_vocab(tokenizer)
-    elif kind in ("bpe", "pretrained"):
-        vocab = _bpe_vocab(tokenizer)
-    else:
-        raise ExportError(f"tokenizer={kind} has no llama.cpp counterpart (byte-level BPE and characters do): "
-                          "export without a tokenizer is not supported for GGUF")
-    if kind == "pretrained":  # a model's own (Llama's, Qwen3's, GPT-2's): the ids its folder names, no others
-        _pretrained_specials(vocab, tokenizer)
-    else:
-        vocab.specials = {"bos": tokenizer.bos_id, "eos": tokenizer.eos_id, "unk": tokenizer.unk_id,
-                          "pad": tokenizer.pad_id}
-    return vocab
-
-
-def _pretrained_specials(vocab: GGUFVocab, tokenizer) -> None:
-    """A folder's bos, pad and end-of-generation ids, and whether its tokenizer adds bos (module docstring)."""
-    before, after = tokenizer.added_around()
+    if tokenizer is None:
+        raise ExportError("a model without a tokenizer has no llama.cpp counterpart (byte-level BPE and characters "
+                          "do): export without a tokenizer is not supported for GGUF")
+    vocab = _char_vocab(tokenizer) if tokenizer.per_character else _bpe_vocab(tokenizer)
+    before, after = tokenizer.added_around()  # a model's own (Llama's, Qwen3's, GPT-2's): as its folder names them
     if after or before not in ([], [tokenizer.bos_id]):
         raise ExportError(f"this tokenizer adds ids {before} before and {after} after every text, which llama.cpp "
                           "does not (it can add bos only)")
     vocab.add_bos = bool(before)
-    given = tokenizer.given
-    vocab.specials = {"bos": given["bos_id"]} if "bos_id" in given else {}
-    if tokenizer.has_pad:
-        vocab.specials["pad"] = tokenizer.pad_id
+    named = {"bos": tokenizer.own_bos_id, "unk": tokenizer.unknown_id,
+             "pad": tokenizer.pad_id if tokenizer.has_pad else None}
+    vocab.specials = {role: i for role, i in named.items() if i is not None}
     stops = list(tokenizer.eos_ids)
     if stops:
         others = [i for i in stops if i != tokenizer.eos_id]
         vocab.specials |= {"eos": tokenizer.eos_id, **dict(zip(("eot", "eom"), others))}
         vocab.unkept = tuple(others[2:])
+    return vocab
 
 
 # llama.cpp's names for the word-splitting regexes of byte-level BPE tokenizers (tokenizer.ggml.pre): a fragment of
@@ -106,14 +94,12 @@ def _pretrained_specials(vocab: GGUFVocab, tokenizer) -> None:
 PRE_TOKENIZERS = {"\\p{N}{1,3}": "llama-bpe", "\\p{N}|": "qwen2"}
 
 
-def pre_tokenizer(tokenizer: object) -> str:
+def pre_tokenizer(tokenizer: Tokenizer) -> str:
     """llama.cpp's name for how ``tokenizer`` splits text into words before merging (``gpt-2`` for this project's
     byte-level BPE); ``ExportError`` for a regex llama.cpp is not known to hold."""
-    if getattr(tokenizer, "kind", None) != "pretrained":
-        return "gpt-2"
     import json
 
-    state = json.dumps(json.loads(tokenizer.hf.to_str()).get("pre_tokenizer"))  # type: ignore[attr-defined]
+    state = json.dumps(json.loads(tokenizer.hf_json()).get("pre_tokenizer"))
     if '"Split"' not in state:
         return "gpt-2"
     for fragment, name in PRE_TOKENIZERS.items():
@@ -123,7 +109,7 @@ def pre_tokenizer(tokenizer: object) -> str:
                       "Llama 3's, Qwen2's and Qwen3's)")
 
 
-def _char_vocab(tokenizer) -> GGUFVocab:
+def _char_vocab(tokenizer: Any) -> GGUFVocab:
     symbols = bytes_to_unicode()
     n_special = len(tokenizer.specials)
     tokens, types, merges = list(tokenizer.specials), [CONTROL] * n_special, []
@@ -136,10 +122,10 @@ def _char_vocab(tokenizer) -> GGUFVocab:
     return GGUFVocab(tokens, types, merges, {})
 
 
-def _bpe_vocab(tokenizer) -> GGUFVocab:
+def _bpe_vocab(tokenizer: Tokenizer) -> GGUFVocab:
     import json
 
-    state = json.loads(tokenizer.hf.to_str())
+    state = json.loads(tokenizer.hf_json())
     normalizers = json.dumps(state.get("normalizer"))
     if "Lowercase" in normalizers:
         raise ExportError("a lower-casing BPE tokenizer (lowercase=true) has no llama.cpp counterpart: llama.cpp "
@@ -153,7 +139,7 @@ def _bpe_vocab(tokenizer) -> GGUFVocab:
     n = tokenizer.vocab_size
     if sorted(by_id) != list(range(n)):
         raise ExportError("the BPE vocabulary has gaps in its ids; llama.cpp needs ids 0..V-1")
-    special = set(range(len(tokenizer.specials))) if tokenizer.kind == "bpe" else set(tokenizer.special_ids)
+    special = tokenizer.special_ids
     merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
     return GGUFVocab([by_id[i] for i in range(n)], [CONTROL if i in special else NORMAL for i in range(n)],
                      merges, {})

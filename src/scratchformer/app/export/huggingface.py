@@ -45,6 +45,7 @@ from scratchformer.interop.hf_models import (
     transformers_module,
 )
 from scratchformer.interop.hf_tokenizers import check_tokenizer, generation_ids, hf_tokenizer_files
+from scratchformer.model_source import run_of
 from scratchformer.nn.config import ModelConfig
 from scratchformer.tokenizers import SPECIAL_TOKENS
 
@@ -168,7 +169,7 @@ def model_card(ckpt_dir: Path, meta: dict[str, Any], hf_class: str, result: HFEx
     source = train_cfg.get("dataset") or ", ".join(names) or "not recorded"
     lines = [
         "---", "library_name: transformers", f"pipeline_tag: {pipeline}", "tags:", "- scratchformer", "---", "",
-        f"# {ckpt_dir.resolve().parent.name if ckpt_dir.name in ('best', 'last') else ckpt_dir.name}", "",
+        f"# {run_of(ckpt_dir.resolve()).name}", "",
         f"A `{hf_class}` exported by scratchformer from the Hugging Face folder `{ckpt_dir.name}` (a "
         f"`{meta['hf_architecture']}`), read into scratchformer's blocks and written back." if "folder" in meta
         else f"A `{hf_class}` exported by scratchformer from a checkpoint trained for {step} steps "

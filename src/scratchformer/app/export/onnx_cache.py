@@ -44,6 +44,7 @@ from scratchformer.generation.common import eval_mode
 from scratchformer.models import GPT, Seq2SeqTransformer
 from scratchformer.nn.kv_cache import DecoderCache, KVCache
 from scratchformer.nn.masks import padding_mask
+from scratchformer.tokenizers import Tokenizer
 
 MANIFEST = "manifest.json"
 FORMAT = "scratchformer-onnx-cache"
@@ -136,7 +137,7 @@ def _check(model: nn.Module) -> GPT | Seq2SeqTransformer:
     return model
 
 
-def manifest_of(model: GPT | Seq2SeqTransformer, tokenizer: object | None = None) -> dict:
+def manifest_of(model: GPT | Seq2SeqTransformer, tokenizer: Tokenizer | None = None) -> dict:
     """What ``onnx_decode.py`` reads: the graph files, the cache shapes, the special ids, the vocabulary."""
     cfg = model.config
     gpt = isinstance(model, GPT)
@@ -149,11 +150,11 @@ def manifest_of(model: GPT | Seq2SeqTransformer, tokenizer: object | None = None
     if tokenizer is not None:
         info["bos_id"], info["eos_id"] = tokenizer.bos_id, tokenizer.eos_id
         info["eos_ids"] = list(tokenizer.eos_ids)  # where a generation stops: every id (Llama 3.1 has three)
-        kind = getattr(tokenizer, "kind", "unknown")
         # text in and out: tokenizer.json, through the tokenizers library; a scratchformer tokenizer reads text that
         # spells "<eos>" as characters (split_special_tokens), a pretrained one as its token
-        info["tokenizer"] = {"kind": kind, "file": "tokenizer.json", "split_special_tokens": kind != "pretrained"}
-        if kind == "char":  # small enough to carry: text in, text out with numpy alone
+        info["tokenizer"] = {"kind": tokenizer.kind, "file": "tokenizer.json",
+                             "split_special_tokens": not tokenizer.parsed_specials}
+        if tokenizer.per_character:  # small enough to carry: text in, text out with numpy alone
             info["tokenizer"] |= {"tokens": [tokenizer.id_to_token(i) for i in range(tokenizer.vocab_size)],
                                   "n_special": len(tokenizer.specials), "unk_id": tokenizer.unk_id}
     return info

@@ -13,13 +13,10 @@ import numpy as np
 
 from scratchformer.app.plots.common import DPI, Figure, MaxNLocator, save
 from scratchformer.nn.embedding import sinusoidal_table
+from scratchformer.registry import METRICS
 from scratchformer.settings.config import TrainConfig
 from scratchformer.train.logger import read_metrics
 from scratchformer.train.optim import Schedule
-
-# Metrics that are fractions in [0, 1] (shown as %); BLEU and chrF are already on a 0-100 scale.
-_FRACTION_METRICS = ("exact_match", "accuracy", "f1")
-_SCORE_METRICS = ("exact_match", "bleu", "chrf", "accuracy", "f1")
 
 
 def plot_positional_encoding(max_len: int, d_model: int, path: str | os.PathLike, *,
@@ -112,7 +109,8 @@ def _series(records: Iterable[dict[str, Any]]) -> dict[tuple[str, str], dict[int
 def plot_curves(run_dir: str | os.PathLike, path: str | os.PathLike, metrics: Iterable[str] = ("loss",)) -> Path:
     """Training curves from ``run_dir/metrics.jsonl``: ``metrics`` (default the loss) for the train
     and validation splits on one panel (test results as stars), and, when the run logged them, quality
-    scores (exact match, BLEU, chrF, accuracy, F1) on a second panel.
+    scores (the registry's fractions and percentages: exact match, BLEU, chrF, accuracy, F1, reward accuracy, ...) as
+    percentages on a second panel.
 
     After ``--resume`` a step can appear twice; the later record wins.
     """
@@ -120,7 +118,8 @@ def plot_curves(run_dir: str | os.PathLike, path: str | os.PathLike, metrics: It
     series = _series(read_metrics(run_dir))
     if not any(key[1] in metrics for key in series):
         raise ValueError(f"{Path(run_dir) / 'metrics.jsonl'} has no {', '.join(metrics)} values to plot")
-    scores = [m for m in _SCORE_METRICS if m not in metrics and any(key[1] == m for key in series)]
+    logged = {key[1] for key in series}
+    scores = [m for m, kind in METRICS.items() if kind.quality and m not in metrics and m in logged]
 
     fig = Figure(figsize=(8.5, 7.0 if scores else 4.4), dpi=DPI, layout="constrained")
     axes = fig.subplots(2 if scores else 1, 1, squeeze=False, sharex=True)[:, 0]
@@ -153,9 +152,9 @@ def plot_curves(run_dir: str | os.PathLike, path: str | os.PathLike, metrics: It
 
     if scores:
         score_ax = axes[1]
-        for i, metric in enumerate(scores):
-            draw(score_ax, metric, 100.0 if metric in _FRACTION_METRICS else 1.0, dashed=i > 0)
-        score_ax.set_ylabel(", ".join(m + (" (%)" if m in _FRACTION_METRICS else "") for m in scores))
+        for i, name in enumerate(scores):
+            draw(score_ax, name, 100.0 if METRICS[name].fraction else 1.0, dashed=i > 0)
+        score_ax.set_ylabel(", ".join(m + (" (%)" if METRICS[m].fraction else "") for m in scores))
         score_ax.set_title("held-out quality")
         score_ax.set_ylim(0, 102)
         score_ax.legend(frameon=False, fontsize=9, loc="lower right")

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scratchformer.app.serve.model import ServedModel
+from scratchformer.data.messages import MessageError, chat_messages
 from scratchformer.errors import DataError
 from scratchformer.generation.requests import Sampling
 
@@ -164,21 +165,13 @@ def _budget(body: dict[str, Any], key: str, n_prompt: int, default: int | None, 
 def _messages(value: Any) -> list[dict[str, str]]:
     """OpenAI's messages as the template reads them: roles system/developer, user, assistant; text content (a string
     or a list of text parts)."""
-    if not isinstance(value, list) or not value:
-        raise ApiError(400, "'messages' must be a non-empty list of {\"role\", \"content\"} objects", "messages")
-    out = []
-    for i, message in enumerate(value):
-        if not isinstance(message, dict) or message.get("role") not in ("system", "developer", "user", "assistant"):
-            raise ApiError(400, f"messages[{i}] must have a role of system, user or assistant", f"messages[{i}]")
-        content = message.get("content")
-        if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text"
-                                             and isinstance(p.get("text"), str) for p in content):
-            content = "".join(p["text"] for p in content)
-        if not isinstance(content, str):
-            raise ApiError(400, f"messages[{i}].content must be text (a string, or a list of text parts)",
-                           f"messages[{i}].content")
-        out.append({"role": "system" if message["role"] == "developer" else message["role"], "content": content})
-    return out
+    try:
+        return chat_messages(value)
+    except MessageError as err:
+        if err.index is None:
+            raise ApiError(400, "'messages' must be a non-empty list of {\"role\", \"content\"} objects",
+                           "messages") from None
+        raise ApiError(400, f"messages[{err.index}]: {err}", f"messages[{err.index}]") from None
 
 
 def parse_chat(body: Any, model: ServedModel) -> Ask:

@@ -10,7 +10,8 @@ from typing import Any
 
 from scratchformer.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from scratchformer.data.templates import Template
-from scratchformer.inference import chat_prompt_ids, chat_template, encode_checked, generates_text
+from scratchformer.inference import chat_prompt_ids, encode_checked, generates_text, template_of
+from scratchformer.model_source import run_of
 
 
 @dataclass
@@ -60,8 +61,7 @@ class ServedModel:
 
 def model_name(path: str | Path) -> str:
     """The id a model is served under: its folder's name (a run's, not its ``best/`` checkpoint's)."""
-    path = Path(path).resolve()
-    return path.parent.name if path.name in ("best", "last", "averaged") else path.name
+    return run_of(Path(path).resolve()).name
 
 
 def load_served(path: str | Path, name: str | None = None) -> ServedModel:
@@ -72,4 +72,4 @@ def load_served(path: str | Path, name: str | None = None) -> ServedModel:
         raise CheckpointError(f"{path} holds a {type(ckpt.model).__name__}, which does not write text; 'serve' needs a "
                               "language model (a GPT run, an instruction-tuned or LoRA run, a Llama, Qwen3 or GPT-2 "
                               "folder)")
-    return ServedModel(ckpt, name or model_name(path), chat_template(ckpt))
+    return ServedModel(ckpt, name or model_name(path), template_of(ckpt))

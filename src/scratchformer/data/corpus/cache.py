@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from scratchformer.atomic import atomic_write_text
+from scratchformer.data.files import sha256_of
 from scratchformer.data.plan import Source
 from scratchformer.errors import DataError
 
@@ -100,7 +101,7 @@ class _Memo:
         if known and {k: known.get(k) for k in seen} == seen and stat.st_mtime_ns < known["hashed_ns"] - RACY_NS:
             return known["sha256"]
         hashed_ns = time.time_ns()
-        value = _sha256_file(path, progress)
+        value = sha256_of(path, progress)
         self.entries[key] = {**seen, "sha256": value, "hashed_ns": hashed_ns}
         self.changed = True
         return value
@@ -113,19 +114,6 @@ class _Memo:
             atomic_write_text(self.path, json.dumps(alive))
         except OSError:
             pass  # only a speed-up: the files are hashed again next time
-
-
-def _sha256_file(path: Path, progress: Callable[[int], None] | None) -> str:
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as f:
-            while block := f.read(1 << 22):
-                h.update(block)
-                if progress is not None:
-                    progress(len(block))
-    except OSError as err:
-        raise DataError(f"cannot read {path}: {err.strerror or err}") from None
-    return h.hexdigest()
 
 
 def remove_stale(root: Path) -> list[Path]:
