@@ -21,7 +21,10 @@ Each ``step()``:
    (``temperature == 0``), or a draw with its own settings and generator (the draw ``generate`` makes for a batch of
    one, so an answer gets the tokens ``generate`` gives it alone, whoever else is in the batch);
 4. checks each new token against the answer's stop rule: an end-of-text id (not kept), a stop text
-   (``stops.TextStop``: found without decoding the whole answer again), the token budget.
+   (``stops.TextStop``: found without decoding the whole answer again), the grammar's end, the token budget.
+
+A request with a grammar (``grammar.py``: a JSON schema's, a tool call's) gives each answer a matcher: at each pick,
+the tokens its grammar does not allow are masked out of its logits (``answers.pick``).
 
 A model whose cache is not keys and values (``attention="linear"``: a recurrent state) keeps a cache per answer, and
 is prefilled and decoded row by row in the same loop. The tensor-level ``sampling.generate()`` (the walkthrough's,
@@ -37,6 +40,7 @@ from torch import Tensor
 
 from scratchformer.data.batching import pad_batch
 from scratchformer.generation.answers import new_choice, pick, take
+from scratchformer.generation.grammar import Vocabulary
 from scratchformer.generation.pool import KVPool
 from scratchformer.generation.prefixes import Prefixes
 from scratchformer.generation.requests import Choice, Request
@@ -68,6 +72,7 @@ class Engine:
         holds = KVPool.holds(probe)
         self.pool = KVPool(probe, max_rows, self.max_len, width=context and self.max_len, kept=kept) if holds else None
         self.prefixes = Prefixes(kept) if holds and kept else None
+        self._vocabulary: Vocabulary | None = None
 
     # ----------------------------------------------------------------------------------- from any thread
 
@@ -80,9 +85,17 @@ class Engine:
                              f"the model's {self.max_len} positions")
         if not 1 <= request.n <= self.max_rows:
             raise ValueError(f"n={request.n}: this engine decodes 1 to {self.max_rows} answers at once")
-        request.choices = [new_choice(request, i, self.device, self.tokenizer) for i in range(request.n)]
+        vocabulary = self.vocabulary() if request.grammar is not None else None
+        request.choices = [new_choice(request, i, self.device, self.tokenizer, vocabulary) for i in range(request.n)]
         self.scheduler.put(request)
         return request
+
+    def vocabulary(self) -> Vocabulary:
+        """The tokenizer's tokens as a grammar reads them (``grammar.Vocabulary``), made at the first use."""
+        if self._vocabulary is None:
+            assert self.tokenizer is not None, "an answer under a grammar needs the engine's tokenizer"
+            self._vocabulary = Vocabulary(self.tokenizer, self.model.config.vocab_size, tuple(self.tokenizer.eos_ids))
+        return self._vocabulary
 
     @staticmethod
     def cancel(request: Request) -> None:
