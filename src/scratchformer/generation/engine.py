@@ -35,6 +35,8 @@ Only ``add`` and ``cancel`` may be called from other threads; one thread steps.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 
@@ -56,10 +58,12 @@ class Engine:
     tokens only). ``max_rows``: the most answers decoded at once. ``prefill_tokens``: the prompt tokens one step reads
     at most (a first prompt longer than that is read alone). ``context``: the positions (prompt and answer) a row
     holds, its memory reserved now and never grown (a server's: None grows rows as needed, up to the model's window).
-    ``kept``: rows that keep recent answers for prefix reuse (``prefixes.py``)."""
+    ``kept``: rows that keep recent answers for prefix reuse (``prefixes.py``). ``vocabulary``: the tokenizer as a
+    grammar reads it (``grammar.Vocabulary``, or what makes it at the first request with a grammar)."""
 
     def __init__(self, model: GPT, tokenizer: object | None = None, *, max_rows: int = 16,
-                 prefill_tokens: int = 8192, context: int | None = None, kept: int = 0) -> None:
+                 prefill_tokens: int = 8192, context: int | None = None, kept: int = 0,
+                 vocabulary: Vocabulary | Callable[[], Vocabulary] | None = None) -> None:
         self.model, self.tokenizer, self.max_rows = model, tokenizer, max_rows
         self.max_len = min(model.config.max_len, context or model.config.max_len)
         self.device = model.output_weight().device
@@ -72,7 +76,7 @@ class Engine:
         holds = KVPool.holds(probe)
         self.pool = KVPool(probe, max_rows, self.max_len, width=context and self.max_len, kept=kept) if holds else None
         self.prefixes = Prefixes(kept) if holds and kept else None
-        self._vocabulary: Vocabulary | None = None
+        self._vocabulary = vocabulary  # a grammar's view of the tokenizer (made at the first grammar when None)
 
     # ----------------------------------------------------------------------------------- from any thread
 
@@ -92,9 +96,11 @@ class Engine:
 
     def vocabulary(self) -> Vocabulary:
         """The tokenizer's tokens as a grammar reads them (``grammar.Vocabulary``), made at the first use."""
-        if self._vocabulary is None:
-            assert self.tokenizer is not None, "an answer under a grammar needs the engine's tokenizer"
-            self._vocabulary = Vocabulary(self.tokenizer, self.model.config.vocab_size, tuple(self.tokenizer.eos_ids))
+        if not isinstance(self._vocabulary, Vocabulary):
+            tok = self.tokenizer
+            assert tok is not None, "an answer under a grammar needs the engine's tokenizer"
+            self._vocabulary = (self._vocabulary or (lambda: Vocabulary(tok, self.model.config.vocab_size,
+                                                                          tuple(tok.eos_ids))))()
         return self._vocabulary
 
     @staticmethod

@@ -16,8 +16,15 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
 from scratchformer.errors import DataError
-from scratchformer.tokenizers.base import (MASK_TOKEN, SPECIAL_TOKENS, UNK_ID, WORD_START, Tokenizer, byte_level_bytes,
-                                          special_tokens)
+from scratchformer.tokenizers.base import (
+    MASK_TOKEN,
+    SPECIAL_TOKENS,
+    UNK_ID,
+    WORD_START,
+    Tokenizer,
+    byte_level_bytes,
+    special_tokens,
+)
 
 
 class BPETokenizer(Tokenizer):
