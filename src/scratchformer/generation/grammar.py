@@ -84,7 +84,7 @@ class Vocabulary:
         tokens += [b"\xff[" + str(i).encode() + b"]" for i in range(len(tokens), n_vocab)]
         self.n_vocab, self.eos_ids = n_vocab, tuple(eos_ids)
         self.writes = [b is not None and len(b) > 0 for b in own] + [False] * (n_vocab - len(own))
-        self.may = torch.tensor(self.writes)  # the ids a grammar may pick: those that write text, and the ends
+        self.may = np.array(self.writes, dtype=bool)  # the ids a grammar may pick: those that write text, the ends
         self.may[[i for i in self.eos_ids if i < n_vocab]] = True
         self.tokenizer = tokenizer
 
@@ -130,11 +130,12 @@ class Matcher:
 
     def allowed(self, device: torch.device | str = "cpu") -> Tensor:
         """``(V,)`` bool: the tokens that keep the text inside the grammar (the end-of-text ids once it may end)."""
-        bits = np.unpackbits(np.frombuffer(self.inner.compute_bitmask(), dtype=np.uint8), bitorder="little")
-        mask = torch.from_numpy(bits[:self.vocabulary.n_vocab].astype(bool)) & self.vocabulary.may
-        if not bool(mask.any()):  # nothing this vocabulary writes would do: the answer ends here
+        bits = np.unpackbits(np.frombuffer(self.inner.compute_bitmask(), dtype=np.uint8),
+                             count=self.vocabulary.n_vocab, bitorder="little").view(bool)
+        mask = bits & self.vocabulary.may  # (numpy: a torch op on a tensor this small costs more than the mask)
+        if not mask.any():  # nothing this vocabulary writes would do: the answer ends here
             mask[list(self.vocabulary.eos_ids)] = True
-        return mask.to(device)
+        return torch.from_numpy(mask).to(device)
 
     def advance(self, token: int) -> bool:
         """Take ``token``; False if the grammar does not allow it (the matcher is then in error)."""
