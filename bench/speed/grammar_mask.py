@@ -1,6 +1,6 @@
 """What constrained decoding costs per token, and what it buys (RESULTS.md, "Answers a program can read").
 
-    python bench/speed/grammar_mask.py [--tokens 48] [--out results/grammar_mask.json]
+    python bench/speed/grammar_mask.py [--tokens 48] [--out results/bench/grammar_mask.json]
 
 1. The libraries: the mask of the test schema (``tests/test_serve_structured.SCHEMA``) for a byte-level BPE of about
    50,000 tokens (trained here on Tiny Shakespeare, the table padded to GPT-2's 50,257), walked through random
@@ -155,7 +155,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=96)
     parser.add_argument("--instruct", help="an instruction run (Alpaca's template, a BPE) for part 3")
-    parser.add_argument("--out", default=str(ROOT / "results" / "grammar_mask.json"))
+    parser.add_argument("--out", default=str(ROOT / "results" / "bench" / "grammar_mask.json"))
     args = parser.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(2)
