@@ -345,7 +345,7 @@ def served(tmp_path_factory):
 
 @pytest.mark.parametrize(("body", "status", "needle"), [
     ({"messages": []}, 400, "non-empty list"),
-    ({"messages": [{"role": "tool", "content": "x"}]}, 400, "is not one of system, user, assistant"),
+    ({"messages": [{"role": "robot", "content": "x"}]}, 400, "is not one of system, user, assistant, tool"),
     ({"messages": [{"role": "user", "content": 3}]}, 400, "must be text"),
     ({"messages": [{"role": "user", "content": "abc"}], "n": 9}, 400, "between 1 and 8"),
     ({"messages": [{"role": "user", "content": "abc"}], "n": True}, 400, "an integer"),

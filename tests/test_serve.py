@@ -236,7 +236,8 @@ def test_a_message_cannot_forge_the_template_s_special_tokens(servers):
     ({}, "[" * 10_000 + "]" * 10_000, 400, "nested too deeply"),
     ({}, {"prompt": "Add", "n": True}, 400, "'n' must be an integer, got true"),
     ({}, {"prompt": "Add", "n": 1.0}, 400, "'n' must be an integer, got 1.0"),
-    ({}, {"prompt": "Add", "logprobs": 0}, 400, "(send false or leave it out)"),
+    ({}, {"prompt": "Add", "frequency_penalty": 0.5}, 400, "(send null or leave it out)"),
+    ({}, {"prompt": "Add", "logprobs": True}, 400, "'logprobs' must be an integer from 0 to 5"),
     ({}, {"prompt": "".join(chr(0x4E00 + i % 20_000) for i in range(330_000))}, 400, "and 19,990 more"),
 ])
 def test_a_request_from_another_site_or_a_client_s_mistake_is_a_4xx_in_one_line(servers, headers, body, status,

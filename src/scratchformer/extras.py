@@ -9,7 +9,7 @@ line, which extra to install (in the clone's folder, as the README installs it):
     pip install -e ".[images]"       Pillow, scikit-learn: task=image (image files, the digits dataset)
     pip install -e ".[gguf]"         gguf: export --format gguf
     pip install -e ".[chat]"         jinja2: task=instruct with a Hugging Face chat template
-    pip install -e ".[serve]"        starlette, uvicorn (and jinja2): scratchformer serve
+    pip install -e ".[serve]"        starlette, uvicorn, llguidance (and jinja2): scratchformer serve, JSON answers
     pip install -e ".[llama]"        llama-cpp-python (built from source): run GGUF files in the tests
 
 The core install (PyTorch, tokenizers, safetensors, sacrebleu, tqdm, numpy) trains, evaluates and decodes

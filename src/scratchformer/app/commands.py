@@ -111,7 +111,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
     ckpt = load_checkpoint(args.ckpt)
     sampling = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
                     greedy=args.greedy)
-    if args.instruction is not None:
+    if args.json_schema:
+        from scratchformer.app.json_command import generate_json_text
+
+        print(generate_json_text(ckpt, args, sampling))
+    elif args.instruction is not None:
         print(answer_instruction(ckpt, args.instruction, args.instruction_input, args.max_new_tokens, **sampling))
     else:
         print(generate_text(ckpt, args.prompt, args.max_new_tokens, **sampling))

@@ -65,6 +65,8 @@ INFERENCE = [
             help="sample from the smallest set of tokens whose probability reaches p (in (0, 1])"),
         opt("--seed", type=at_least(0), default=None, help="seed of the sampling (>= 0), for a reproducible text"),
         opt("--greedy", action="store_true", help="always take the most likely token (no sampling)"),
+        opt("--json-schema", metavar="FILE", help="answer with JSON that fits the schema in FILE (constrained "
+            "decoding; the serve extra), bounded to end within --max-new-tokens"),
     ], _RUN + "cmd_generate"),
     Command("translate", "translate sentences with an encoder-decoder", [*_inputs("sentences"), *_DECODING],
             _RUN + "cmd_translate"),

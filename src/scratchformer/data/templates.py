@@ -133,11 +133,12 @@ class Template:
 
 
 def prompt_ids(tok: Any, template: Template, messages: list[dict[str, str]],
-               record: dict[str, Any] | None = None, then: str = "") -> list[int]:
+               record: dict[str, Any] | None = None, then: str = "", tools: list[Any] | None = None) -> list[int]:
     """THE token ids of ``template.prompt(messages, record)``, and of ``then`` after it (an answer, as text): the
-    template's special tokens' texts are special tokens, a message's are text (``Tokenizer.encode_pieces``)."""
+    template's special tokens' texts are special tokens, a message's are text (``Tokenizer.encode_pieces``).
+    ``tools``: the functions a chat template renders (``transformers``' ``apply_chat_template(tools=...)``)."""
     specials = tok.parsed_specials
-    text_of = {**special_texts(tok)}
+    text_of: dict[str, Any] = {**special_texts(tok), **({"tools": tools} if tools else {})}
     if not specials:
         return tok.encode_pieces([(template.prompt(messages, record, text_of), True), (then, False)])
     mark = "\ue000" + secrets.token_hex(6)  # a text no message holds: where a message held a special token's text

@@ -17,11 +17,12 @@ Each ``step()``:
    copies of that row: a prompt is read once however many answers it asks for. Each answer picks its first token
    from the prompt's last logits;
 3. decodes one token for every live answer in one forward pass over all rows (each at its own position, over its
-   own cached keys), its logits from the model's own ``output_logits``, and each answer picks its token: the argmax
-   (``temperature == 0``), or a draw with its own settings and generator (the draw ``generate`` makes for a batch of
-   one, so an answer gets the tokens ``generate`` gives it alone, whoever else is in the batch);
+   own cached keys), its logits from the model's own ``output_logits``, and each answer picks its token (among those
+   its grammar allows, if it has one: ``grammar.py``): the argmax (``temperature == 0``), or a draw with its own
+   settings and generator (the draw ``generate`` makes for a batch of one: an answer gets the tokens ``generate``
+   gives it alone, whoever else is in the batch);
 4. checks each new token against the answer's stop rule: an end-of-text id (not kept), a stop text
-   (``stops.TextStop``: found without decoding the whole answer again), the token budget.
+   (``stops.TextStop``: found without decoding the whole answer again), the grammar's end, the token budget.
 
 A model whose cache is not keys and values (``attention="linear"``: a recurrent state) keeps a cache per answer, and
 is prefilled and decoded row by row in the same loop. The tensor-level ``sampling.generate()`` (the walkthrough's,
@@ -32,11 +33,14 @@ Only ``add`` and ``cancel`` may be called from other threads; one thread steps.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 
 from scratchformer.data.batching import pad_batch
-from scratchformer.generation.answers import new_choice, pick, take
+from scratchformer.generation.answers import fail, new_choice, pick, take
+from scratchformer.generation.grammar import Vocabulary
 from scratchformer.generation.pool import KVPool
 from scratchformer.generation.prefixes import Prefixes
 from scratchformer.generation.requests import Choice, Request
@@ -53,10 +57,12 @@ class Engine:
     at most (a first prompt longer than that is read alone). ``context``: the positions (prompt and answer) a row
     holds, its memory reserved now and never grown (a server's: None grows rows as needed, up to the model's window).
     ``kept``: rows that keep recent answers for prefix reuse (``prefixes.py``; none for a model with sliding-window
-    layers, whose rows keep only their window: ``pool.py``)."""
+    layers, whose rows keep only their window: ``pool.py``). ``vocabulary``: the tokenizer as a grammar reads it
+    (``grammar.Vocabulary``, or what makes it at the first request with a grammar)."""
 
     def __init__(self, model: GPT, tokenizer: object | None = None, *, max_rows: int = 16,
-                 prefill_tokens: int = 8192, context: int | None = None, kept: int = 0) -> None:
+                 prefill_tokens: int = 8192, context: int | None = None, kept: int = 0,
+                 vocabulary: Vocabulary | Callable[[], Vocabulary] | None = None) -> None:
         self.model, self.tokenizer, self.max_rows = model, tokenizer, max_rows
         self.max_len = min(model.config.max_len, context or model.config.max_len)
         self.device = model.output_weight().device
@@ -69,6 +75,7 @@ class Engine:
         holds = KVPool.holds(probe)
         self.pool = KVPool(probe, max_rows, self.max_len, width=context and self.max_len, kept=kept) if holds else None
         self.prefixes = Prefixes(kept) if holds and kept and KVPool.reuses_prefixes(probe) else None
+        self._vocabulary = vocabulary  # a grammar's view of the tokenizer (made at the first grammar when None)
 
     # ----------------------------------------------------------------------------------- from any thread
 
@@ -81,9 +88,18 @@ class Engine:
                              f"the model's {self.max_len} positions")
         if not 1 <= request.n <= self.max_rows:
             raise ValueError(f"n={request.n}: this engine decodes 1 to {self.max_rows} answers at once")
-        request.choices = [new_choice(request, i, self.device, self.tokenizer) for i in range(request.n)]
+        vocabulary = self.vocabulary() if request.grammar is not None else None
+        request.choices = [new_choice(request, i, self.device, self.tokenizer, vocabulary) for i in range(request.n)]
         self.scheduler.put(request)
         return request
+
+    def vocabulary(self) -> Vocabulary:
+        """The tokenizer's tokens as a grammar reads them (``grammar.Vocabulary``), made at the first use."""
+        if not isinstance(self._vocabulary, Vocabulary):
+            tok = self.tokenizer  # (an answer under a grammar needs the engine's tokenizer)
+            made = self._vocabulary or (lambda: Vocabulary(tok, self.model.config.vocab_size, tuple(tok.eos_ids)))
+            self._vocabulary = made()
+        return self._vocabulary
 
     @staticmethod
     def cancel(request: Request) -> None:
@@ -187,7 +203,7 @@ class Engine:
             logits = self.model.output_logits(last)  # (k, V)
         except Exception as err:  # noqa: BLE001 - the prompts of this pass fail; the live answers go on
             for request in rest:
-                self._fail(request, err)
+                fail(request, err)
             return
         for i, request in enumerate(rest):
             self._guarded(request, lambda r, i=i: self._place(r, cache, i, logits[i:i + 1]))
@@ -204,25 +220,15 @@ class Engine:
                     self.pool.remove(len(self.live))
                 self.caches.pop(id(choice), None)
                 choice.row = -1
-            self._fail(request, err)
-
-    @staticmethod
-    def _fail(request: Request, err: Exception) -> None:
-        request.error = f"{type(err).__name__}: {err}"
-        for choice in request.choices:
-            choice.finish_reason = "error"
+            fail(request, err)
 
     def _place(self, request: Request, cache: DecoderCache, index: int, logits: Tensor) -> None:
         """Row ``index`` of a prefill's ``cache`` into the pool for the request's first answer, copies for the
         others; each answer's first token from ``logits (1, V)``."""
         assert self.pool is not None
-        self._begin(request, self.pool.add(cache, index, len(request.prompt)))
-        self._fork(request, logits)
-
-    def _begin(self, request: Request, row: int) -> None:
-        """The request's first answer decodes in pool row ``row``."""
+        request.choices[0].row = self.pool.add(cache, index, len(request.prompt))
         self.live.append((request, request.choices[0]))
-        request.choices[0].row = row
+        self._fork(request, logits)
 
     def _fork(self, request: Request, logits: Tensor) -> None:
         """The other answers copy the first one's row; each answer picks its first token from ``logits (1, V)``."""
@@ -240,7 +246,8 @@ class Engine:
         (from position ``length``), then its other answers forked as any prompt's."""
         assert self.pool is not None
         row, cache = self.pool.resume(slot, length, len(request.prompt))
-        self._begin(request, row)  # live at once: if reading fails, _guarded frees the row
+        request.choices[0].row = row
+        self.live.append((request, request.choices[0]))  # live at once: if reading fails, _guarded frees the row
         ids = torch.tensor([request.prompt[length:]], device=self.device)
         hidden = self.model.hidden_states(ids, cache=cache)[:, -1]  # positions length .. len(prompt) - 1
         self.pool.lengths[row] = len(request.prompt)

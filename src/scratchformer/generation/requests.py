@@ -5,6 +5,10 @@ serves: how to pick tokens (``Sampling``), when an answer ends (``Stop``), how m
             n=4)
     -> request.choices[i].tokens, .text, .finish_reason ("stop", "length", "cancelled", "error")
 
+Under a ``grammar`` (``grammar.py``) each answer picks only among the tokens its grammar allows, and ends where the
+grammar does; with ``logprobs=k`` each answer keeps, for each token, its log-probability and the ``k`` most likely
+alternatives: the model's log-softmax before temperature, top-k and top-p, over the allowed tokens under a grammar.
+
 Choice i of a request with a ``seed`` draws from its own generator, seeded from the seed and i (``choice_seed``):
 the n answers differ from each other, and the whole response is the same every time. Choice 0's seed is the seed
 itself, so one answer with a seed is what ``generate(..., seed=seed)`` gives.
@@ -69,6 +73,9 @@ class Choice:
     generator: torch.Generator | None = None
     detok: Any = None  # its incremental text (``stops.TextStop``), when the engine has a tokenizer
     stop_id: int | None = None  # the stop id that ended it, if one did (not in ``tokens``)
+    matcher: Any = None  # its place in the request's grammar (``grammar.Matcher``), when it has one
+    # each token's log-probability and the most likely alternatives, when the request asks (``Request.logprobs``)
+    logprobs: list[tuple[int, float, list[tuple[int, float]]]] = field(default_factory=list)
 
     @property
     def done(self) -> bool:
@@ -90,6 +97,8 @@ class Request:
     cancelled: bool = False
     error: str | None = None  # what failed, when a step failed for this request
     cached_tokens: int = 0  # the prompt's first tokens read from a kept answer's cache (prefix reuse), not again
+    grammar: Any = None  # a ``grammar.Grammar`` every answer must fit (its mask applied at each step), or None
+    logprobs: int | None = None  # keep each token's log-probability and this many alternatives (0 to 20), or not
 
     @property
     def done(self) -> bool:

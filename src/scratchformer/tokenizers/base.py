@@ -22,6 +22,24 @@ def special_tokens(with_mask: bool) -> list[str]:
     return SPECIAL_TOKENS + [MASK_TOKEN] if with_mask else list(SPECIAL_TOKENS)
 
 
+def _byte_alphabet() -> dict[str, int]:
+    """GPT-2's byte-level alphabet read backwards: the printable character each byte is stored as -> the byte."""
+    kept = [*range(ord("!"), ord("~") + 1), *range(ord("\u00a1"), ord("\u00ac") + 1), *range(ord("\u00ae"), 256)]
+    moved = [b for b in range(256) if b not in kept]
+    return {**{chr(b): b for b in kept}, **{chr(256 + i): b for i, b in enumerate(moved)}}
+
+
+BYTE_OF = _byte_alphabet()
+
+
+def byte_level_bytes(token: str) -> bytes | None:
+    """The bytes of a byte-level BPE token as its vocabulary stores it (``"\u0120the"`` -> ``b" the"``); None if it is
+    not one (an added token's text)."""
+    if not all(c in BYTE_OF for c in token):
+        return None
+    return bytes(BYTE_OF[c] for c in token)
+
+
 class Tokenizer(ABC):
     """Text <-> token ids. Subclasses implement ``_encode``, ``decode``, ``id_to_token``, ``vocab_size``."""
 
@@ -111,6 +129,14 @@ class Tokenizer(ABC):
         """The characters of ``text`` this tokenizer has no token for (they would read as ``<unk>``), in order of first
         appearance: none for a byte-level or pretrained tokenizer, which writes every string."""
         return []
+
+    def token_bytes(self) -> list[bytes | None]:
+        """Each id's text as UTF-8 bytes, in id order (what a grammar's mask is computed over,
+        ``generation/grammar.py``): None for an id that writes no text (a special token). A byte-level tokenizer's
+        token may be part of a character's bytes; here (a tokenizer whose tokens are whole texts), each id decoded
+        alone."""
+        specials = self.special_ids
+        return [None if i in specials else self.decode([i]).encode("utf-8") for i in range(self.vocab_size)]
 
     def with_characters(self, chars: Sequence[str]) -> Tokenizer:
         """This tokenizer with ``chars`` added at the end of its vocabulary (the ids it had stay): only a

@@ -16,7 +16,15 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
 from scratchformer.errors import DataError
-from scratchformer.tokenizers.base import MASK_TOKEN, SPECIAL_TOKENS, UNK_ID, WORD_START, Tokenizer, special_tokens
+from scratchformer.tokenizers.base import (
+    MASK_TOKEN,
+    SPECIAL_TOKENS,
+    UNK_ID,
+    WORD_START,
+    Tokenizer,
+    byte_level_bytes,
+    special_tokens,
+)
 
 
 class BPETokenizer(Tokenizer):
@@ -79,6 +87,11 @@ class BPETokenizer(Tokenizer):
     def id_to_token(self, i: int) -> str:
         """The token as the BPE vocabulary stores it: byte-level symbols, e.g. ``"Ġthe"`` for " the"."""
         return self.hf.id_to_token(self._check_id(i))
+
+    def token_bytes(self) -> list[bytes | None]:
+        """Each token's bytes, read from its byte-level symbols (a piece of a character is its bytes alone)."""
+        n = len(self.specials)
+        return [None if i < n else byte_level_bytes(self.hf.id_to_token(i)) for i in range(self.vocab_size)]
 
     def token_label(self, i: int) -> str:
         """The token's text with a leading space shown as ``▁`` (SentencePiece's word-start mark): ``"▁the"``

@@ -62,6 +62,9 @@ class CharTokenizer(Tokenizer):
                      for p in parts]
         return parts
 
+    def token_bytes(self) -> list[bytes | None]:
+        return [None] * len(self.specials) + [c.encode("utf-8") for c in self.chars]
+
     def cannot_encode(self, text: str) -> list[str]:
         return list(dict.fromkeys(c for c in text if c not in self._stoi))
 

@@ -12,7 +12,7 @@ from typing import Any
 from tokenizers import Tokenizer as HFTokenizer
 
 from scratchformer.errors import DataError
-from scratchformer.tokenizers.base import PAD_ID, UNK_ID, Tokenizer
+from scratchformer.tokenizers.base import PAD_ID, UNK_ID, Tokenizer, byte_level_bytes
 from scratchformer.tokenizers.bpe import unknown_token_id
 
 
@@ -195,6 +195,21 @@ class PretrainedTokenizer(Tokenizer):
 
     def id_to_token(self, i: int) -> str:
         return self.hf.id_to_token(self._check_id(i))
+
+    def token_bytes(self) -> list[bytes | None]:
+        """Each id's bytes: a byte-level BPE's (GPT-2, Llama 3, Qwen3) read from its byte symbols; an added token that
+        is not special (Qwen3's ``<tool_call>``) its text; another tokenizer's each id decoded alone."""
+        if type(self.hf.decoder).__name__ != "ByteLevel":
+            return super().token_bytes()
+        added = {i: t for i, t in self.hf.get_added_tokens_decoder().items()}
+        out: list[bytes | None] = []
+        for i in range(self.vocab_size):
+            token = added.get(i)
+            if token is not None:
+                out.append(None if token.special else token.content.encode("utf-8"))
+            else:
+                out.append(byte_level_bytes(self.hf.id_to_token(i) or ""))
+        return out
 
     def token_label(self, i: int) -> str:
         """The token's text; a byte-level BPE's (GPT-2, Llama 3, Qwen3) decoded from its byte alphabet ("Ġhe" ->

@@ -5,12 +5,13 @@ What a request may set: ``max_tokens`` (``max_completion_tokens`` for a chat; ca
 answer says so in ``warning``), ``temperature`` (0 to 2; 0 is greedy), ``top_p``, ``top_k``, ``stop`` (up to four
 texts), ``seed``, ``stream`` (with ``stream_options.include_usage``), ``n`` (1 to ``MAX_N`` answers to the prompt,
 which is read once; with a ``seed``, answer i draws from a generator seeded from the seed and i: the answers differ
-and the response is reproducible); a completion also ``echo``. Fields OpenAI defines that would change the answer and
-are not done here (penalties, log-probabilities, tools, a response format, audio, web search) are accepted at the
-values that change nothing and refused otherwise, naming the field (a value is neutral only in its own JSON type:
-``logprobs: 0`` is refused); fields that change nothing here are accepted and ignored (``IGNORED``: ``user``,
-``store``, ``metadata``, ``reasoning_effort``, ``verbosity``, ``prompt_cache_key``, ``safety_identifier``, ... and
-``stream_options.include_obfuscation``); an unknown field is refused, as OpenAI refuses it.
+and the response is reproducible); a completion also ``echo``; ``response_format``, ``tools``, ``tool_choice`` and
+``logprobs`` (``top_logprobs`` in a chat) as ``structured.py`` reads them. Fields OpenAI defines that would change the
+answer and are not done here (penalties, a logit bias, audio, web search) are accepted at the values that change
+nothing and refused otherwise, naming the field (a value is neutral only in its own JSON type); fields that change
+nothing here are accepted and ignored (``IGNORED``: ``user``, ``store``, ``metadata``, ``reasoning_effort``,
+``verbosity``, ``prompt_cache_key``, ``safety_identifier``, ... and ``stream_options.include_obfuscation``); an
+unknown field is refused, as OpenAI refuses it.
 ``model`` may be any name: one model is served, and answers carry its own name.
 """
 
@@ -20,7 +21,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from scratchformer.app.serve.api_errors import ApiError
 from scratchformer.app.serve.model import ServedModel
+from scratchformer.app.serve.structured import Structure, chat_ids, parse_structure, tool_calls, tool_parts
 from scratchformer.data.messages import MessageError, chat_messages
 from scratchformer.errors import DataError
 from scratchformer.generation.requests import Sampling
@@ -35,13 +38,11 @@ IGNORED = {"user", "store", "metadata", "service_tier", "parallel_tool_calls", "
 FIELDS = {"chat": _COMMON | IGNORED | {"messages", "max_completion_tokens", "top_logprobs", "response_format", "tools",
                                       "tool_choice", "functions", "function_call", "modalities", "audio",
                                       "web_search_options", "moderation"},
-          "completion": _COMMON | {"prompt", "echo", "suffix", "best_of"}}
+          "completion": _COMMON | {"prompt", "echo", "suffix", "best_of", "response_format"}}
 # a field -> the values that leave the answer as it is (any other is refused: not done here); a value is neutral when
 # it is one of these and of its JSON type (true is not 1, 0 is not false)
 NEUTRAL = {"frequency_penalty": (0, 0.0, None), "presence_penalty": (0, 0.0, None), "logit_bias": (None, {}),
-           "logprobs": (None, False), "top_logprobs": (None, 0), "tools": (None, []), "functions": (None, []),
-           "suffix": (None, ""), "best_of": (None, 1), "tool_choice": (None, "none", "auto"),
-           "response_format": (None, {"type": "text"}), "function_call": (None, "none", "auto"),
+           "functions": (None, []), "suffix": (None, ""), "best_of": (None, 1), "function_call": (None, "none", "auto"),
            "modalities": (None, ["text"]), "audio": (None,), "web_search_options": (None,), "moderation": (None,)}
 STREAM_OPTIONS = ("include_usage", "include_obfuscation")  # the second ignored: no one watches a loopback's sizes
 
@@ -54,18 +55,6 @@ def as_json(value: Any, most: int = 40) -> str:
 
 def _neutral(value: Any, options: tuple[Any, ...]) -> bool:
     return any(type(value) is type(option) and value == option for option in options)
-
-
-class ApiError(Exception):
-    """A request refused: its HTTP status and OpenAI's error object (``{"error": {...}}``)."""
-
-    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
-                 kind: str = "invalid_request_error") -> None:
-        super().__init__(message)
-        self.status, self.message, self.param, self.code, self.kind = status, message, param, code, kind
-
-    def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
 
 
 @dataclass(frozen=True)
@@ -82,6 +71,7 @@ class Ask:
     echo: str = ""  # a completion's prompt text, written before its answer (echo=true)
     warning: str | None = None
     n: int = 1  # how many answers
+    structure: Structure = Structure()  # a grammar, tools, log-probabilities (``structured.py``)
 
 
 def _number(body: dict[str, Any], key: str, low: float, high: float, *, integer: bool = False) -> Any:
@@ -162,20 +152,23 @@ def _budget(body: dict[str, Any], key: str, n_prompt: int, default: int | None, 
                   f"the prompt takes {n_prompt}")
 
 
-def _messages(value: Any) -> list[dict[str, str]]:
-    """OpenAI's messages as the template reads them: roles system/developer, user, assistant; text content (a string
-    or a list of text parts)."""
+def _messages(value: Any) -> list[dict[str, Any]]:
+    """OpenAI's messages as the template reads them: roles system/developer, user, assistant (which may carry
+    ``tool_calls``, its content then null), tool (a function's result, with its ``tool_call_id``); text content (a
+    string or a list of text parts)."""
     try:
-        return chat_messages(value)
+        checked = chat_messages(value, tools=True)
     except MessageError as err:
         if err.index is None:
             raise ApiError(400, "'messages' must be a non-empty list of {\"role\", \"content\"} objects",
                            "messages") from None
         raise ApiError(400, f"messages[{err.index}]: {err}", f"messages[{err.index}]") from None
+    return [{**m, **tool_parts(raw, raw.get("tool_calls") if m["role"] == "assistant" else None, i)}
+            for i, (m, raw) in enumerate(zip(checked, value))]
 
 
 def parse_chat(body: Any, model: ServedModel) -> Ask:
-    """A chat request, checked; its messages in the model's template."""
+    """A chat request, checked; its messages (and tools) in the model's template."""
     body = _check_fields(body, "chat")
     if "max_tokens" in body and "max_completion_tokens" in body:
         raise ApiError(400, "give max_tokens or max_completion_tokens, not both", "max_tokens")
@@ -183,14 +176,17 @@ def parse_chat(body: Any, model: ServedModel) -> Ask:
     if model.template is None:
         raise ApiError(400, f"{model.name} has no chat template (it was not instruction-tuned, and its folder has "
                        "none): use /v1/completions to continue a text", "messages", "model_not_chat")
-    try:
-        ids = model.chat_ids(messages)
-    except DataError as err:
-        raise ApiError(400, str(err), "messages") from None
+    ids = chat_ids(body, messages, model)
     key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
     budget, warning = _budget(body, key, len(ids), None, model)
+    structure = parse_structure(body, "chat", model, budget)
     return Ask("chat", ids, budget, _sampling(body), _stop(body), bool(body.get("stream")),
-               bool((body.get("stream_options") or {}).get("include_usage")), warning=warning, n=_n(body))
+               bool((body.get("stream_options") or {}).get("include_usage")), warning=_join(warning, structure),
+               n=_n(body), structure=structure)
+
+
+def _join(warning: str | None, structure: Structure) -> str | None:
+    return "; ".join(w for w in (warning, structure.warning) if w) or None
 
 
 def parse_completion(body: Any, model: ServedModel) -> Ask:
@@ -212,9 +208,10 @@ def parse_completion(body: Any, model: ServedModel) -> Ask:
         raise ApiError(400, f"'prompt' must be one text, or one list of token ids below {vocab} (send one request "
                        "per prompt)", "prompt")
     budget, warning = _budget(body, "max_tokens", len(ids), 16, model)
+    structure = parse_structure(body, "completion", model, budget)
     return Ask("completion", ids, budget, _sampling(body), _stop(body), bool(body.get("stream")),
                bool((body.get("stream_options") or {}).get("include_usage")), prompt if body.get("echo") else "",
-               warning, _n(body))
+               _join(warning, structure), _n(body), structure)
 
 
 def usage(ask: Ask, n_new: int, cached: int = 0) -> dict[str, Any]:
@@ -224,14 +221,20 @@ def usage(ask: Ask, n_new: int, cached: int = 0) -> dict[str, Any]:
 
 
 def answer(ask: Ask, head: dict[str, Any], texts: list[str], finishes: list[str], n_new: int,
-           cached: int = 0) -> dict[str, Any]:
-    """The whole answer (not streamed): one choice per answer. ``head``: the id, created time and model name every
-    object carries."""
+           cached: int = 0, logprobs: list[Any] | None = None) -> dict[str, Any]:
+    """The whole answer (not streamed): one choice per answer, its tool calls read out of its text (``structured
+    .tool_calls``). ``head``: the id, created time and model name every object carries; ``logprobs``: each answer's
+    (``structured.logprobs_of``)."""
+    logprobs = logprobs or [None] * len(texts)
     if ask.kind == "chat":
-        choices = [{"index": i, "message": {"role": "assistant", "content": text}, "logprobs": None,
-                    "finish_reason": finish} for i, (text, finish) in enumerate(zip(texts, finishes))]
+        choices = []
+        for i, (text, finish) in enumerate(zip(texts, finishes)):
+            content, calls = tool_calls(text, ask.structure)
+            message = {"role": "assistant", "content": content, **({"tool_calls": calls} if calls else {})}
+            choices.append({"index": i, "message": message, "logprobs": logprobs[i],
+                            "finish_reason": "tool_calls" if calls else finish})
     else:
-        choices = [{"index": i, "text": ask.echo + text, "logprobs": None, "finish_reason": finish}
+        choices = [{"index": i, "text": ask.echo + text, "logprobs": logprobs[i], "finish_reason": finish}
                    for i, (text, finish) in enumerate(zip(texts, finishes))]
     body = {**head, "object": "chat.completion" if ask.kind == "chat" else "text_completion", "choices": choices,
             "usage": usage(ask, n_new, cached)}
@@ -239,16 +242,19 @@ def answer(ask: Ask, head: dict[str, Any], texts: list[str], finishes: list[str]
 
 
 def chunk(ask: Ask, head: dict[str, Any], text: str | None = None, finish: str | None = None,
-          first: bool = False, index: int = 0) -> dict[str, Any]:
+          first: bool = False, index: int = 0, logprobs: Any = None, calls: list[Any] | None = None) -> dict[str, Any]:
     """One event of a stream, for the answer ``index``: the first (a chat's role; a completion's echo), a piece of
-    text, or the last (its finish reason). Each event carries one choice, as OpenAI's streams do."""
+    text (with its tokens' ``logprobs``; a chat's ``calls``, whole, as a last piece), or the last (its finish
+    reason). Each event carries one choice, as OpenAI's streams do."""
     if ask.kind == "chat":
         delta: dict[str, Any] = {"role": "assistant", "content": ""} if first else {}
         if text:
             delta["content"] = text
-        choice: dict[str, Any] = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}
+        if calls:
+            delta["tool_calls"] = [{"index": k, **call} for k, call in enumerate(calls)]
+        choice: dict[str, Any] = {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
     else:
-        choice = {"index": index, "text": (ask.echo if first else "") + (text or ""), "logprobs": None,
+        choice = {"index": index, "text": (ask.echo if first else "") + (text or ""), "logprobs": logprobs,
                   "finish_reason": finish}
     body = {**head, "object": "chat.completion.chunk" if ask.kind == "chat" else "text_completion",
             "choices": [choice]}

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from scratchformer.checkpoint import Checkpoint, CheckpointError, load_checkpoint
-from scratchformer.data.templates import Template
+from scratchformer.data.templates import Template, prompt_ids
 from scratchformer.inference import chat_prompt_ids, encode_checked, generates_text, template_of
 from scratchformer.model_source import run_of
 
@@ -24,6 +24,7 @@ class ServedModel:
     template: Template | None
     created: int = field(default_factory=lambda: int(time.time()))
     context: int | None = None  # the positions a request may take (the engine's rows); None: the model's window
+    _vocabulary: Any = field(default=None, repr=False)
 
     @property
     def max_len(self) -> int:
@@ -36,10 +37,23 @@ class ServedModel:
         """The tokens that end an answer: every end-of-generation id of the tokenizer (Llama 3.1 has three)."""
         return frozenset(self.ckpt.tokenizer.eos_ids)
 
-    def chat_ids(self, messages: list[dict[str, str]]) -> list[int]:
+    def chat_ids(self, messages: list[dict[str, Any]], tools: list[Any] | None = None) -> list[int]:
         """The prompt of a conversation, in the model's template (``inference.chat_prompt_ids``, as ``generate
-        --instruction`` asks)."""
-        return chat_prompt_ids(self.ckpt, messages, self.template)
+        --instruction`` asks); ``tools``: the functions the template renders (a chat template's ``tools``)."""
+        if not tools:
+            return chat_prompt_ids(self.ckpt, messages, self.template)
+        assert self.template is not None
+        encode_checked(self.ckpt.tokenizer, "".join(m["content"] for m in messages))
+        return prompt_ids(self.ckpt.tokenizer, self.template, messages, tools=tools)
+
+    def vocabulary(self) -> Any:
+        """The tokenizer's tokens as a grammar reads them (``generation.grammar.Vocabulary``), made once."""
+        if self._vocabulary is None:
+            from scratchformer.generation.grammar import Vocabulary
+
+            tok = self.ckpt.tokenizer
+            self._vocabulary = Vocabulary(tok, self.ckpt.model_config.vocab_size, tuple(tok.eos_ids))
+        return self._vocabulary
 
     def text_ids(self, text: str) -> list[int]:
         """The prompt of a completion: the text's ids (``generate --prompt``'s), or the bos token for no text."""

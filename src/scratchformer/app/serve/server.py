@@ -40,6 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from scratchformer.app.serve.api import ApiError, Ask, answer, chunk, parse_chat, parse_completion, usage_chunk
 from scratchformer.app.serve.guard import READ_TIMEOUT, ClientGone, Guard, error_response, read_json
 from scratchformer.app.serve.model import ServedModel
+from scratchformer.app.serve.structured import logprobs_of, tool_calls
 from scratchformer.app.serve.worker import Job, Snapshot, Worker
 from scratchformer.generation.engine import Engine
 from scratchformer.generation.requests import Request as Asked
@@ -64,7 +65,8 @@ class Answering:
         self.model, self.ask, self.worker = model, ask, worker
         prefix = "chatcmpl" if ask.kind == "chat" else "cmpl"
         self.head = {"id": f"{prefix}-{uuid.uuid4().hex}", "created": int(time.time()), "model": model.name}
-        self.request = Asked(ask.ids, ask.max_tokens, ask.sampling, Stop(model.stop_ids, ask.stop), ask.n)
+        self.request = Asked(ask.ids, ask.max_tokens, ask.sampling, Stop(model.stop_ids, ask.stop), ask.n,
+                             grammar=ask.structure.grammar, logprobs=ask.structure.logprobs)
         self.started = False  # whether the response's head has been sent
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -101,11 +103,20 @@ class Answering:
         bad = next((f for f in finishes if f not in ("stop", "length")), None)
         if bad is None:
             texts = [text for text, _, _ in last]
+            logprobs = [self._logprobs(i, len(c.tokens)) for i, c in enumerate(self.request.choices)]
             response: Response = JSONResponse(answer(self.ask, self.head, texts, finishes,  # type: ignore[arg-type]
-                                                     sum(n for _, _, n in last), self.request.cached_tokens))
+                                                     sum(n for _, _, n in last), self.request.cached_tokens,
+                                                     logprobs))
         else:
             response = error_response(_failed(bad))
         await response(scope, _no_receive, send)
+
+    def _logprobs(self, i: int, end: int, start: int = 0) -> dict[str, Any] | None:
+        """Answer i's log-probabilities of its tokens ``start`` to ``end`` in OpenAI's form (None: not asked)."""
+        if self.ask.structure.logprobs is None:
+            return None
+        return logprobs_of(self.request.choices[i].logprobs[start:end], self.ask.kind, self.model.decode,
+                           len(self.ask.echo))
 
     async def _stream(self, job: Job, gone: asyncio.Future, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": [
@@ -119,18 +130,26 @@ class Answering:
         for i in range(self.ask.n):
             await event(chunk(self.ask, self.head, first=True, index=i))
         sent, ended, n_new = [""] * self.ask.n, [False] * self.ask.n, 0
+        counted = [0] * self.ask.n  # the tokens whose log-probabilities were sent
+        held = self.ask.structure.calls  # with tools, the text is held to its end: a call is sent whole
         async for snapshot in job.updates(gone):
             n_new = sum(n for _, _, n in snapshot)
-            for i, (text, finish, _) in enumerate(snapshot):
+            for i, (text, finish, n) in enumerate(snapshot):
                 if ended[i]:
                     continue
                 if finish in (None, "stop", "length"):
-                    new = text[len(sent[i]):] if text.startswith(sent[i]) else ""
-                    sent[i] = text if text.startswith(sent[i]) else sent[i]
-                    if new:
-                        await event(chunk(self.ask, self.head, new, index=i))
+                    if held and finish is None:
+                        continue
+                    content, calls = tool_calls(text, self.ask.structure) if held else (text, [])
+                    content = content or ""
+                    new = content[len(sent[i]):] if content.startswith(sent[i]) else ""
+                    sent[i] = content if content.startswith(sent[i]) else sent[i]
+                    if new or calls:
+                        await event(chunk(self.ask, self.head, new, index=i, calls=calls,
+                                          logprobs=self._logprobs(i, n, counted[i])))
+                        counted[i] = n
                     if finish is not None:
-                        await event(chunk(self.ask, self.head, finish=finish, index=i))
+                        await event(chunk(self.ask, self.head, finish="tool_calls" if calls else finish, index=i))
                         ended[i] = True
                 else:
                     await event(_failed(finish).body())
@@ -163,8 +182,9 @@ async def http_error(request: Request, exc: Exception) -> Response:
     return error_response(ApiError(status, message, kind="invalid_request_error" if status < 500 else "server_error"))
 
 
-PARSED_AT_ONCE = 4096  # bytes: a body this short is read in the loop (about a millisecond: less than a thread's hand-off
-#                       and its wait for the interpreter)
+# bytes: a body this short is read in the loop (about a millisecond: less than a thread's hand-off and its wait for
+# the interpreter); a longer one's prompt is counted in a thread
+PARSED_AT_ONCE = 4096
 
 
 def _completions(model: ServedModel, worker: Worker, max_batch: int, max_body: int, read_timeout: float) -> Any:
@@ -203,7 +223,8 @@ def make_app(model: ServedModel, *, api_key: str | None = None, max_batch: int =
     """The server's ASGI app for ``model``: its routes, its decoding thread (started and stopped with the app's
     lifespan), and the ``Guard`` around them. The engine's cache is reserved now: ``max_batch`` rows of
     ``model.max_len`` positions, and ``kept`` more for prefix reuse."""
-    engine = Engine(model.ckpt.model, model.ckpt.tokenizer, max_rows=max_batch, context=model.max_len, kept=kept)
+    engine = Engine(model.ckpt.model, model.ckpt.tokenizer, max_rows=max_batch, context=model.max_len, kept=kept,
+                    vocabulary=model.vocabulary)  # the model's, made at the first grammar
     worker = Worker(engine, max_waiting)
     files = {path: (resources.files(__package__).joinpath("static", name).read_bytes(), kind)
              for path, (name, kind) in STATIC.items()}
