@@ -127,12 +127,12 @@ def share_that_parses(run: Path, answers: int = 50) -> dict:
     import jsonschema
 
     from scratchformer.checkpoint import load_checkpoint
-    from scratchformer.inference import chat_prompt_ids, chat_template
+    from scratchformer.inference import chat_prompt_ids, template_of
 
     ckpt = load_checkpoint(run)
     question = "Answer in JSON with name, age, color (red, green or blue), address {city} and tags: " + \
         json.dumps(SCHEMA)
-    ids = chat_prompt_ids(ckpt, [{"role": "user", "content": question}], chat_template(ckpt))
+    ids = chat_prompt_ids(ckpt, [{"role": "user", "content": question}], template_of(ckpt))
     budget = min(160, ckpt.model_config.max_len - len(ids))
     schema, _ = fit(SCHEMA, budget)
     counts = {}
