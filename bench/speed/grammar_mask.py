@@ -1,6 +1,6 @@
 """What constrained decoding costs per token, and what it buys (RESULTS.md, "Answers a program can read").
 
-    python bench/speed/grammar_mask.py [--tokens 48] [--out results/bench/grammar_mask.json]
+    python bench/speed/grammar_mask.py [--tokens 96] [--instruct RUN] [--out FILE.json]
 
 1. The libraries: the mask of the test schema (``tests/test_serve_structured.SCHEMA``) for a byte-level BPE of about
    50,000 tokens (trained here on Tiny Shakespeare, the table padded to GPT-2's 50,257), walked through random
@@ -155,7 +155,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=96)
     parser.add_argument("--instruct", help="an instruction run (Alpaca's template, a BPE) for part 3")
-    parser.add_argument("--out", default=str(ROOT / "results" / "bench" / "grammar_mask.json"))
+    parser.add_argument("--out", help="also write the numbers to this JSON file")
     args = parser.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(2)
@@ -175,7 +175,8 @@ def main() -> None:
         result["instruct_gpt"] = rates(ckpt.model, ckpt.tokenizer, ckpt.tokenizer.encode("Add 1 and 2."),
                                        args.tokens)
         result["share_valid"] = share_that_parses(Path(args.instruct))
-    Path(args.out).write_text(json.dumps(result, indent=1), encoding="utf-8")
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1), encoding="utf-8")
     print(json.dumps(result, indent=1))
 
 

@@ -22,7 +22,7 @@ def generate_json_text(ckpt: Any, args: Any, sampling: dict[str, Any]) -> str:
     from scratchformer.generation.grammar import GrammarError
     from scratchformer.generation.json_answers import generate_json
 
-    require_output(ckpt, "next-token", "generate")
+    require_output(ckpt, "generate", lambda f: f.generates)
     path = Path(args.json_schema)
     try:
         schema = json.loads(path.read_text(encoding="utf-8"))
