@@ -163,8 +163,9 @@ async def http_error(request: Request, exc: Exception) -> Response:
     return error_response(ApiError(status, message, kind="invalid_request_error" if status < 500 else "server_error"))
 
 
-PARSED_AT_ONCE = 4096  # bytes: a body this short is read in the loop (about a millisecond: less than a thread's hand-off
-#                       and its wait for the interpreter)
+# bytes: a body this short is read in the loop (about a millisecond: less than a thread's hand-off and its wait for the
+# interpreter)
+PARSED_AT_ONCE = 4096
 
 
 def _completions(model: ServedModel, worker: Worker, max_batch: int, max_body: int, read_timeout: float) -> Any:
