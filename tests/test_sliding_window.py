@@ -1,14 +1,20 @@
 """Sliding-window attention (``nn/sliding_window.py``) and the models built on it: random Gemma 3 (sliding and global
 layers, a window shorter than the sequence) and Mistral folders with ``transformers``' logits (a left-padded row) and
-greedy tokens past the window, the decoding engine's ring of W columns, the cache that stops growing, the hf export
-read back by ``transformers``, the GGUF export (its refusals in one line; llama.cpp's tokens where it is installed),
-and a GPT from scratch with a window."""
+greedy tokens past the window, the decoding engine's ring of W columns (and what serve reserves for it), the cache that
+stops growing, the hf export read back by ``transformers``, the GGUF export (its refusals in one line; llama.cpp's
+tokens, Gemma 3's and a Mistral's, where it is installed), a GPT from scratch with a window, and the commands on both
+folders (generate, serve, explain, explore, evaluate, init_from with trainable= and LoRA)."""
 
 from __future__ import annotations
 
+import http.client
 import importlib.util
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +22,7 @@ import pytest
 import torch
 
 import scratchformer
-from chat_folders import V, write_tokenizer
+from chat_folders import V, write_chat_tokenizer, write_tokenizer
 from conftest import tiny
 from scratchformer.app.cli import main
 from scratchformer.errors import ConfigError
@@ -91,6 +97,11 @@ def test_the_engine_decodes_with_a_ring_of_w_columns_and_gives_generates_tokens(
     for request, prompt in zip(requests, prompts):
         expected = scratchformer.generate(model, torch.tensor([prompt]), 30)[0, len(prompt):].tolist()
         assert all(choice.tokens == expected for choice in request.choices)
+    from scratchformer.app.serve.run import cache_plan
+
+    context, kept, reserved = cache_plan(model, 5, 40, None)  # what serve reserves: no rows kept, rings of W
+    assert (context, kept) == (40, 0) and reserved == Engine(model, max_rows=5, context=40, kept=kept).pool.nbytes
+    assert reserved == 5 * 2 * 2 * 16 * 4 * (40 + 8 + 8)  # 5 rows of keys and values: 40 columns global, 8 twice
 
 
 def test_a_sliding_layers_cache_stays_at_the_window_however_long_the_sequence():
@@ -160,19 +171,28 @@ def test_a_gemma3_folder_of_images_and_text_is_refused_in_one_line(folders, tmp_
 
 
 @needs_llama
-def test_gguf_of_a_gemma3_llama_cpp_reads_gives_its_greedy_tokens(folders, tmp_path):
+@pytest.mark.parametrize("name", ["gemma6", "mistral"])
+def test_gguf_of_a_folder_llama_cpp_reads_gives_its_greedy_tokens(folders, name, tmp_path):
+    """Gemma 3 as llama.cpp's gemma3 (the window of 8 shorter than the 42 tokens); Mistral as its llama, the window
+    widened to the context (llama.cpp's llama has none)."""
     from scratchformer.app.export.llamacpp import llama_generate
 
-    path = tmp_path / "gemma.gguf"
-    assert main(["export", "--ckpt", str(folders["gemma6"][0]), "--format", "gguf", "--out", str(path)]) == 0
-    model = scratchformer.load_model(folders["gemma6"][0])
+    folder, path = folders[name][0], tmp_path / f"{name}.gguf"
+    if name == "mistral":
+        folder = tmp_path / "wide"
+        shutil.copytree(folders[name][0], folder)
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**config, "sliding_window": 64, "max_position_embeddings": 64}))
+    assert main(["export", "--ckpt", str(folder), "--format", "gguf", "--out", str(path)]) == 0
+    model = scratchformer.load_model(folder)
+    assert model.config.sliding_window == (8 if name == "gemma6" else 64)
     prompts = torch.randint(4, V, (2, 12), generator=torch.Generator().manual_seed(2))
     expected = scratchformer.generate(model, prompts, 30, do_sample=False).numpy()
     got = np.array(llama_generate(path, prompts.tolist(), 30, threads=torch.get_num_threads()))
     assert np.array_equal(got, expected)
 
 
-def test_window_settings_are_checked_in_one_line_and_a_gpt_from_scratch_may_slide():
+def test_window_settings_are_checked_in_one_line_and_a_gpt_from_scratch_may_slide(capsys):
     for kw, named in [(dict(sliding_window=-1), "sliding_window=-1"),
                       (dict(sliding_layers=[0]), "needs sliding_window"),
                       (dict(sliding_window=4, sliding_layers=[5]), "sliding_layers=[5]"),
@@ -188,3 +208,74 @@ def test_window_settings_are_checked_in_one_line_and_a_gpt_from_scratch_may_slid
     model = scratchformer.GPT(cfg)
     assert [type(layer.self_attn).__name__ for layer in model.decoder.layers] == ["SlidingWindowAttention",
                                                                                  "MultiHeadAttention"]
+    assert main(["explain", "--preset", "gpt-char-small", "n_layers=2", "sliding_window=16", "sliding_layers=0"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if "self-attention" in line]
+    assert ["sliding window 16" in row for row in rows] == [True, False]  # explain names the sliding layer
+
+
+def served_chat(folder: Path, log: Path, question: str, tokens: int) -> tuple[str, list[dict]]:
+    """``scratchformer serve`` in a process of its own (port 0: a free one), as a user starts it: what it says at
+    start, and its replies to one greedy chat asked twice; stopped by SIGTERM."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "scratchformer", "serve", "--ckpt", str(folder), "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=log.open("w"), text=True, env=env)
+    lines, replies = [""], []
+    try:
+        while not lines[-1].startswith("OpenAI API at"):
+            lines.append(proc.stdout.readline())
+            assert lines[-1], log.read_text()[-2000:]
+        conn = http.client.HTTPConnection("127.0.0.1", int(lines[-1].split("/v1")[0].rsplit(":", 1)[1]), timeout=60)
+        body = {"messages": [{"role": "user", "content": question}], "max_tokens": tokens, "temperature": 0}
+        for _ in range(2):
+            conn.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
+            replies.append(json.loads(conn.getresponse().read()))
+        conn.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.communicate(timeout=30)[1] is None and proc.returncode == 0 and "Traceback" not in log.read_text()
+    return "".join(lines), replies
+
+
+@pytest.mark.parametrize("name", ["gemma", "mistral"])
+def test_the_commands_on_a_gemma3_and_a_mistral_folder(folders, name, tmp_path, capsys, monkeypatch):
+    """generate (a chat), explain, explore, evaluate on a benchmark, fine-tuning from the folder (init_from with
+    trainable=last:1, and LoRA) and serve: its chat answer is generate's, and it says it reuses no prefixes."""
+    folder, text, bench = tmp_path / name, tmp_path / "text.txt", tmp_path / "mine.jsonl"
+    shutil.copytree(folders[name][0], folder)
+    config = json.loads((folder / "config.json").read_text())
+    config |= {"max_position_embeddings": 64, **write_chat_tokenizer(folder)}  # a chat template; a short context
+    (folder / "config.json").write_text(json.dumps(config))
+    text.write_text("the quick brown fox jumps over the lazy dog\n" * 40, encoding="utf-8")
+    bench.write_text("".join(json.dumps({"context": c, "choices": ["dog", "fox"], "answer": 0}) + "\n"
+                             for c in ("the lazy", "the brown", "the quick")), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)  # evaluate writes a folder's results in the current directory
+    assert main(["generate", "--ckpt", str(folder), "--instruction", "Add 1 and 2.", "--greedy",
+                 "--max-new-tokens", "8"]) == 0
+    answer = capsys.readouterr().out.strip()
+    said, replies = served_chat(folder, tmp_path / "serve.log", "Add 1 and 2.", 8)
+    assert "no prefix reuse (its sliding layers keep a ring of their last 8 positions)" in said, said
+    assert [r["choices"][0]["message"]["content"].strip() for r in replies] == [answer] * 2, (replies, answer)
+    assert replies[1]["usage"]["prompt_tokens_details"]["cached_tokens"] == 0 < replies[1]["usage"]["prompt_tokens"]
+    assert main(["explain", "--ckpt", str(folder), "--prompt", "the quick"]) == 0
+    assert capsys.readouterr().out.startswith(f"{name}: a language model (GPT), pre-LN, a {config['architectures'][0]}")
+    assert main(["explore", "--ckpt", str(folder), "--export", str(tmp_path / "p.html"), "--text", "the lazy"]) == 0
+    assert "lazy" in (tmp_path / "p.html").read_text(encoding="utf-8")
+    assert main(["evaluate", "--ckpt", str(folder), "--benchmark", str(bench), "--limit", "2"]) == 0
+    assert json.loads((tmp_path / "benchmarks.json").read_text())["mine"]["n"] == 2
+    base, threads = scratchformer.load_model(folder), torch.get_num_threads()
+    try:
+        for run, extra in (("last", "trainable=last:1"), ("lora", "lora_rank=4")):
+            assert main(["train", "task=lm", f"init_from={folder}", "--data", str(text), extra, "lr=1e-2",
+                         "max_steps=2", "eval_every=2", "max_len=32", "num_threads=1", "--quiet", "--out",
+                         str(tmp_path / run)]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    keys = ("sliding_window", "sliding_layers", "local_rope_base", "norm_plus_one", "sandwich_norm", "max_len")
+    last = f".layers.{base.config.n_layers - 1}."
+    for run, frozen, trained in (("last", ".layers.0.", last), ("lora", "", "self_attn.in_proj")):
+        model = scratchformer.load_model(tmp_path / run / "last")  # LoRA's adapters merged into W^Q and W^V
+        assert [getattr(model.config, k) for k in keys] == [getattr(base.config, k) for k in keys]
+        for key, weight in base.state_dict().items():
+            if trained in key or frozen in key:
+                assert torch.equal(model.state_dict()[key], weight) == (trained not in key), (run, key)
+    assert main(["generate", "--ckpt", str(tmp_path / "lora"), "--prompt", "the quick", "--max-new-tokens", "4"]) == 0

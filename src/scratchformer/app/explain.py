@@ -34,6 +34,7 @@ from scratchformer.nn.layers import DecoderLayer, EncoderLayer, ResidualNorm
 from scratchformer.nn.norms import NORMS, RMSNorm
 from scratchformer.nn.patches import PatchEmbeddings
 from scratchformer.nn.recording import record_attention
+from scratchformer.nn.sliding_window import SlidingWindowAttention
 
 __all__ = ["explain"]
 
@@ -86,7 +87,9 @@ class _Trace:
                 w = self.maps.get(name)
                 scores = f"{table} {_shape(w)} -> " if w is not None else ""
                 qk = ", QK-norm" if mod.q_norm is not None else ""
-                self.rows.append((depth, f"{kind}, {mod.n_heads} heads of d_k={cfg.d_model // cfg.n_heads}{qk}",
+                if isinstance(mod, SlidingWindowAttention):  # Mistral's, Gemma 3's local layers
+                    qk += f", sliding window {mod.window}"
+                self.rows.append((depth, f"{kind}, {mod.n_heads} heads of d_k={mod.head_dim}{qk}",
                                   f"{scores}{_shape(out)}", self.new_params(mod)))
             elif isinstance(mod, MixtureOfExperts):
                 e, k, fe = len(mod.experts), mod.top_k, cfg.expert_d_ff or cfg.d_ff

@@ -122,7 +122,7 @@ INFERENCE = [
             "request is refused with a 400"),
         opt("--prefix-cache", type=at_least(0), help="recent answers kept for prefix reuse (a chat's next turn, a "
             "shared system prompt read once): rows of --context positions reserved beside the others (default: as "
-            "many as --max-batch; 0: none)"),
+            "many as --max-batch; 0: none; none for a model with sliding-window layers)"),
         opt("--max-body", type=at_least(1024), default=1 << 20, help="largest request body in bytes (default "
             "1 MiB)"),
         opt("--read-timeout", type=at_least(1, float), default=30, help="seconds a request's head, and then its "

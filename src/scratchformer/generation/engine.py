@@ -73,8 +73,9 @@ class Engine:
         self.peak = 0  # the most answers decoded in one step
         probe = model.new_cache(1, 1)
         holds = KVPool.holds(probe)
+        kept = kept if holds and KVPool.reuses_prefixes(probe) else 0  # no rows reserved for reuse that cannot be
         self.pool = KVPool(probe, max_rows, self.max_len, width=context and self.max_len, kept=kept) if holds else None
-        self.prefixes = Prefixes(kept) if holds and kept and KVPool.reuses_prefixes(probe) else None
+        self.prefixes = Prefixes(kept) if kept else None
         self._vocabulary = vocabulary  # a grammar's view of the tokenizer (made at the first grammar when None)
 
     # ----------------------------------------------------------------------------------- from any thread

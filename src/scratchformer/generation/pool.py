@@ -37,6 +37,11 @@ from scratchformer.nn.sliding_window import WindowKVCache
 __all__ = ["KVPool", "RingKVCache", "RowKVCache"]
 
 
+def _position_bytes(cache: KVCache) -> int:
+    """One position's key and value in a layer of ``cache``'s shape."""
+    return 2 * cache.keys.size(1) * cache.keys.size(3) * cache.keys.element_size()
+
+
 class RowKVCache(KVCache):
     """One layer's keys and values of a ``KVPool``: a ``KVCache`` whose rows each have their own length (so
     attention takes it as a cache). ``update(k, v)`` takes one new position per row, ``(n, H_kv, 1, D)``."""
@@ -171,8 +176,14 @@ class KVPool:
 
     @staticmethod
     def bytes_per_position(template: DecoderCache) -> int:
-        """The bytes one position of one row costs: keys and values of every layer."""
-        return sum(2 * c.keys.size(1) * c.keys.size(3) * c.keys.element_size() for c in template.self_attn)
+        """The bytes one more position of one row costs: keys and values of every layer that grows (not a sliding
+        layer's ring: ``bytes_per_row``)."""
+        return sum(_position_bytes(c) for c in template.self_attn if not isinstance(c, WindowKVCache))
+
+    @staticmethod
+    def bytes_per_row(template: DecoderCache) -> int:
+        """The bytes one row costs whatever its length: the ring of W positions of each sliding layer."""
+        return sum(c.window * _position_bytes(c) for c in template.self_attn if isinstance(c, WindowKVCache))
 
     def _fit(self, need: int) -> None:
         """Grow every layer to at least ``need`` columns (doubling, at most ``max_len``); rows keep their values. A

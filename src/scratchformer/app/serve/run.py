@@ -48,18 +48,21 @@ def url_of(sock: socket.socket) -> str:
 
 def cache_plan(model, max_batch: int, context: int | None, kept: int | None) -> tuple[int, int, int]:
     """``(context, kept rows, bytes)`` of the cache a server reserves at start: ``max_batch`` rows and ``kept`` (default
-    ``max_batch``) for prefix reuse, each of ``context`` positions (default: the model's window, cut so that the cache
-    takes at most a quarter of the computer's memory)."""
+    ``max_batch``; none for a model with sliding layers, ``KVPool.reuses_prefixes``) for prefix reuse, each of
+    ``context`` positions (default: the model's window, cut so that the cache takes at most a quarter of the
+    computer's memory); a sliding layer's ring of W positions a row, whatever the context."""
     from scratchformer.generation.pool import KVPool
 
-    kept = max_batch if kept is None else kept
-    per = KVPool.bytes_per_position(model.new_cache(1, 1)) if KVPool.holds(model.new_cache(1, 1)) else 0
-    window = model.config.max_len
+    probe = model.new_cache(1, 1)
+    holds = KVPool.holds(probe)
+    kept = 0 if not holds or not KVPool.reuses_prefixes(probe) else max_batch if kept is None else kept
+    per, ring = (KVPool.bytes_per_position(probe), KVPool.bytes_per_row(probe)) if holds else (0, 0)
+    rows, window = max_batch + kept, model.config.max_len
     if context is None:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        context = window if not per else max(2, min(window, memory // 4 // (per * (max_batch + kept))))
+        context = window if not per else max(2, min(window, (memory // 4 - ring * rows) // (per * rows)))
     context = min(context, window)
-    return context, kept, per * context * (max_batch + kept)
+    return context, kept, (per * context + ring) * rows
 
 
 def timed_protocol(timeout: float) -> type:
@@ -138,8 +141,11 @@ def serve(ckpt: str | Path, host: str = "127.0.0.1", port: int = 8000, *, api_ke
     talk = (f"chat in its {model.template.name} template and completions" if model.template is not None
             else "completions only (it has no chat template)")
     print(f"serving {model.name}: {talk}, {model.max_len} tokens of context, up to {max_batch} answers at once")
-    print(f"cache reserved at start: {max_batch} rows and {kept} kept for prefix reuse, {model.max_len:,} positions "
-          f"each: {reserved / 2**20:,.0f} MiB (--context, --max-batch, --prefix-cache)")
+    cfg = model.ckpt.model.config
+    reuse = (f"no prefix reuse (its sliding layers keep a ring of their last {cfg.sliding_window} positions)"
+             if cfg.sliding_layers else f"{kept} kept for prefix reuse")
+    print(f"cache reserved at start: {max_batch} rows and {reuse}, {model.max_len:,} positions each: "
+          f"{reserved / 2**20:,.0f} MiB (--context, --max-batch, --prefix-cache)")
     if not loopback:
         print(f"listening on {host}, reachable from other machines: "
               + ("every /v1 request needs the API key" if api_key else "anyone who reaches it can use the model "
