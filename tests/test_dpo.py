@@ -282,15 +282,18 @@ def test_report_tables_the_tasks_metrics_and_picks_the_best_row_by_select_by(run
             f.write(json.dumps({"step": step, "split": "val", "loss": loss, "perplexity": math.exp(loss),
                                 "reward_accuracy": accuracy, "reward_margin": 1.0, "closer_to_chosen": 0.5}) + "\n")
     assert main(["report", "--ckpt", str(run)]) == 0
-    table = [line for line in (run / "report.md").read_text().splitlines() if line.startswith("|")]
-    header = next(line for line in table if "reward_accuracy" in line)
-    names = [c.strip() for c in header.strip("|").split("|")]
-    assert names[names.index("loss"):] == ["loss", "perplexity", "reward_accuracy", "reward_margin", "closer_to_chosen"]
-    best = next(line for line in table if "validation, best" in line)
-    cells = [c.strip() for c in best.strip("|").split("|")]
-    assert "best loss (step 11)" in cells[0] and cells[names.index("reward_accuracy")] == "50.00 %", best
-    last = next(line for line in table if "validation, last" in line)
-    assert [c.strip() for c in last.strip("|").split("|")][names.index("reward_accuracy")] == "100.00 %", last
+    final = (run / "report.md").read_text().split("## Final metrics")[1].split("\n## ")[0]
+    table = [line for line in final.splitlines() if line.startswith("|") and not line.startswith("|---")]
+    cells = {row[0]: row[1:] for row in ([c.strip() for c in line.strip("|").split("|")] for line in table)}
+    heads = next(row for name, row in cells.items() if name == "")
+    assert list(cells)[1:] == [
+        "loss", "perplexity", "reward accuracy (`reward_accuracy`)", "reward margin (`reward_margin`)",
+        "closer to chosen (`closer_to_chosen`)"]
+    accuracy = cells["reward accuracy (`reward_accuracy`)"]  # one row names the metric beside its percentages
+    assert "validation, best loss (step 11)" in heads and accuracy[heads.index("validation, best loss (step 11)")] \
+        == "50.00 %", heads
+    last = next(h for h in heads if h.startswith("validation, last"))
+    assert accuracy[heads.index(last)] == "100.00 %", heads
 
 
 def test_a_resumed_run_reads_its_reference_back_and_lora_and_trainable_train(runs, tmp_path, capsys):

@@ -171,10 +171,15 @@ def _metrics(records: list[dict[str, Any]], config: dict[str, Any]) -> str:
         return "## Final metrics\n\nNo evaluation was logged."
     known = task.validation_metrics if task is not None else ()
     names = [n for n in dict.fromkeys([*known, *METRICS]) if any(n in r for _, r in rows)]
-    lines = ["## Final metrics", "", "| | step | " + " | ".join(names) + " |", "|---|---:|" + "---:|" * len(names)]
-    lines += [f"| {what} | {r['step']:,} | " + " | ".join(format_metric(n, r.get(n, "-")) for n in names) + " |"
-              for what, r in rows]
+    heads = [what if "(step" in what else f"{what} (step {r['step']:,})" for what, r in rows]
+    lines = ["## Final metrics", "", "| | " + " | ".join(heads) + " |", "|---|" + "---:|" * len(rows)]
+    lines += [f"| {_label(n)} | " + " | ".join(format_metric(n, r.get(n, "-")) for _, r in rows) + " |" for n in names]
     return "\n".join(lines)
+
+
+def _label(name: str) -> str:
+    """A metric as a reader names it, and as ``metrics.jsonl`` keys it: ``reward accuracy (reward_accuracy)``."""
+    return f"{name.replace('_', ' ')} (`{name}`)" if "_" in name else name
 
 
 def _benchmarks(results: dict[str, Any], figures: Path) -> str:
