@@ -213,12 +213,16 @@ def test_window_settings_are_checked_in_one_line_and_a_gpt_from_scratch_may_slid
     assert ["sliding window 16" in row for row in rows] == [True, False]  # explain names the sliding layer
 
 
-def served_chat(folder: Path, log: Path, question: str, tokens: int) -> tuple[str, list[dict]]:
-    """``scratchformer serve`` in a process of its own (port 0: a free one), as a user starts it: what it says at
-    start, and its replies to one greedy chat asked twice; stopped by SIGTERM."""
+def start_server(folder: Path, log: Path) -> subprocess.Popen:
+    """``scratchformer serve`` in a process of its own (port 0: a free one), as a user starts it."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "scratchformer", "serve", "--ckpt", str(folder), "--port", "0"],
+    return subprocess.Popen([sys.executable, "-m", "scratchformer", "serve", "--ckpt", str(folder), "--port", "0"],
                             stdout=subprocess.PIPE, stderr=log.open("w"), text=True, env=env)
+
+
+def served_chat(proc: subprocess.Popen, log: Path, question: str, tokens: int) -> tuple[str, list[dict]]:
+    """What a started server says at start, and its replies to one greedy chat asked twice; then stopped by
+    SIGTERM."""
     lines, replies = [""], []
     try:
         while not lines[-1].startswith("OpenAI API at"):
@@ -229,7 +233,7 @@ def served_chat(folder: Path, log: Path, question: str, tokens: int) -> tuple[st
         for _ in range(2):
             conn.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
             replies.append(json.loads(conn.getresponse().read()))
-        conn.close()
+        conn.close()  # an idle connection open would hold its shutdown for seconds
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.communicate(timeout=30)[1] is None and proc.returncode == 0 and "Traceback" not in log.read_text()
@@ -237,7 +241,7 @@ def served_chat(folder: Path, log: Path, question: str, tokens: int) -> tuple[st
 
 
 @pytest.mark.parametrize("name", ["gemma", "mistral"])
-def test_the_commands_on_a_gemma3_and_a_mistral_folder(folders, name, tmp_path, capsys, monkeypatch):
+def test_the_commands_on_a_gemma3_and_a_mistral_folder(folders, name, tmp_path, capsys, monkeypatch, request):
     """generate (a chat), explain, explore, evaluate on a benchmark, fine-tuning from the folder (init_from with
     trainable=last:1, and LoRA) and serve: its chat answer is generate's, and it says it reuses no prefixes."""
     folder, text, bench = tmp_path / name, tmp_path / "text.txt", tmp_path / "mine.jsonl"
@@ -248,14 +252,9 @@ def test_the_commands_on_a_gemma3_and_a_mistral_folder(folders, name, tmp_path, 
     text.write_text("the quick brown fox jumps over the lazy dog\n" * 40, encoding="utf-8")
     bench.write_text("".join(json.dumps({"context": c, "choices": ["dog", "fox"], "answer": 0}) + "\n"
                              for c in ("the lazy", "the brown", "the quick")), encoding="utf-8")
+    server = start_server(folder, tmp_path / "serve.log")  # it loads while the commands below run
+    request.addfinalizer(server.kill)  # (nothing once it stopped)
     monkeypatch.chdir(tmp_path)  # evaluate writes a folder's results in the current directory
-    assert main(["generate", "--ckpt", str(folder), "--instruction", "Add 1 and 2.", "--greedy",
-                 "--max-new-tokens", "8"]) == 0
-    answer = capsys.readouterr().out.strip()
-    said, replies = served_chat(folder, tmp_path / "serve.log", "Add 1 and 2.", 8)
-    assert "no prefix reuse (its sliding layers keep a ring of their last 8 positions)" in said, said
-    assert [r["choices"][0]["message"]["content"].strip() for r in replies] == [answer] * 2, (replies, answer)
-    assert replies[1]["usage"]["prompt_tokens_details"]["cached_tokens"] == 0 < replies[1]["usage"]["prompt_tokens"]
     assert main(["explain", "--ckpt", str(folder), "--prompt", "the quick"]) == 0
     assert capsys.readouterr().out.startswith(f"{name}: a language model (GPT), pre-LN, a {config['architectures'][0]}")
     assert main(["explore", "--ckpt", str(folder), "--export", str(tmp_path / "p.html"), "--text", "the lazy"]) == 0
@@ -279,3 +278,11 @@ def test_the_commands_on_a_gemma3_and_a_mistral_folder(folders, name, tmp_path, 
             if trained in key or frozen in key:
                 assert torch.equal(model.state_dict()[key], weight) == (trained not in key), (run, key)
     assert main(["generate", "--ckpt", str(tmp_path / "lora"), "--prompt", "the quick", "--max-new-tokens", "4"]) == 0
+    capsys.readouterr()
+    assert main(["generate", "--ckpt", str(folder), "--instruction", "Add 1 and 2.", "--greedy",
+                 "--max-new-tokens", "8"]) == 0
+    answer = capsys.readouterr().out.strip()
+    said, replies = served_chat(server, tmp_path / "serve.log", "Add 1 and 2.", 8)
+    assert "no prefix reuse (its sliding layers keep a ring of their last 8 positions)" in said, said
+    assert [r["choices"][0]["message"]["content"].strip() for r in replies] == [answer] * 2, (replies, answer)
+    assert replies[1]["usage"]["prompt_tokens_details"]["cached_tokens"] == 0 < replies[1]["usage"]["prompt_tokens"]

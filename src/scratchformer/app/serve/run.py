@@ -157,9 +157,10 @@ def serve(ckpt: str | Path, host: str = "127.0.0.1", port: int = 8000, *, api_ke
                  "(--api-key KEY to require a key)"))
     url = url_of(sock)
     print(f"OpenAI API at {url}/v1, the chat page at {url}/ (Ctrl-C or SIGTERM to stop)", flush=True)
-    caught: list[int] = []
-    previous = {sig: signal.signal(sig, lambda number, frame: caught.append(number))
-                for sig in (signal.SIGINT, signal.SIGTERM)}  # uvicorn handles them, then raises them again here
+    # a signal before uvicorn's own handlers are in place stops it once started (it would be lost otherwise); after
+    # them, uvicorn handles it and raises it again here when it is done
+    previous = {sig: signal.signal(sig, lambda number, frame: setattr(server, "should_exit", True))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
     switch = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL)
     try:
