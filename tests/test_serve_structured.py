@@ -8,6 +8,7 @@ budget), ``generate --json-schema`` and the engine's mask for the character toke
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -34,8 +35,9 @@ FORMAT = {"type": "json_schema", "json_schema": {"name": "person", "schema": SCH
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "The weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["celsius", "fahrenheit"]}},
     "required": ["city", "unit"], "additionalProperties": False}}}
-# Qwen3's chat template (its tokenizer_config.json's), tools and thinking included
-QWEN3_TEMPLATE = (Path(__file__).parent / "data" / "qwen3_chat_template.jinja")
+# Qwen3's own chat template (its tokenizer_config.json's), tools and thinking included, as trl (a dev dependency) ships
+# it among the templates it recognises
+QWEN3_TEMPLATE = Path(importlib.util.find_spec("trl").origin).parent / "chat_templates" / "qwen3.jinja"
 QWEN3_ADDED = ["<tool_call>", "</tool_call>", "<think>", "</think>", "<tool_response>", "</tool_response>"]
 
 
