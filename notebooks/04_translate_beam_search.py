@@ -41,7 +41,7 @@ from pathlib import Path
 
 import torch
 
-from scratchformer.checkpoint import load_checkpoint
+from scratchformer.checkpoints import load_checkpoint
 from scratchformer.data.batching import pad_batch
 from scratchformer.generation import beam_search, beam_search_hypotheses, greedy_translate
 from scratchformer.inference import translate_ids, translate_texts

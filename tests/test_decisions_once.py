@@ -167,7 +167,7 @@ def test_a_metric_reads_as_the_registry_says():
 
 def test_a_runs_checkpoints_are_named_once(tmp_path):
     from scratchformer.app.serve.model import model_name
-    from scratchformer.model_source import KEPT, run_of
+    from scratchformer.checkpoints import KEPT, run_of
 
     assert KEPT == ("averaged", "best", "last")
     for name in KEPT:

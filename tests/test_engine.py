@@ -329,7 +329,7 @@ def test_the_engine_generate_and_transformers_decode_a_llama_folder_alike(llama_
 def served(tmp_path_factory):
     pytest.importorskip("starlette", reason="the serve extra")
     from scratchformer.app.serve.model import load_served
-    from scratchformer.checkpoint import save_checkpoint
+    from scratchformer.checkpoints import save_checkpoint
     from scratchformer.settings.config import TrainConfig
     from scratchformer.tokenizers import CharTokenizer
 

@@ -18,7 +18,7 @@ import scratchformer
 from chat_folders import V, write_tokenizer
 from conftest import tiny
 from scratchformer.app.cli import main
-from scratchformer.checkpoint import load_checkpoint
+from scratchformer.checkpoints import load_checkpoint
 from scratchformer.errors import ConfigError
 from scratchformer.nn.experts import MixtureOfExperts, load_balancing_loss, router_aux_loss
 

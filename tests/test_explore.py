@@ -25,7 +25,7 @@ from scratchformer import GPT, EncoderClassifier, ModelConfig, Seq2SeqTransforme
 from scratchformer.app.cli import main
 from scratchformer.app.explore import ExploreServer, Limits, RequestError, explore, model_info, parse_request
 from scratchformer.app.explore.server import MAX_BODY, STATIC
-from scratchformer.checkpoint import load_checkpoint, save_checkpoint
+from scratchformer.checkpoints import load_checkpoint, save_checkpoint
 from scratchformer.errors import DataError
 from scratchformer.generation import beam_search, generate
 from scratchformer.inference import classify_texts, translate_texts

@@ -19,7 +19,7 @@ from conftest import tiny
 from scratchformer import GPT, EncoderClassifier, Seq2SeqTransformer
 from scratchformer.app.cli import main
 from scratchformer.app.export.huggingface import export_hf
-from scratchformer.checkpoint import load_checkpoint
+from scratchformer.checkpoints import load_checkpoint
 from scratchformer.data.batching import pad_batch
 from scratchformer.generation import generate
 from scratchformer.interop import bert_from_pretrained, gpt2_from_pretrained, minilm_path

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from scratchformer import EncoderClassifier, ModelConfig, Seq2SeqTransformer
-from scratchformer.checkpoint import Checkpoint
+from scratchformer.checkpoints import Checkpoint
 from scratchformer.data.batching import sorted_batches
 from scratchformer.generation import batched as inference
 from scratchformer.inference import classify_texts, translate_ids

@@ -12,7 +12,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from conftest import tiny
 from scratchformer import GPT, EncoderClassifier, Seq2SeqTransformer, build_model, count_parameters_formula
 from scratchformer.app.cli import main
-from scratchformer.checkpoint import load_model, save_checkpoint
+from scratchformer.checkpoints import load_model, save_checkpoint
 from scratchformer.generation import generate
 from scratchformer.nn.attention import set_attention_impl
 from scratchformer.nn.kv_cache import KVCache, LinearAttentionState

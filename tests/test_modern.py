@@ -17,7 +17,7 @@ from scratchformer import (
     build_model,
     count_parameters_formula,
 )
-from scratchformer.checkpoint import load_checkpoint, save_checkpoint
+from scratchformer.checkpoints import load_checkpoint, save_checkpoint
 from scratchformer.generation import generate
 from scratchformer.nn.attention import MultiHeadAttention
 from scratchformer.nn.feedforward import FeedForward

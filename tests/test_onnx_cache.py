@@ -114,7 +114,7 @@ def seq2seq_export(shared_run):
     stop, so its outputs are whole sentences) and its shared export with the KV cache (``export --format onnx``,
     which calls ``export_onnx_cached``), with 6 sources of 4-8 symbols (the lengths it learnt) and their ``<eos>``,
     padded."""
-    from scratchformer.checkpoint import load_checkpoint
+    from scratchformer.checkpoints import load_checkpoint
 
     ckpt = load_checkpoint(shared_run("copy"))
     symbols = torch.tensor(ckpt.tokenizer.encode("abcdefghij"))

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from scratchformer.app.cli import main
-from scratchformer.checkpoint import load_checkpoint
+from scratchformer.checkpoints import load_checkpoint
 from scratchformer.generation import generate
 from test_open_models import V
 

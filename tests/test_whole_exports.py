@@ -20,7 +20,7 @@ import torch
 
 from chat_folders import MESSAGES, PROMPTS
 from scratchformer.app.cli import main
-from scratchformer.checkpoint import load_checkpoint
+from scratchformer.checkpoints import load_checkpoint
 from scratchformer.generation import generate
 
 transformers = pytest.importorskip("transformers", reason="the hf extra (transformers) makes the folders and reads "

@@ -51,7 +51,7 @@ def palette(png: Path, colors: int = 16) -> None:
 
 
 def samples(name: str, run: Path) -> str:
-    from scratchformer.checkpoint import load_checkpoint
+    from scratchformer.checkpoints import load_checkpoint
     from scratchformer.data import load_multi30k
     from scratchformer.inference import classify_texts, generate_text, translate_texts
 
@@ -84,7 +84,7 @@ def digits(run: Path, out: Path) -> None:
     from sklearn.datasets import load_digits
 
     from scratchformer.app.cli import main as cli
-    from scratchformer.checkpoint import load_checkpoint
+    from scratchformer.checkpoints import load_checkpoint
     from scratchformer.data.splits import carve_rows
     from scratchformer.inference import classify_images
 

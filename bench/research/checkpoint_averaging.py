@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from scratchformer.checkpoint import load_checkpoint, save_checkpoint
+from scratchformer.checkpoints import load_checkpoint, save_checkpoint
 from scratchformer.data import load_tinyshakespeare
 from scratchformer.inference import evaluate_checkpoint
 from scratchformer.settings.resolve import resolve

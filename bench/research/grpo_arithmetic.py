@@ -41,7 +41,7 @@ def test_accuracy(run: Path) -> float:
     answered by the decoding engine, at most 64 tokens)."""
     import torch
 
-    from scratchformer.checkpoint import load_checkpoint
+    from scratchformer.checkpoints import load_checkpoint
     from scratchformer.data.arithmetic import arithmetic_problems
     from scratchformer.generation.engine import Engine
     from scratchformer.generation.requests import Request, Stop

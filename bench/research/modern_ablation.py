@@ -34,7 +34,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from scratchformer.checkpoint import load_checkpoint
+from scratchformer.checkpoints import load_checkpoint
 from scratchformer.data import load_tinyshakespeare
 from scratchformer.data.roles import DataFiles
 from scratchformer.inference import evaluate_checkpoint

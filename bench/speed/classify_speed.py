@@ -48,7 +48,7 @@ from pathlib import Path
 
 import torch
 
-from scratchformer.checkpoint import Checkpoint, load_checkpoint
+from scratchformer.checkpoints import Checkpoint, load_checkpoint
 from scratchformer.data import find_dataset
 from scratchformer.data.batching import pad_batch
 from scratchformer.inference import classify_texts

@@ -64,7 +64,7 @@ def main() -> None:
     p.add_argument("--json", help="write the losses here")
     args = p.parse_args()
     from scratchformer.app.export import export_gguf
-    from scratchformer.checkpoint import load_checkpoint
+    from scratchformer.checkpoints import load_checkpoint
 
     ckpt = load_checkpoint(args.ckpt)
     if args.text:

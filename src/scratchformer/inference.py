@@ -1,7 +1,7 @@
 """Using trained checkpoints: generate, translate, classify (texts or images) and evaluate. The CLI is a thin layer
 over these; benchmarks and notebooks import them.
 
-Every function takes a loaded ``Checkpoint`` (``checkpoint.load_checkpoint``), so the tokenizer and configuration
+Every function takes a loaded ``Checkpoint`` (``checkpoints.load_checkpoint``), so the tokenizer and configuration
 are always the ones the model was trained with. Evaluation rebuilds the checkpoint's task on its own data (or on
 given files) through the data pipeline and asks the task for its report.
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from tqdm.auto import tqdm
 
-from scratchformer.checkpoint import Checkpoint, CheckpointError
+from scratchformer.checkpoints import Checkpoint, CheckpointError
 from scratchformer.data.templates import Template, as_messages, folder_template, prompt_ids, special_texts
 from scratchformer.errors import DataError, listed
 from scratchformer.families import FAMILIES, Family, family

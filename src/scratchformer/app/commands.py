@@ -12,8 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from scratchformer.checkpoint import find_source, load_checkpoint, load_trainer_state
-from scratchformer.checkpoint import resolve as resolve_ckpt
+from scratchformer.checkpoints import find_source, load_checkpoint, load_trainer_state
+from scratchformer.checkpoints import resolve as resolve_ckpt
+from scratchformer.checkpoints.sharded import is_sharded, shard_files
 from scratchformer.errors import ConfigError
 from scratchformer.families import Family, family
 from scratchformer.inference import (
@@ -31,7 +32,6 @@ from scratchformer.registry import format_metric, pretrains
 from scratchformer.settings.config import TrainConfig
 from scratchformer.settings.resolve import resolve
 from scratchformer.settings.values import parse_overrides
-from scratchformer.sharded import is_sharded, shard_files
 from scratchformer.train.optim import Schedule
 
 
@@ -79,7 +79,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def _verify_base(path: str) -> None:
     """``info --verify``: a LoRA run's base hashed in full against the sha256 recorded when the run was made."""
-    from scratchformer.adapters import check_base
+    from scratchformer.checkpoints.adapters import check_base
 
     source = find_source(path)
     record = source.lora

@@ -184,7 +184,7 @@ def _benchmarks(results: dict[str, Any], figures: Path) -> str:
 
 
 def _samples(run: Path, config: dict[str, Any]) -> list[str]:
-    from scratchformer.checkpoint import load_checkpoint
+    from scratchformer.checkpoints import load_checkpoint
     from scratchformer.inference import task_samples
 
     if not all(p.is_file() for p, _ in _files(config)):

@@ -105,7 +105,7 @@ def write_tables(out: Path, tables: dict[str, Tensor], digests: dict[str, str]) 
 def base_model(init_from: str | None, device: torch.device) -> nn.Module:
     """The model a DPO run started from (``init_from``: a run or a Hugging Face folder), loaded in float32: the
     reference when its log-probabilities were not kept (``scratchformer evaluate`` on the run's records)."""
-    from scratchformer.checkpoint import CheckpointError, load_checkpoint
+    from scratchformer.checkpoints import CheckpointError, load_checkpoint
 
     try:
         model = load_checkpoint(str(init_from), dtype=torch.float32).model

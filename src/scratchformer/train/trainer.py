@@ -35,9 +35,8 @@ import torch.distributed as dist
 from torch import nn
 
 from scratchformer.atomic import atomic_write_text
-from scratchformer.checkpoint import read_meta
+from scratchformer.checkpoints import AVERAGED, BEST, LAST, read_meta
 from scratchformer.distributed import broadcast_object, reduce_flags
-from scratchformer.model_source import AVERAGED, BEST, LAST
 from scratchformer.registry import format_metric
 from scratchformer.settings.resolve import Resolved
 from scratchformer.tasks.base import Task, split_rows

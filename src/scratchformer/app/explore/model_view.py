@@ -1,7 +1,7 @@
 """What the attention explorer shows, as plain data: one input through a checkpoint's model -> a dict
 ready for ``json.dumps``. The web server (``server.py``) only moves these dicts; tests call them directly.
 
-    view = explore(ckpt, "abcdefg")                      # ckpt = train.checkpoint.load_checkpoint(DIR)
+    view = explore(ckpt, "abcdefg")                      # ckpt = checkpoints.load_checkpoint(DIR)
     view["attention"][0]["weights"][layer][head][q][k]   # the weight query q gives key k (§3.2.1)
 
 The attention weights are the reference path's softmax(QK^T / sqrt(d_k)), recorded by
@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from scratchformer.app.explore.lens_view import classes_lens, token_lens
-from scratchformer.checkpoint import Checkpoint, load_checkpoint
+from scratchformer.checkpoints import Checkpoint, load_checkpoint
 from scratchformer.errors import ConfigError
 from scratchformer.families import Family, family
 from scratchformer.generation import generate

@@ -31,7 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from scratchformer.atomic import publish_dir, staging_dir
-from scratchformer.checkpoint import load_checkpoint, read_meta, resolve
+from scratchformer.checkpoints import load_checkpoint, read_meta, resolve, run_of
 from scratchformer.families import family
 from scratchformer.interop.hf_models import (
     BERT_CLASSIFIER,
@@ -45,7 +45,6 @@ from scratchformer.interop.hf_models import (
     transformers_module,
 )
 from scratchformer.interop.hf_tokenizers import check_tokenizer, generation_ids, hf_tokenizer_files
-from scratchformer.model_source import run_of
 from scratchformer.nn.config import ModelConfig
 from scratchformer.tokenizers import SPECIAL_TOKENS
 

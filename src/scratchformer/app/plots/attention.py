@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from scratchformer.app.plots.common import DPI, Figure, save
-from scratchformer.checkpoint import Checkpoint
+from scratchformer.checkpoints import Checkpoint
 from scratchformer.families import family
 from scratchformer.inference import encode_checked, translate_texts
 from scratchformer.nn.recording import ATTENTION_KINDS, attention_maps

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from scratchformer.app.plots.common import DPI, Figure, save
-from scratchformer.checkpoint import Checkpoint
+from scratchformer.checkpoints import Checkpoint
 from scratchformer.data.images import as_input, read_image
 from scratchformer.models import ViT
 from scratchformer.nn.recording import attention_maps
