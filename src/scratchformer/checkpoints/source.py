@@ -7,11 +7,11 @@ folder (a Llama, Qwen3 or GPT-2 model; a BERT encoder to fine-tune), or the name
     tokenizer = source.tokenizer()
 
 ``find_source`` is the one place that reads what a path or a name is: ``init_from`` becomes this value once, at the
-start of a run (``train/session.py``), and every later step reads it; ``checkpoint.load_checkpoint`` (beside it) reads ``--ckpt``
+start of a run (``train/session.py``), and every later step reads it; ``checkpoint.load_checkpoint`` reads ``--ckpt``
 with it too. Only ``config.json`` is read to make it: the weights are read when ``load`` is called.
 
 Loading never executes code from the files: weights come from safetensors only (a pickled ``*.bin`` is refused
-everywhere), configs are JSON. A LoRA run names its base and fingerprints it (``checkpoints/adapters.py``); loading one finds
+everywhere), configs are JSON. A LoRA run names its base and fingerprints it (``adapters.py``); loading one finds
 the base, checks it is unchanged, fills a model of the run's architecture from it and folds the adapters in.
 """
 
@@ -226,7 +226,7 @@ def load_weights(model: nn.Module, path: Path, device: str | torch.device = "cpu
 
 
 def load_shards(model: nn.Module, ckpt: Path) -> None:
-    """Load a sharded checkpoint's weights (``checkpoints/sharded.py``: a ``shard=fsdp`` run's) into ``model``, whole: the shards
+    """Load a sharded checkpoint's weights (``sharded.py``: a ``shard=fsdp`` run's) into ``model``, whole: the shards
     of every process put together. Raises ``CheckpointError``."""
     state = {name: torch.empty_like(t) for name, t in own_state(model).items()}
     try:

@@ -1,4 +1,4 @@
-"""A ``shard=fsdp`` run's checkpoints (``checkpoints/sharded.py``'s layout): every process writes its own shard of the weights and
+"""A ``shard=fsdp`` run's checkpoints (``checkpoints.sharded``): every process writes its own shard of the weights and
 of the optimizer's moments with ``torch.distributed.checkpoint``, into one temporary directory that rank 0, the run's
 one writer (it holds the lock), then completes and renames into place. A save killed at any point leaves the last
 good checkpoint as it was (``atomic.atomic_dir``); a failed write on any process ends every process with one line.
