@@ -91,7 +91,7 @@ def test_a_tokenizers_kind_is_compared_in_its_own_home_only():
     # onnx_decode.py runs alone beside an export (numpy and tokenizers, no scratchformer): it reads the kind it is
     # given from the export's JSON
     found = _found(compares_a_tokenizer_kind, ("tokenizers/", "settings/"))
-    assert len(found) <= 3 and all(f.startswith("app/export/onnx_decode.py") for f in found), found
+    assert len(found) <= 3 and all(f.startswith("interop/onnx_decode.py") for f in found), found
 
 
 def test_no_caller_reaches_through_a_tokenizer_to_its_hugging_face_object():

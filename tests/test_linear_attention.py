@@ -270,7 +270,7 @@ def test_the_reference_path_with_a_state_is_the_recurrent_form():
 def test_linear_models_export_to_onnx_and_torchscript_and_run_at_other_lengths(tmp_path, arch):
     """Traced at length 8, run at 150 (three chunks of the parallel form) with padding."""
     pytest.importorskip("onnxruntime", reason="ONNX checks need onnxruntime (pip install onnxruntime)")
-    from scratchformer.app.export import export_onnx, export_torchscript, verify_onnx
+    from scratchformer.interop import export_onnx, export_torchscript, verify_onnx
 
     model = build_model(tiny(arch, attention="linear", max_len=160)).eval()
     ids = torch.randint(1, 37, (3, 150))

@@ -111,7 +111,7 @@ def test_gguf_metadata_says_add_bos_every_eos_and_the_chat_template(sources, tmp
 def test_llama_cpp_reads_the_prompt_as_transformers_stops_at_every_eos_and_decodes_as_pytorch(sources, tmp_path, name):
     import llama_cpp
 
-    from scratchformer.app.export.llamacpp import llama_generate
+    from scratchformer.interop.llamacpp import llama_generate
 
     path = tmp_path / "m.gguf"
     assert main(["export", "--ckpt", str(sources[name]), "--format", "gguf", "--out", str(path)]) == 0
