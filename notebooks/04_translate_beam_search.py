@@ -43,8 +43,8 @@ import torch
 
 from scratchformer.checkpoints import load_checkpoint
 from scratchformer.data.batching import pad_batch
-from scratchformer.generation import beam_search, beam_search_hypotheses, greedy_translate
-from scratchformer.inference import translate_ids, translate_texts
+from scratchformer.generation import beam_search, beam_search_hypotheses, greedy_translate, translate_ids
+from scratchformer.inference import translate_texts
 from scratchformer.metrics import bleu
 from scratchformer.settings.resolve import resolve
 from scratchformer.tokenizers import BOS_ID, EOS_ID, PAD_ID
@@ -156,7 +156,7 @@ for (de, en), g, b, h in zip(show, greedy, beam, hyps):
 # sacreBLEU with its default settings on detokenized text and also returns sacreBLEU's *signature*, the
 # string that says exactly how the score was computed (scores are only comparable with the same one).
 #
-# `inference.translate_ids` decodes many sentences in batches of similar length (`beam=1` is greedy).
+# `generation.translate_ids` decodes many sentences in batches of similar length (`beam=1` is greedy).
 # Scores on a few hundred sentences are noisy; the trainer's own test score is in `result.test`.
 
 # %%

@@ -179,7 +179,8 @@ def test_a_runs_checkpoints_are_named_once(tmp_path):
 def test_chat_messages_are_checked_once_for_every_reader():
     import pytest
 
-    from scratchformer.app.serve.api import ApiError, _messages
+    from scratchformer.app.serve.api import _messages
+    from scratchformer.app.serve.api_errors import ApiError
     from scratchformer.data.messages import MessageError, chat_messages
     from scratchformer.data.preferences import check_preference
     from scratchformer.data.records import _check

@@ -13,7 +13,8 @@ from scratchformer import EncoderClassifier, ModelConfig, Seq2SeqTransformer
 from scratchformer.checkpoints import Checkpoint
 from scratchformer.data.batching import sorted_batches
 from scratchformer.generation import batched as inference
-from scratchformer.inference import classify_texts, translate_ids
+from scratchformer.generation import translate_ids
+from scratchformer.inference import classify_texts
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks import build_task, seq2seq
 from scratchformer.tasks.classify import class_probabilities

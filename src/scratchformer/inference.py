@@ -296,5 +296,5 @@ def evaluate_ensemble(ckpts: list[tuple[str, Checkpoint]], *, split: str = "test
 
 
 __all__ = ["answer_instruction", "chat_prompt_ids", "classify_images", "classify_texts", "evaluate_checkpoint",
-           "evaluate_ensemble", "generate_text", "generates_text", "read_inputs", "template_of", "translate_ids",
+           "evaluate_ensemble", "generate_text", "generates_text", "read_inputs", "template_of",
            "translate_texts"]

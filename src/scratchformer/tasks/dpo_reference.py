@@ -58,7 +58,7 @@ def compute_table(model: nn.Module, pairs: Callable[[list[int]], dict[str, Tenso
     """``(N, 2)``: the log-probabilities ``logps`` gives of each of the N pairs, chosen then rejected (``pairs``:
     positions -> their batch; ``lengths``: each pair's longer row), the model in eval mode, in batches of about
     ``EVAL_TOKENS`` padded tokens."""
-    from scratchformer.generation.common import eval_mode
+    from scratchformer.models import eval_mode
 
     device = next(model.parameters()).device
     table = torch.zeros(len(lengths), 2)

@@ -93,7 +93,7 @@ class AnsweringTask(Task):
 
     def report(self, model: nn.Module, split: str, **decoding: Any) -> dict[str, Any]:
         """What ``scratchformer evaluate`` says: the scores, and the greedy answers to every prompt scored."""
-        from scratchformer.generation.common import eval_mode
+        from scratchformer.models import eval_mode
 
         with eval_mode(model):
             return {"examples": len(self.rows[split]), **self.scores(model, split),

@@ -65,7 +65,7 @@ class LMTask(Task):
 
     def report(self, model: nn.Module, split: str, **decoding: Any) -> dict[str, Any]:
         """A test text scored whole (every token once, in consecutive windows); else the random windows."""
-        from scratchformer.generation.common import eval_mode
+        from scratchformer.models import eval_mode
 
         with eval_mode(model):
             metrics = self.evaluate(model, split)
