@@ -15,7 +15,7 @@
 #
 # 1. train a byte-pair-encoding (BPE) tokenizer and the model with `scratchformer.train.train`;
 # 2. translate a few validation sentences with `generation.greedy_translate` and `generation.beam_search`;
-# 3. compute BLEU on validation sentences with `scratchformer.metrics.bleu`;
+# 3. compute BLEU on validation sentences with `scratchformer.tasks.metrics.bleu`;
 # 4. load the saved checkpoint and translate new sentences, as `scratchformer translate` does.
 
 # %%
@@ -44,8 +44,8 @@ import torch
 from scratchformer.checkpoints import load_checkpoint
 from scratchformer.data.batching import pad_batch
 from scratchformer.generation import beam_search, beam_search_hypotheses, greedy_translate, translate_ids
-from scratchformer.inference import translate_texts
-from scratchformer.metrics import bleu
+from scratchformer.tasks.inference import translate_texts
+from scratchformer.tasks.metrics import bleu
 from scratchformer.settings.resolve import resolve
 from scratchformer.tokenizers import BOS_ID, EOS_ID, PAD_ID
 from scratchformer.train import train

@@ -121,7 +121,7 @@ def complete(client, prompt: str, stream: bool, max_tokens: int = 24) -> str:
 @pytest.mark.parametrize("name", ["instruct", "llama"])
 def test_a_chat_is_generate_s_greedy_answer_streamed_or_not(servers, runs, name, capsys):
     from scratchformer.checkpoints import load_checkpoint
-    from scratchformer.inference import chat_prompt_ids
+    from scratchformer.tasks.inference import chat_prompt_ids
 
     ckpt = load_checkpoint(runs[name])
     client = servers[name].client()

@@ -45,7 +45,7 @@ def test_accuracy(run: Path) -> float:
     from scratchformer.data.arithmetic import arithmetic_problems
     from scratchformer.generation.engine import Engine
     from scratchformer.generation.requests import Request, Stop
-    from scratchformer.inference import chat_prompt_ids
+    from scratchformer.tasks.inference import chat_prompt_ids
     from scratchformer.tasks.rewards import answer_reward
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))

@@ -127,7 +127,7 @@ def share_that_parses(run: Path, answers: int = 50) -> dict:
     import jsonschema
 
     from scratchformer.checkpoints import load_checkpoint
-    from scratchformer.inference import chat_prompt_ids, template_of
+    from scratchformer.tasks.inference import chat_prompt_ids, template_of
 
     ckpt = load_checkpoint(run)
     question = "Answer in JSON with name, age, color (red, green or blue), address {city} and tags: " + \

@@ -17,7 +17,12 @@ from scratchformer.checkpoints import resolve as resolve_ckpt
 from scratchformer.checkpoints.sharded import is_sharded, shard_files
 from scratchformer.errors import ConfigError
 from scratchformer.families import Family, family
-from scratchformer.inference import (
+from scratchformer.models.params import count_parameters_formula
+from scratchformer.registry import format_metric, pretrains
+from scratchformer.settings.config import TrainConfig
+from scratchformer.settings.resolve import resolve
+from scratchformer.settings.values import parse_overrides
+from scratchformer.tasks.inference import (
     answer_instruction,
     classify_images,
     classify_texts,
@@ -27,11 +32,6 @@ from scratchformer.inference import (
     read_inputs,
     translate_texts,
 )
-from scratchformer.models.params import count_parameters_formula
-from scratchformer.registry import format_metric, pretrains
-from scratchformer.settings.config import TrainConfig
-from scratchformer.settings.resolve import resolve
-from scratchformer.settings.values import parse_overrides
 from scratchformer.train.optim import Schedule
 
 

@@ -185,7 +185,7 @@ def _benchmarks(results: dict[str, Any], figures: Path) -> str:
 
 def _samples(run: Path, config: dict[str, Any]) -> list[str]:
     from scratchformer.checkpoints import load_checkpoint
-    from scratchformer.inference import task_samples
+    from scratchformer.tasks.inference import task_samples
 
     if not all(p.is_file() for p, _ in _files(config)):
         return ["(none: the run's data is not here; set SCRATCHFORMER_DATA to the data folder)"]

@@ -27,7 +27,7 @@ from scratchformer.checkpoints import Checkpoint
 from scratchformer.data.templates import Template
 from scratchformer.generation.engine import Engine
 from scratchformer.generation.requests import Request, Stop
-from scratchformer.inference import chat_prompt, template_of
+from scratchformer.tasks.inference import chat_prompt, template_of
 from scratchformer.tokenizers import Tokenizer
 
 __all__ = ["answer_problems", "encode_prompt", "prompt_texts"]

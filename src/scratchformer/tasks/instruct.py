@@ -31,10 +31,10 @@ from scratchformer.data.batching import pad_batch, sorted_batches
 from scratchformer.data.memory import MemoryRows
 from scratchformer.data.task_data import TaskData
 from scratchformer.data.templates import ALPACA_PREAMBLE
-from scratchformer.metrics import chrf, exact_match, perplexity
 from scratchformer.nn.config import ModelConfig
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks.base import Batch, Task, clip
+from scratchformer.tasks.metrics import chrf, exact_match, perplexity
 from scratchformer.tokenizers import Tokenizer
 
 __all__ = ["IGNORE", "AnsweringTask", "InstructTask", "greedy_answers", "response_targets"]

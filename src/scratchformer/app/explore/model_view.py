@@ -37,9 +37,9 @@ from scratchformer.checkpoints import Checkpoint, load_checkpoint
 from scratchformer.errors import ConfigError
 from scratchformer.families import Family, family
 from scratchformer.generation import generate, translate_ids
-from scratchformer.inference import encode_checked
 from scratchformer.nn.recording import ATTENTION_KINDS, attention_maps
 from scratchformer.registry import output_name, pretrains
+from scratchformer.tasks.inference import encode_checked
 from scratchformer.tokenizers import BOS_ID
 
 # Defaults for the caps on one request. Tokens: also never more than the model's max_len. The maps grow

@@ -23,8 +23,8 @@ from torch import Tensor
 from scratchformer.app.plots.common import new_figure, save
 from scratchformer.checkpoints import Checkpoint
 from scratchformer.families import family
-from scratchformer.inference import encode_checked, translate_texts
 from scratchformer.nn.recording import attention_maps
+from scratchformer.tasks.inference import encode_checked, translate_texts
 from scratchformer.tokenizers import BOS_ID, WORD_START
 
 if TYPE_CHECKING:

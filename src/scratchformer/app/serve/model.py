@@ -10,7 +10,7 @@ from typing import Any
 
 from scratchformer.checkpoints import Checkpoint, CheckpointError, load_checkpoint, run_of
 from scratchformer.data.templates import Template, prompt_ids
-from scratchformer.inference import chat_prompt_ids, encode_checked, generates_text, template_of
+from scratchformer.tasks.inference import chat_prompt_ids, encode_checked, generates_text, template_of
 
 
 @dataclass
