@@ -1,5 +1,5 @@
-"""The commands that use a trained model or look at one (``train`` and ``prepare``: ``train_commands.py``): each
-reads its arguments and calls the library (``cmd_NAME``).
+"""The commands that use a trained model or look at one (``train`` and ``prepare``: ``train_commands.py``;
+``export``: ``export/command.py``): each reads its arguments and calls the library (``cmd_NAME``).
 
 Imported only when a command runs, so ``scratchformer --help`` starts without loading PyTorch.
 """
