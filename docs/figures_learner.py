@@ -172,7 +172,7 @@ def translation_run() -> Path:
 
 
 def _translation():
-    from scratchformer.checkpoint import load_checkpoint
+    from scratchformer.checkpoints import load_checkpoint
     from scratchformer.tokenizers import BOS_ID, EOS_ID
 
     ckpt = load_checkpoint(translation_run())

@@ -44,7 +44,7 @@ from scratchformer import build_model
 from scratchformer.app import plots as viz
 from scratchformer.data.batching import pad_batch
 from scratchformer.generation import greedy_translate
-from scratchformer.metrics import exact_match
+from scratchformer.tasks.metrics import exact_match
 from scratchformer.settings.resolve import resolve
 from scratchformer.tasks import build_task
 from scratchformer.tokenizers import BOS_ID, EOS_ID, PAD_ID

@@ -15,7 +15,7 @@
 #
 # 1. train a byte-pair-encoding (BPE) tokenizer and the model with `scratchformer.train.train`;
 # 2. translate a few validation sentences with `generation.greedy_translate` and `generation.beam_search`;
-# 3. compute BLEU on validation sentences with `scratchformer.metrics.bleu`;
+# 3. compute BLEU on validation sentences with `scratchformer.tasks.metrics.bleu`;
 # 4. load the saved checkpoint and translate new sentences, as `scratchformer translate` does.
 
 # %%
@@ -41,11 +41,11 @@ from pathlib import Path
 
 import torch
 
-from scratchformer.checkpoint import load_checkpoint
+from scratchformer.checkpoints import load_checkpoint
 from scratchformer.data.batching import pad_batch
-from scratchformer.generation import beam_search, beam_search_hypotheses, greedy_translate
-from scratchformer.inference import translate_ids, translate_texts
-from scratchformer.metrics import bleu
+from scratchformer.generation import beam_search, beam_search_hypotheses, greedy_translate, translate_ids
+from scratchformer.tasks.inference import translate_texts
+from scratchformer.tasks.metrics import bleu
 from scratchformer.settings.resolve import resolve
 from scratchformer.tokenizers import BOS_ID, EOS_ID, PAD_ID
 from scratchformer.train import train
@@ -156,7 +156,7 @@ for (de, en), g, b, h in zip(show, greedy, beam, hyps):
 # sacreBLEU with its default settings on detokenized text and also returns sacreBLEU's *signature*, the
 # string that says exactly how the score was computed (scores are only comparable with the same one).
 #
-# `inference.translate_ids` decodes many sentences in batches of similar length (`beam=1` is greedy).
+# `generation.translate_ids` decodes many sentences in batches of similar length (`beam=1` is greedy).
 # Scores on a few hundred sentences are noisy; the trainer's own test score is in `result.test`.
 
 # %%

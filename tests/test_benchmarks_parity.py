@@ -26,7 +26,7 @@ transformers = pytest.importorskip("transformers", reason="the hf extra (transfo
 from scratchformer.benchmarks import BENCHMARKS, load_questions  # noqa: E402
 from scratchformer.benchmarks.metrics import item_scores, pooled, summary  # noqa: E402
 from scratchformer.benchmarks.run import choice_scores  # noqa: E402
-from scratchformer.checkpoint import load_checkpoint  # noqa: E402
+from scratchformer.checkpoints import load_checkpoint  # noqa: E402
 from scratchformer.data.benchmark_files import read_jsonl  # noqa: E402
 
 N = 200

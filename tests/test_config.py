@@ -4,7 +4,7 @@ import pytest
 
 from conftest import tiny
 from scratchformer import ConfigError, ModelConfig, build_model, count_parameters_formula
-from scratchformer.nn.config import PRESETS
+from scratchformer.nn.model_presets import PRESETS
 from scratchformer.settings.values import split_settings
 
 

@@ -91,7 +91,7 @@ def test_a_tokenizers_kind_is_compared_in_its_own_home_only():
     # onnx_decode.py runs alone beside an export (numpy and tokenizers, no scratchformer): it reads the kind it is
     # given from the export's JSON
     found = _found(compares_a_tokenizer_kind, ("tokenizers/", "settings/"))
-    assert len(found) <= 3 and all(f.startswith("app/export/onnx_decode.py") for f in found), found
+    assert len(found) <= 3 and all(f.startswith("interop/onnx_decode.py") for f in found), found
 
 
 def test_no_caller_reaches_through_a_tokenizer_to_its_hugging_face_object():
@@ -167,7 +167,7 @@ def test_a_metric_reads_as_the_registry_says():
 
 def test_a_runs_checkpoints_are_named_once(tmp_path):
     from scratchformer.app.serve.model import model_name
-    from scratchformer.model_source import KEPT, run_of
+    from scratchformer.checkpoints import KEPT, run_of
 
     assert KEPT == ("averaged", "best", "last")
     for name in KEPT:
@@ -179,7 +179,8 @@ def test_a_runs_checkpoints_are_named_once(tmp_path):
 def test_chat_messages_are_checked_once_for_every_reader():
     import pytest
 
-    from scratchformer.app.serve.api import ApiError, _messages
+    from scratchformer.app.serve.api import _messages
+    from scratchformer.app.serve.api_errors import ApiError
     from scratchformer.data.messages import MessageError, chat_messages
     from scratchformer.data.preferences import check_preference
     from scratchformer.data.records import _check

@@ -17,7 +17,7 @@ import torch
 
 from conftest import exactly
 from scratchformer.app.cli import main
-from scratchformer.checkpoint import load_checkpoint
+from scratchformer.checkpoints import load_checkpoint
 from scratchformer.data.preferences import check_preference
 from scratchformer.data.records import read_records
 from scratchformer.data.roles import DataFiles

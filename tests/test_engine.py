@@ -329,7 +329,7 @@ def test_the_engine_generate_and_transformers_decode_a_llama_folder_alike(llama_
 def served(tmp_path_factory):
     pytest.importorskip("starlette", reason="the serve extra")
     from scratchformer.app.serve.model import load_served
-    from scratchformer.checkpoint import save_checkpoint
+    from scratchformer.checkpoints import save_checkpoint
     from scratchformer.settings.config import TrainConfig
     from scratchformer.tokenizers import CharTokenizer
 
@@ -360,7 +360,8 @@ def served(tmp_path_factory):
     ([1, 2], 400, "JSON object"),
 ])
 def test_a_bad_chat_request_is_refused_naming_its_field(served, body, status, needle):
-    from scratchformer.app.serve.api import ApiError, parse_chat
+    from scratchformer.app.serve.api import parse_chat
+    from scratchformer.app.serve.api_errors import ApiError
 
     with pytest.raises(ApiError) as refused:
         parse_chat(body, served["chat"])
@@ -369,7 +370,8 @@ def test_a_bad_chat_request_is_refused_naming_its_field(served, body, status, ne
 
 
 def test_a_request_is_read_into_the_prompt_the_budget_and_the_sampling(served):
-    from scratchformer.app.serve.api import ApiError, parse_chat, parse_completion
+    from scratchformer.app.serve.api import parse_chat, parse_completion
+    from scratchformer.app.serve.api_errors import ApiError
 
     ask = parse_chat({"model": "any", "messages": [{"role": "developer", "content": "ab"}, {"role": "user", "content": [
         {"type": "text", "text": "c"}, {"type": "text", "text": "d"}]}], "max_tokens": 100, "temperature": 0,

@@ -18,7 +18,7 @@ import scratchformer
 from chat_folders import V, write_tokenizer
 from conftest import tiny
 from scratchformer.app.cli import main
-from scratchformer.checkpoint import load_checkpoint
+from scratchformer.checkpoints import load_checkpoint
 from scratchformer.errors import ConfigError
 from scratchformer.nn.experts import MixtureOfExperts, load_balancing_loss, router_aux_loss
 
@@ -130,7 +130,7 @@ def test_gguf_refuses_a_dense_layer_among_sparse_ones_in_one_line(folders, tmp_p
 
 @needs_llama
 def test_gguf_of_an_all_sparse_folder_gives_llama_cpp_the_same_greedy_tokens(folders, tmp_path):
-    from scratchformer.app.export.llamacpp import llama_generate
+    from scratchformer.interop.llamacpp import llama_generate
 
     path = tmp_path / "moe.gguf"
     assert main(["export", "--ckpt", str(folders["all_sparse"]), "--format", "gguf", "--out", str(path)]) == 0

@@ -25,12 +25,12 @@ from scratchformer import GPT, EncoderClassifier, ModelConfig, Seq2SeqTransforme
 from scratchformer.app.cli import main
 from scratchformer.app.explore import ExploreServer, Limits, RequestError, explore, model_info, parse_request
 from scratchformer.app.explore.server import MAX_BODY, STATIC
-from scratchformer.checkpoint import load_checkpoint, save_checkpoint
+from scratchformer.checkpoints import load_checkpoint, save_checkpoint
 from scratchformer.errors import DataError
 from scratchformer.generation import beam_search, generate
-from scratchformer.inference import classify_texts, translate_texts
 from scratchformer.nn.recording import attention_maps
 from scratchformer.settings.config import TrainConfig
+from scratchformer.tasks.inference import classify_texts, translate_texts
 from scratchformer.tokenizers import BOS_ID, EOS_ID, CharTokenizer
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -26,7 +26,7 @@ from scratchformer.app.cli import main
 from scratchformer.app.explore import explore, make_server, model_info, standalone_page
 from scratchformer.app.explore.model_view import checkpoint_name
 from scratchformer.app.explore.standalone import SCRIPTS
-from scratchformer.checkpoint import load_checkpoint, save_checkpoint
+from scratchformer.checkpoints import load_checkpoint, save_checkpoint
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tokenizers import CharTokenizer
 from test_explore import _as_cells, _cells, _request, _save

@@ -15,8 +15,8 @@ import torch
 
 from conftest import tiny
 from scratchformer import GPT, EncoderClassifier
-from scratchformer.app.export import ExportError, export_onnx, export_torchscript, verify_onnx
 from scratchformer.families import FAMILIES, family
+from scratchformer.interop import ExportError, export_onnx, export_torchscript, verify_onnx
 from scratchformer.models import build_model
 
 ATOL = 1e-4

@@ -57,8 +57,8 @@ def test_onnxruntime_writes_what_pytorch_writes(exported, capsys, monkeypatch):
 def test_llama_cpp_writes_what_pytorch_writes(exported, capsys):
     from llama_cpp import Llama
 
-    from scratchformer.app.export.llamacpp import llama_generate
-    from scratchformer.checkpoint import load_checkpoint
+    from scratchformer.checkpoints import load_checkpoint
+    from scratchformer.interop.llamacpp import llama_generate
 
     expected = _pytorch_text(exported["run"], capsys)
     llm = Llama(str(exported["gguf"]), vocab_only=True, verbose=False)

@@ -94,7 +94,7 @@ def _sites(monkeypatch, out: Path, corpora: Path) -> dict:
     from torch.utils.tensorboard import SummaryWriter
 
     import scratchformer.atomic as atomic
-    import scratchformer.checkpoint as checkpoint
+    import scratchformer.checkpoints.checkpoint as checkpoint
     from scratchformer.data.corpus import writer
     from scratchformer.train import logger
 

@@ -24,12 +24,12 @@ import scratchformer
 import shared_runs
 from conftest import SHARED_DATA, exactly, needs_data, tiny
 from scratchformer.app.cli import main
-from scratchformer.checkpoint import CheckpointError
+from scratchformer.checkpoints import CheckpointError
+from scratchformer.checkpoints.sharded import SHARDS, is_sharded, problem
 from scratchformer.distributed import DistInfo
 from scratchformer.errors import ConfigError, WriteError
 from scratchformer.models import build_model
 from scratchformer.settings.config import TrainConfig
-from scratchformer.sharded import SHARDS, is_sharded, problem
 from scratchformer.train.fsdp import sharded_run
 from scratchformer.train.fsdp_checkpoint import restore_sharded, save_sharded
 
@@ -120,7 +120,7 @@ def test_shard_fsdp_without_torchrun_ends_in_one_line_before_anything_is_written
 def _saved(tmp_path: Path, name: str = "last") -> tuple[Path, torch.nn.Module, torch.optim.Optimizer]:
     """A tiny GPT after one AdamW step, saved in the sharded layout by one process (as a sharded run resumed on one
     process saves it)."""
-    from scratchformer.checkpoint import write_beside_weights
+    from scratchformer.checkpoints import write_beside_weights
     from scratchformer.tokenizers import CharTokenizer
 
     torch.manual_seed(0)
@@ -208,7 +208,7 @@ def test_a_base_read_row_by_row_on_the_meta_device_is_the_base(tmp_path):
     """What fills a model built on the meta device (each process's rows; here one process, whole) equals what one
     process reads: from a sharded run into a classifier with shorter inputs (its head drawn anew, its position table
     cut), and from a Llama folder by its name plan."""
-    from scratchformer.model_source import find_source
+    from scratchformer.checkpoints import find_source
     from scratchformer.train.fsdp_init import fill_from
 
     ckpt, model, _ = _saved(tmp_path)

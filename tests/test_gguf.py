@@ -16,13 +16,13 @@ import torch
 
 from conftest import tiny
 from scratchformer import GPT, Seq2SeqTransformer, generate
-from scratchformer.app.export import ExportError
+from scratchformer.interop import ExportError
 from scratchformer.tokenizers.bpe import BPETokenizer
 from scratchformer.tokenizers.char import CharTokenizer
 
 pytest.importorskip("gguf", reason="GGUF export needs the gguf package (pip install -e \".[gguf]\")")
-from scratchformer.app.export.gguf import _rope_rows, export_gguf, gguf_arch  # noqa: E402
-from scratchformer.app.export.gguf_vocab import bytes_to_unicode  # noqa: E402
+from scratchformer.interop.gguf import _rope_rows, export_gguf, gguf_arch  # noqa: E402
+from scratchformer.interop.gguf_vocab import bytes_to_unicode  # noqa: E402
 
 # llama.cpp's GPT-2 GELU reads a float16 table, and its f32 matrix kernels sum in another order: measured 3e-5 here
 F32_ATOL = 2e-4
@@ -112,7 +112,7 @@ def test_refusals_are_one_line_and_write_nothing(tmp_path, char_tok):
 
 
 def _compare(path, model, prompts, n=64):
-    from scratchformer.app.export.llamacpp import llama_generate
+    from scratchformer.interop.llamacpp import llama_generate
 
     expected = generate(model, torch.tensor(prompts), n)
     with torch.no_grad():

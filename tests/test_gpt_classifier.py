@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from scratchformer.app.cli import main
-from scratchformer.checkpoint import load_checkpoint
+from scratchformer.checkpoints import load_checkpoint
 from scratchformer.data.batching import pad_batch
 from scratchformer.models import GPTClassifier, build_model
 from scratchformer.models.gpt_classifier import last_real

@@ -15,9 +15,9 @@ from conftest import SHARED_DATA, needs_data, tiny
 from scratchformer.app.cli import main
 from scratchformer.benchmarks.gsm8k import gsm8k_problems, score_answers
 from scratchformer.generation import generate
-from scratchformer.metrics import extract_answer as extract
-from scratchformer.metrics import same_answer as exact_match
 from scratchformer.models import GPT
+from scratchformer.tasks.metrics import extract_answer as extract
+from scratchformer.tasks.metrics import same_answer as exact_match
 from shared_runs import QUICK, TINY
 
 gsm8k_data = needs_data("benchmarks/gsm8k_test.jsonl.gz", "benchmarks/gsm8k_train.jsonl.gz")

@@ -29,9 +29,9 @@ transformers = pytest.importorskip("transformers", reason="the hf extra (transfo
 from scratchformer.benchmarks import BENCHMARKS, load_questions  # noqa: E402
 from scratchformer.benchmarks.generated import answer_problems, prompt_texts  # noqa: E402
 from scratchformer.benchmarks.gsm8k import score_answers  # noqa: E402
-from scratchformer.checkpoint import load_checkpoint  # noqa: E402
+from scratchformer.checkpoints import load_checkpoint  # noqa: E402
 from scratchformer.data.benchmark_files import read_jsonl  # noqa: E402
-from scratchformer.metrics import ANSWER_FILTERS as FILTERS  # noqa: E402
+from scratchformer.tasks.metrics import ANSWER_FILTERS as FILTERS  # noqa: E402
 
 N, NEW = 50, 64
 BENCH = SHARED_DATA / "benchmarks"

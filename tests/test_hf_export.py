@@ -19,7 +19,7 @@ from conftest import tiny
 from scratchformer import GPT, EncoderClassifier, Seq2SeqTransformer
 from scratchformer.app.cli import main
 from scratchformer.app.export.huggingface import export_hf
-from scratchformer.checkpoint import load_checkpoint
+from scratchformer.checkpoints import load_checkpoint
 from scratchformer.data.batching import pad_batch
 from scratchformer.generation import generate
 from scratchformer.interop import bert_from_pretrained, gpt2_from_pretrained, minilm_path
@@ -87,7 +87,7 @@ def test_gpt_round_trip_through_transformers_gives_the_same_logits(tmp_path, set
 def test_the_export_check_sees_a_small_change_in_one_weight():
     """The equality above is not vacuous: the comparison the export relies on notices a 1e-3 change in
     one bias of one layer."""
-    from scratchformer.app.export.huggingface import _check_inputs, compare_logits
+    from scratchformer.interop.hf_export import _check_inputs, compare_logits
 
     model = _perturbed(GPT(tiny("gpt")))
     hf = to_hugging_face(model)
@@ -378,7 +378,7 @@ def test_refusals_and_failed_checks_leave_nothing_behind(runs, shared_file, caps
     assert "--hf-class applies to --format hf" in capsys.readouterr().err
 
     # an export whose check fails is not published
-    import scratchformer.app.export.huggingface as hf_export
+    import scratchformer.interop.hf_export as hf_export
 
     monkeypatch.setattr(hf_export, "compare_logits", lambda *a, **k: (0.5, 1.0))
     failed = tmp_path / "failed"

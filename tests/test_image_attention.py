@@ -70,7 +70,7 @@ def test_the_picture_puts_each_patch_weight_on_its_patch(tmp_path, monkeypatch):
 def test_a_checkpoints_picture_is_titled_with_its_prediction(tmp_path):
     from PIL import Image
 
-    from scratchformer.checkpoint import load_checkpoint, save_checkpoint
+    from scratchformer.checkpoints import load_checkpoint, save_checkpoint
 
     model = ViT(ModelConfig(**CFG))
     save_checkpoint(tmp_path / "ckpt", model, None, model.config, {"task": "image"}, 1, extra={"labels": list("abc")})

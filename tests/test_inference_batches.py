@@ -10,13 +10,14 @@ import pytest
 import torch
 
 from scratchformer import EncoderClassifier, ModelConfig, Seq2SeqTransformer
-from scratchformer.checkpoint import Checkpoint
+from scratchformer.checkpoints import Checkpoint
 from scratchformer.data.batching import sorted_batches
 from scratchformer.generation import batched as inference
-from scratchformer.inference import classify_texts, translate_ids
+from scratchformer.generation import translate_ids
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks import build_task, seq2seq
 from scratchformer.tasks.classify import class_probabilities
+from scratchformer.tasks.inference import classify_texts
 from scratchformer.tokenizers import CharTokenizer
 
 ALPHABET = "abcdefghij ."

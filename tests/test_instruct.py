@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from scratchformer.app.cli import main
-from scratchformer.checkpoint import load_checkpoint
+from scratchformer.checkpoints import load_checkpoint
 from scratchformer.data.records import read_records
 from scratchformer.data.templates import Template, find_template
 from scratchformer.errors import ConfigError, DataError

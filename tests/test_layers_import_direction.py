@@ -7,16 +7,14 @@
             paper_train.py (trains paper.py on the copy task: it imports torch and paper, run beside it)
     rank -1.5 families.py (the family registry: what each model family is)
     rank -1 registry/ (the task registry: what each task is)   distributed.py (torchrun's processes)
-            sharded.py (a shard=fsdp run's checkpoint: each process's shard, read back whole or by rows)
-    rank 0  nn/ (the paper's blocks)   tokenizers/   metrics.py
+    rank 0  nn/ (the paper's blocks)   tokenizers/
     rank 1  models/ (the families' models, from nn/)   data/ (files by role -> tokenizer -> prepared corpora -> views)
     rank 1.5 interop/ (weights between scratchformer and other implementations: torch.nn, Hugging Face)
-    rank 1.75 adapters.py (a LoRA run's checkpoint: its adapters alone, its base named and fingerprinted)
-    rank 1.9 model_source.py (what a path or a name holds: a run or a Hugging Face folder, found once)
-    rank 2  settings/ (configs, presets, the precedence rule)   checkpoint.py (which reads a Hugging Face folder
-            through interop/)   generation/
-    rank 3  tasks/ (each task's batches, loss and evaluation)
-    rank 4  train/ (the session and the loop)   inference.py (using a trained checkpoint)
+    rank 1.9 checkpoints/ (everything that reads or writes a model on disk: where a model comes from, a run's
+            checkpoints, LoRA records, the sharded form; it reads a Hugging Face folder through interop/)
+    rank 2  settings/ (configs, presets, the precedence rule)   generation/
+    rank 3  tasks/ (each task's batches, loss and evaluation, its metrics, and a trained checkpoint used for it)
+    rank 4  train/ (the session and the loop)
     rank 4.5 benchmarks/ (a trained language model scored on the field's benchmarks, as lm-evaluation-harness does)
     rank 5  app/ (what a user runs: the CLI, its commands, plots, export, explain, explore)
 
@@ -36,9 +34,9 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "scratchformer"
 RANKS = {"lazy": -2, "extras": -2, "errors": -3, "atomic": -2, "paper": -2, "families": -1.5, "registry": -1,
-         "distributed": -1, "sharded": -1, "nn": 0,
-         "tokenizers": 0, "metrics": 0, "models": 1, "data": 1, "settings": 2, "checkpoint": 2, "generation": 2,
-         "interop": 1.5, "adapters": 1.75, "model_source": 1.9, "tasks": 3, "train": 4, "inference": 4,
+         "distributed": -1, "nn": 0,
+         "tokenizers": 0, "models": 1, "data": 1, "settings": 2, "generation": 2,
+         "interop": 1.5, "checkpoints": 1.9, "tasks": 3, "train": 4,
          "benchmarks": 4.5, "app": 5}
 RANKS["paper_train"] = -2  # beside paper.py, importing it as ``paper``: nothing of the package
 EXEMPT = {"__init__.py", "__main__.py"}

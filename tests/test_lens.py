@@ -20,7 +20,7 @@ from scratchformer import GPT, EncoderClassifier, Seq2SeqTransformer
 from scratchformer.app.cli import main
 from scratchformer.app.explore import explore, make_server
 from scratchformer.app.explore.lens_view import LENS_TOP_K
-from scratchformer.checkpoint import load_checkpoint
+from scratchformer.checkpoints import load_checkpoint
 from scratchformer.families import FAMILIES, family
 from scratchformer.models.lens import class_lens, logit_lens, read_out, residual_stream
 from scratchformer.nn.recording import record_attention

@@ -12,7 +12,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from conftest import tiny
 from scratchformer import GPT, EncoderClassifier, Seq2SeqTransformer, build_model, count_parameters_formula
 from scratchformer.app.cli import main
-from scratchformer.checkpoint import load_model, save_checkpoint
+from scratchformer.checkpoints import load_model, save_checkpoint
 from scratchformer.generation import generate
 from scratchformer.nn.attention import set_attention_impl
 from scratchformer.nn.kv_cache import KVCache, LinearAttentionState
@@ -270,7 +270,7 @@ def test_the_reference_path_with_a_state_is_the_recurrent_form():
 def test_linear_models_export_to_onnx_and_torchscript_and_run_at_other_lengths(tmp_path, arch):
     """Traced at length 8, run at 150 (three chunks of the parallel form) with padding."""
     pytest.importorskip("onnxruntime", reason="ONNX checks need onnxruntime (pip install onnxruntime)")
-    from scratchformer.app.export import export_onnx, export_torchscript, verify_onnx
+    from scratchformer.interop import export_onnx, export_torchscript, verify_onnx
 
     model = build_model(tiny(arch, attention="linear", max_len=160)).eval()
     ids = torch.randint(1, 37, (3, 150))

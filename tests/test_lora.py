@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 import shared_runs
 from conftest import inputs_for, tiny_model
 from scratchformer.app.cli import main
-from scratchformer.checkpoint import load_checkpoint, load_model
+from scratchformer.checkpoints import load_checkpoint, load_model
 from scratchformer.families import FAMILIES
 from scratchformer.nn.attention import MultiHeadAttention
 from scratchformer.nn.feedforward import FeedForward
@@ -164,7 +164,7 @@ def test_loading_a_lora_run_checks_its_base_by_its_headers_and_hashes_it_in_full
         base_run, tmp_path, capsys, monkeypatch):
     """A large base is not hashed for every command: loading reads its files' sizes, times and headers (a few kB);
     every byte only when those differ (the base copied, or changed: then refused), and with ``info --verify``."""
-    import scratchformer.adapters as adapters
+    import scratchformer.checkpoints.adapters as adapters
 
     base, text = base_run
     copy = tmp_path / "base"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from scratchformer.checkpoint import load_model
+from scratchformer.checkpoints import load_model
 from scratchformer.interop.huggingface import bert_from_pretrained
 from scratchformer.nn.lora import LoRALinear, add_lora, merge_lora
 

@@ -10,7 +10,7 @@ import torch
 
 import shared_runs
 from scratchformer.app.cli import main
-from scratchformer.checkpoint import load_checkpoint
+from scratchformer.checkpoints import load_checkpoint
 from scratchformer.models import EncoderClassifier
 from scratchformer.nn.config import ModelConfig
 from scratchformer.tasks import mask_tokens

@@ -17,7 +17,7 @@ from scratchformer import (
     build_model,
     count_parameters_formula,
 )
-from scratchformer.checkpoint import load_checkpoint, save_checkpoint
+from scratchformer.checkpoints import load_checkpoint, save_checkpoint
 from scratchformer.generation import generate
 from scratchformer.nn.attention import MultiHeadAttention
 from scratchformer.nn.feedforward import FeedForward
@@ -213,7 +213,7 @@ def test_onnx_export_of_a_modern_model_matches_pytorch(tmp_path, arch):
     """RMSNorm, QK-norm and ReLU² are plain tensor arithmetic: the exported graph computes the same numbers."""
     pytest.importorskip("onnxruntime", reason="ONNX checks need onnxruntime (pip install onnxruntime)")
     pytest.importorskip("onnxscript", reason="torch's ONNX exporter needs onnxscript (pip install onnx onnxscript)")
-    from scratchformer.app.export import export_onnx, verify_onnx
+    from scratchformer.interop import export_onnx, verify_onnx
 
     model = build_model(tiny(arch, positional="rotary" if arch == "gpt" else "sinusoidal", **MODERN)).eval()
     with torch.no_grad():

@@ -27,8 +27,8 @@ from scratchformer.generation import beam_search, greedy_translate
 pytest.importorskip("onnxruntime", reason="ONNX checks need onnxruntime (pip install onnxruntime)")
 pytest.importorskip("onnxscript", reason="torch's ONNX exporter needs onnxscript (pip install onnx onnxscript)")
 
-from scratchformer.app.export import ExportError, export_onnx_cached  # noqa: E402
-from scratchformer.app.export import onnx_decode as od  # noqa: E402
+from scratchformer.interop import ExportError, export_onnx_cached  # noqa: E402
+from scratchformer.interop import onnx_decode as od  # noqa: E402
 
 ATOL = 1e-4
 V = 37
@@ -114,7 +114,7 @@ def seq2seq_export(shared_run):
     stop, so its outputs are whole sentences) and its shared export with the KV cache (``export --format onnx``,
     which calls ``export_onnx_cached``), with 6 sources of 4-8 symbols (the lengths it learnt) and their ``<eos>``,
     padded."""
-    from scratchformer.checkpoint import load_checkpoint
+    from scratchformer.checkpoints import load_checkpoint
 
     ckpt = load_checkpoint(shared_run("copy"))
     symbols = torch.tensor(ckpt.tokenizer.encode("abcdefghij"))
@@ -185,7 +185,7 @@ def test_the_loop_runs_where_importing_torch_fails(gpt_export, tmp_path):
             pass
         sys.argv = ["onnx_decode.py", sys.argv[1], "--ids", "5", "9", "11", "--max-new-tokens", "20"]
         runpy.run_path(sys.argv[1] + "/onnx_decode.py", run_name="__main__")
-        from scratchformer.app.export.onnx_decode import CachedModel, generate  # through the package's __init__s
+        from scratchformer.interop.onnx_decode import CachedModel, generate  # through the package's __init__s
         print(" ".join(map(str, generate(CachedModel(sys.argv[1]), [[5, 9, 11]], 20)[0])))
         assert not any(m.split(".")[0] == "torch" for m in sys.modules)
     '''))

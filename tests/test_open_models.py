@@ -157,7 +157,7 @@ def test_bfloat16_folders_stay_bfloat16_and_decode_and_float32_converts(folders,
 
 
 def test_the_tokenizer_comes_from_the_folder_with_no_pad_token(folders):
-    tok = scratchformer.checkpoint.load_checkpoint(folders["qwen3"][0]).tokenizer
+    tok = scratchformer.checkpoints.load_checkpoint(folders["qwen3"][0]).tokenizer
     assert isinstance(tok, PretrainedTokenizer) and tok.vocab_size == V
     assert tok.hf.token_to_id("<pad>") is None and tok.pad_id == 0  # id 0 is a real token: masks say what pads
     assert tok.decode(tok.encode("the lazy dog")) == "the lazy dog"

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from scratchformer.app.cli import main
-from scratchformer.checkpoint import load_checkpoint
+from scratchformer.checkpoints import load_checkpoint
 from scratchformer.generation import generate
 from test_open_models import V
 
@@ -94,7 +94,7 @@ def test_export_hf_loads_in_transformers_as_the_same_class_with_equal_logits(run
 @needs_llama
 @pytest.mark.parametrize("name", ["llama", "qwen3", "llama-lora"])
 def test_export_gguf_gives_llama_cpp_the_same_64_greedy_tokens(runs, tmp_path, name):
-    from scratchformer.app.export.llamacpp import llama_generate
+    from scratchformer.interop.llamacpp import llama_generate
 
     path = tmp_path / f"{name}.gguf"
     assert main(["export", "--ckpt", str(runs[name]), "--format", "gguf", "--out", str(path)]) == 0

@@ -200,7 +200,7 @@ def test_instruct_from_a_short_window_is_refused_in_one_line_before_anything_is_
 def test_the_template_s_characters_are_added_to_a_character_model_that_lacks_them(tmp_path, capsys):
     """A book without '#', ':' or any capital: the instruction run starts from its weights with a vocabulary that
     gains each character Alpaca's template writes (said once), the old ids unchanged and the old rows as they were."""
-    from scratchformer.checkpoint import load_checkpoint
+    from scratchformer.checkpoints import load_checkpoint
     from scratchformer.tokenizers import load_tokenizer
 
     book = tmp_path / "book.txt"

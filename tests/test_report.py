@@ -69,7 +69,7 @@ def test_the_page_says_what_was_trained_on_what_where_how_it_scored_and_how_to_m
 
 def test_its_command_makes_the_same_run(run, tmp_path, capsys, monkeypatch):
     """Run from the folder the run was started in (its ``started`` folder), the command trains the same run."""
-    from scratchformer.app.report import reproduce_command
+    from scratchformer.app.report_runs import reproduce_command
 
     config = json.loads((run / "config.json").read_text())
     words = shlex.split(reproduce_command(run, config))

@@ -120,8 +120,8 @@ def complete(client, prompt: str, stream: bool, max_tokens: int = 24) -> str:
 
 @pytest.mark.parametrize("name", ["instruct", "llama"])
 def test_a_chat_is_generate_s_greedy_answer_streamed_or_not(servers, runs, name, capsys):
-    from scratchformer.checkpoint import load_checkpoint
-    from scratchformer.inference import chat_prompt_ids
+    from scratchformer.checkpoints import load_checkpoint
+    from scratchformer.tasks.inference import chat_prompt_ids
 
     ckpt = load_checkpoint(runs[name])
     client = servers[name].client()
@@ -294,7 +294,7 @@ def test_the_api_key_is_required_when_set_and_the_cli_refuses_in_one_line(runs, 
         assert err.count("\n") == 1
     finally:
         assert server.stop()[0] == 0
-    from scratchformer.checkpoint import save_checkpoint
+    from scratchformer.checkpoints import save_checkpoint
     from scratchformer.models import EncoderClassifier
     from scratchformer.nn.config import ModelConfig
     from scratchformer.settings.config import TrainConfig

@@ -174,7 +174,8 @@ def test_logprobs_of_greedy_tokens_are_the_model_s_log_softmax(servers, tmp_path
 
 
 def test_a_character_vocabulary_without_braces_is_refused_before_decoding(shared_run):
-    from scratchformer.app.serve.api import ApiError, parse_chat
+    from scratchformer.app.serve.api import parse_chat
+    from scratchformer.app.serve.api_errors import ApiError
     from scratchformer.app.serve.model import load_served
 
     model = load_served(shared_run("instruct"))  # characters of sums and words: no "{"

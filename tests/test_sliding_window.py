@@ -175,7 +175,7 @@ def test_a_gemma3_folder_of_images_and_text_is_refused_in_one_line(folders, tmp_
 def test_gguf_of_a_folder_llama_cpp_reads_gives_its_greedy_tokens(folders, name, tmp_path):
     """Gemma 3 as llama.cpp's gemma3 (the window of 8 shorter than the 42 tokens); Mistral as its llama, the window
     widened to the context (llama.cpp's llama has none)."""
-    from scratchformer.app.export.llamacpp import llama_generate
+    from scratchformer.interop.llamacpp import llama_generate
 
     folder, path = folders[name][0], tmp_path / f"{name}.gguf"
     if name == "mistral":

@@ -18,7 +18,7 @@ from safetensors.torch import load_file
 import shared_runs
 from conftest import SHARED_DATA, exactly
 from scratchformer import ModelConfig
-from scratchformer import checkpoint as ckpt_mod
+from scratchformer import checkpoints as ckpt_mod
 from scratchformer.app.cli import main
 from scratchformer.data.roles import DataFiles
 from scratchformer.errors import ConfigError
@@ -138,7 +138,7 @@ def test_accumulation_end_to_end_gives_the_same_weights(tmp_path, text_file):
 KILLER = """
 import os, signal, sys
 from scratchformer.app.cli import main
-from scratchformer.checkpoint import save_checkpoint
+from scratchformer.checkpoints import save_checkpoint
 from scratchformer.train import run_state, trainer as loop
 
 kill_at, when = int(sys.argv[1]), sys.argv[2]

@@ -11,7 +11,7 @@ import torch
 from conftest import inputs_for, tiny, tiny_model
 from scratchformer import load_model
 from scratchformer.app.cli import main
-from scratchformer.checkpoint import load_checkpoint
+from scratchformer.checkpoints import load_checkpoint
 from scratchformer.errors import ConfigError
 from scratchformer.families import FAMILIES, family
 from scratchformer.models import build_model

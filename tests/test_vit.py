@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from scratchformer import ConfigError, ModelConfig, ViT, build_model, count_parameters_formula
-from scratchformer.checkpoint import load_checkpoint, save_checkpoint
+from scratchformer.checkpoints import load_checkpoint, save_checkpoint
 from scratchformer.nn import MultiHeadAttention
 from scratchformer.nn.norms import RMSNorm
 from scratchformer.nn.patches import PatchEmbedding, patchify

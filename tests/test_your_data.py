@@ -20,7 +20,7 @@ from safetensors.torch import load_file
 
 import shared_runs
 from scratchformer.app.cli import main
-from scratchformer.checkpoint import load_checkpoint
+from scratchformer.checkpoints import load_checkpoint
 from scratchformer.errors import ConfigError
 from scratchformer.interop import minilm_path
 from scratchformer.settings.resolve import resolve

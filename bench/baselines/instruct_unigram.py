@@ -16,7 +16,7 @@ import json
 import math
 from collections import Counter
 
-from scratchformer.checkpoint import load_checkpoint
+from scratchformer.checkpoints import load_checkpoint
 from scratchformer.data.roles import DataFiles
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks import build_task

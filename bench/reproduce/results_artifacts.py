@@ -51,9 +51,9 @@ def palette(png: Path, colors: int = 16) -> None:
 
 
 def samples(name: str, run: Path) -> str:
-    from scratchformer.checkpoint import load_checkpoint
+    from scratchformer.checkpoints import load_checkpoint
     from scratchformer.data import load_multi30k
-    from scratchformer.inference import classify_texts, generate_text, translate_texts
+    from scratchformer.tasks.inference import classify_texts, generate_text, translate_texts
 
     ckpt = load_checkpoint(run)
     task = ckpt.task
@@ -84,9 +84,9 @@ def digits(run: Path, out: Path) -> None:
     from sklearn.datasets import load_digits
 
     from scratchformer.app.cli import main as cli
-    from scratchformer.checkpoint import load_checkpoint
+    from scratchformer.checkpoints import load_checkpoint
     from scratchformer.data.splits import carve_rows
-    from scratchformer.inference import classify_images
+    from scratchformer.tasks.inference import classify_images
 
     raw = load_digits()
     labels = [int(y) for y in raw.target]

@@ -29,11 +29,11 @@ from pathlib import Path
 
 import torch
 
-from scratchformer.checkpoint import load_checkpoint, save_checkpoint
+from scratchformer.checkpoints import load_checkpoint, save_checkpoint
 from scratchformer.data import load_tinyshakespeare
-from scratchformer.inference import evaluate_checkpoint
 from scratchformer.settings.resolve import resolve
 from scratchformer.settings.values import parse_overrides
+from scratchformer.tasks.inference import evaluate_checkpoint
 from scratchformer.train import train
 from scratchformer.train.averaging import CheckpointHistory
 

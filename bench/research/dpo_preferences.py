@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from scratchformer.checkpoint import load_checkpoint
+from scratchformer.checkpoints import load_checkpoint
 from scratchformer.data.roles import DataFiles
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks import build_task

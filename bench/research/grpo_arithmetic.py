@@ -41,11 +41,11 @@ def test_accuracy(run: Path) -> float:
     answered by the decoding engine, at most 64 tokens)."""
     import torch
 
-    from scratchformer.checkpoint import load_checkpoint
+    from scratchformer.checkpoints import load_checkpoint
     from scratchformer.data.arithmetic import arithmetic_problems
     from scratchformer.generation.engine import Engine
     from scratchformer.generation.requests import Request, Stop
-    from scratchformer.inference import chat_prompt_ids
+    from scratchformer.tasks.inference import chat_prompt_ids
     from scratchformer.tasks.rewards import answer_reward
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))

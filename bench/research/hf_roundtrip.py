@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from scratchformer.checkpoint import load_checkpoint
+from scratchformer.checkpoints import load_checkpoint
 from scratchformer.data.batching import pad_batch
 from scratchformer.generation import generate
 

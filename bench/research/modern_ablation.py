@@ -34,12 +34,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from scratchformer.checkpoint import load_checkpoint
+from scratchformer.checkpoints import load_checkpoint
 from scratchformer.data import load_tinyshakespeare
 from scratchformer.data.roles import DataFiles
-from scratchformer.inference import evaluate_checkpoint
 from scratchformer.settings.resolve import resolve
 from scratchformer.settings.values import parse_overrides
+from scratchformer.tasks.inference import evaluate_checkpoint
 from scratchformer.train import train
 
 # name -> the key=value words that differ from the preset

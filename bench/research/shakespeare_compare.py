@@ -21,7 +21,7 @@ import json
 import torch
 import torch.nn.functional as F
 
-from scratchformer.checkpoint import load_checkpoint
+from scratchformer.checkpoints import load_checkpoint
 from scratchformer.data import load_tinyshakespeare
 
 

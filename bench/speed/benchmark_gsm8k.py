@@ -45,7 +45,7 @@ def _memory(field: str) -> int:
 
 
 def _budget(folder: Path) -> int:
-    from scratchformer.checkpoint import load_checkpoint
+    from scratchformer.checkpoints import load_checkpoint
 
     window = load_checkpoint(folder).model.config.max_len
     return 256 if window > 256 else window // 2
@@ -56,7 +56,7 @@ def _ours(folder: Path, n: int) -> tuple[float, float, list[str], float]:
     from scratchformer.benchmarks.generated import answer_problems, prompt_texts
     from scratchformer.benchmarks.gsm8k import score_answers
     from scratchformer.benchmarks.run import load_questions
-    from scratchformer.checkpoint import load_checkpoint
+    from scratchformer.checkpoints import load_checkpoint
 
     ckpt = load_checkpoint(folder)
     times, outputs, score = [], [], 0.0

@@ -73,7 +73,7 @@ def make_folder(folder: Path) -> None:
 
 def _ours(folder: Path, name: str, n: int) -> tuple[float, float, float]:
     from scratchformer.benchmarks import evaluate_benchmarks
-    from scratchformer.checkpoint import load_checkpoint
+    from scratchformer.checkpoints import load_checkpoint
 
     ckpt = load_checkpoint(folder)
     times, acc = [], 0.0

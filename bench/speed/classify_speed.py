@@ -48,13 +48,13 @@ from pathlib import Path
 
 import torch
 
-from scratchformer.checkpoint import Checkpoint, load_checkpoint
+from scratchformer.checkpoints import Checkpoint, load_checkpoint
 from scratchformer.data import find_dataset
 from scratchformer.data.batching import pad_batch
-from scratchformer.inference import classify_texts
 from scratchformer.interop import bert_from_pretrained, minilm_path
 from scratchformer.models import EncoderClassifier
 from scratchformer.tasks.classify import CLASSIFY_TOKENS
+from scratchformer.tasks.inference import classify_texts
 from scratchformer.tokenizers import PAD_ID, PretrainedTokenizer
 
 ROOT = Path(__file__).resolve().parents[2]

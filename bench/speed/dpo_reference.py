@@ -61,7 +61,7 @@ def main() -> None:
                         "(0: all; a larger model's table then takes less time)")
     parser.add_argument("--out", help="also write the JSON here")
     args = parser.parse_args()
-    from scratchformer.checkpoint import load_checkpoint
+    from scratchformer.checkpoints import load_checkpoint
 
     weights = sum(p.numel() * p.element_size() for p in load_checkpoint(args.init_from).model.parameters())
     common = ["task=dpo", f"init_from={os.path.abspath(args.init_from)}", "dataset=preferences",

@@ -68,7 +68,7 @@ def make_models(root: Path, which: list[str]) -> None:
     import torch
 
     from scratchformer import GPT, ModelConfig
-    from scratchformer.app.export import export_gguf, export_onnx_cached
+    from scratchformer.interop import export_gguf, export_onnx_cached
     from scratchformer.tokenizers.char import CharTokenizer
 
     for name in which:
@@ -122,7 +122,7 @@ def _runner(runtime: str, folder: Path, threads: int, batch: int):
         model = od.CachedModel(folder / "onnx", threads=threads)
         return lambda ids, mask, n: _timed_ort(od, model, ids, mask, n)
     if runtime.startswith("llama.cpp"):
-        from scratchformer.app.export.llamacpp import LlamaCpp
+        from scratchformer.interop.llamacpp import LlamaCpp
 
         llm = LlamaCpp(folder / f"{runtime.split('-')[1]}.gguf", batch=batch, n_ctx=1024 if "gpt2" in str(folder)
                        else 64, threads=threads)

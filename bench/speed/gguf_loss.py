@@ -44,7 +44,7 @@ def pytorch_loss(model, parts: list[list[int]]) -> float:
 
 
 def llama_loss(path: Path, parts: list[list[int]], max_len: int, threads: int) -> float:
-    from scratchformer.app.export.llamacpp import LlamaCpp
+    from scratchformer.interop.llamacpp import LlamaCpp
 
     total, n = 0.0, 0
     with LlamaCpp(path, n_ctx=max_len, threads=threads) as llm:
@@ -63,8 +63,8 @@ def main() -> None:
     p.add_argument("--max-chars", type=int, help="score only the first N characters of the text")
     p.add_argument("--json", help="write the losses here")
     args = p.parse_args()
-    from scratchformer.app.export import export_gguf
-    from scratchformer.checkpoint import load_checkpoint
+    from scratchformer.checkpoints import load_checkpoint
+    from scratchformer.interop import export_gguf
 
     ckpt = load_checkpoint(args.ckpt)
     if args.text:

@@ -126,8 +126,8 @@ def share_that_parses(run: Path, answers: int = 50) -> dict:
     """Of ``answers`` free answers of the instruction run asked for the schema's JSON, how many validate."""
     import jsonschema
 
-    from scratchformer.checkpoint import load_checkpoint
-    from scratchformer.inference import chat_prompt_ids, template_of
+    from scratchformer.checkpoints import load_checkpoint
+    from scratchformer.tasks.inference import chat_prompt_ids, template_of
 
     ckpt = load_checkpoint(run)
     question = "Answer in JSON with name, age, color (red, green or blue), address {city} and tags: " + \
@@ -169,7 +169,7 @@ def main() -> None:
     result["gpt2_small_shape"] = rates(gpt2, tok, prompt, args.tokens)
     print(json.dumps(result), flush=True)
     if args.instruct:
-        from scratchformer.checkpoint import load_checkpoint
+        from scratchformer.checkpoints import load_checkpoint
 
         ckpt = load_checkpoint(args.instruct)
         result["instruct_gpt"] = rates(ckpt.model, ckpt.tokenizer, ckpt.tokenizer.encode("Add 1 and 2."),

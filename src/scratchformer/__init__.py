@@ -21,7 +21,7 @@ _EXPORTS = {
     "count_parameters_formula": "scratchformer.models.params",
     "generate": "scratchformer.generation", "greedy_translate": "scratchformer.generation",
     "beam_search": "scratchformer.generation",
-    "load_model": "scratchformer.checkpoint",
+    "load_model": "scratchformer.checkpoints",
     "gpt2_from_pretrained": "scratchformer.interop", "bert_from_pretrained": "scratchformer.interop",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -123,7 +123,7 @@ def publish_dir(tmp: Path, final: Path) -> None:
 def atomic_dir(final: Path, what: str, needed: int | None = None) -> Iterator[Path]:
     """``with atomic_dir(final, "the checkpoint last/") as tmp:`` write the files into ``tmp``; at the end of the
     block they are flushed to disk and ``tmp`` replaces ``final`` (``publish_dir``). A failed write removes ``tmp``
-    and becomes one ``WriteError``. The one directory writer: checkpoints, exports (``app/export``) alike."""
+    and becomes one ``WriteError``. The one directory writer: checkpoints, exports (``interop/``) alike."""
     with writing(what, final.parent, needed=needed), staging_dir(final) as tmp:
         yield tmp
         for f in tmp.rglob("*"):

@@ -10,7 +10,7 @@ from typing import Any
 from scratchformer.benchmarks.gsm8k import MAX_NEW_TOKENS
 from scratchformer.benchmarks.results import merge_results, read_results, results_path
 from scratchformer.benchmarks.run import evaluate_benchmarks
-from scratchformer.checkpoint import find_checkpoint, load_checkpoint
+from scratchformer.checkpoints import find_checkpoint, load_checkpoint
 from scratchformer.errors import ConfigError
 
 __all__ = ["benchmark_table", "evaluate_on_benchmarks"]

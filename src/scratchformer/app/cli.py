@@ -34,7 +34,8 @@ from collections.abc import Sequence
 from scratchformer.app.arguments import Command, build, opt, settings_help, take_settings
 from scratchformer.app.options import INFERENCE, model_tools
 from scratchformer.errors import Interrupted, TrainingError
-from scratchformer.nn.config import CHOICES, PRESETS, ModelConfig
+from scratchformer.nn.config import CHOICES, ModelConfig
+from scratchformer.nn.model_presets import PRESETS
 from scratchformer.registry import data_formats, task_names
 from scratchformer.settings.choices import TRAIN_CHOICES
 from scratchformer.settings.config import TrainConfig

@@ -1,5 +1,5 @@
-"""The commands that use a trained model or look at one (``train`` and ``prepare``: ``train_commands.py``): each
-reads its arguments and calls the library (``cmd_NAME``).
+"""The commands that use a trained model or look at one (``train`` and ``prepare``: ``train_commands.py``;
+``export``: ``export/command.py``): each reads its arguments and calls the library (``cmd_NAME``).
 
 Imported only when a command runs, so ``scratchformer --help`` starts without loading PyTorch.
 """
@@ -12,11 +12,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from scratchformer.checkpoint import find_source, load_checkpoint, load_trainer_state
-from scratchformer.checkpoint import resolve as resolve_ckpt
+from scratchformer.checkpoints import find_source, load_checkpoint, load_trainer_state
+from scratchformer.checkpoints import resolve as resolve_ckpt
+from scratchformer.checkpoints.sharded import is_sharded, shard_files
 from scratchformer.errors import ConfigError
 from scratchformer.families import Family, family
-from scratchformer.inference import (
+from scratchformer.models.params import count_parameters_formula
+from scratchformer.registry import format_metric, pretrains
+from scratchformer.settings.config import TrainConfig
+from scratchformer.settings.resolve import resolve
+from scratchformer.settings.values import parse_overrides
+from scratchformer.tasks.inference import (
     answer_instruction,
     classify_images,
     classify_texts,
@@ -26,12 +32,6 @@ from scratchformer.inference import (
     read_inputs,
     translate_texts,
 )
-from scratchformer.models.params import count_parameters_formula
-from scratchformer.registry import format_metric, pretrains
-from scratchformer.settings.config import TrainConfig
-from scratchformer.settings.resolve import resolve
-from scratchformer.settings.values import parse_overrides
-from scratchformer.sharded import is_sharded, shard_files
 from scratchformer.train.optim import Schedule
 
 
@@ -79,7 +79,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def _verify_base(path: str) -> None:
     """``info --verify``: a LoRA run's base hashed in full against the sha256 recorded when the run was made."""
-    from scratchformer.adapters import check_base
+    from scratchformer.checkpoints.adapters import check_base
 
     source = find_source(path)
     record = source.lora
@@ -159,54 +159,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         result = evaluate_checkpoint(load_checkpoint(args.ckpt[0]), split=split, data=args.data, beam=args.beam,
                                      length_penalty=args.length_penalty)
     print(json.dumps(result, indent=2))
-    return 0
-
-
-def cmd_export(args: argparse.Namespace) -> int:
-    from scratchformer.app.export import export_onnx, export_torchscript
-
-    out = Path(args.out)
-    if out.exists() and not args.force:
-        raise ConfigError(f"{out} exists; choose another --out or add --force")
-    if args.hf_class and args.format != "hf":
-        raise ConfigError("--hf-class applies to --format hf")
-    if args.gguf_type != "f32" and args.format != "gguf":
-        raise ConfigError("--gguf-type applies to --format gguf")
-    source = find_source(args.ckpt)
-    entry = family(source.family)  # which formats its family has: refused before any work
-    if args.format not in entry.exports:
-        raise ConfigError(f"this checkpoint holds {entry.title}, which has no --format {args.format} export (its "
-                          f"formats: {', '.join(entry.exports) or 'none yet'})")
-    if args.format in ("hf", "gguf") and source.kind == "folder" and not (source.path / "tokenizer.json").is_file():
-        raise ConfigError(f"{source.path} has no tokenizer.json, and --format {args.format} carries the model's "
-                          "tokenizer: put the model's tokenizer.json (and its tokenizer_config.json) in the folder")
-    if args.format in ("onnx", "gguf"):
-        return _export_with_cache(args, out)
-    if args.format == "hf":
-        from scratchformer.app.export.huggingface import export_hf
-
-        done = export_hf(args.ckpt, out, hf_class=args.hf_class, force=args.force)
-        print(f"wrote {done.path} ({done.hf_class}; outputs match the checkpoint's within {done.max_abs_diff:.1e})")
-        return 0
-    ckpt = load_checkpoint(args.ckpt)
-    path = (export_onnx if args.format == "onnx-single" else export_torchscript)(ckpt.model, out)
-    print(f"wrote {path}")
-    return 0
-
-
-def _export_with_cache(args: argparse.Namespace, out: Path) -> int:
-    """--format onnx (a folder: the cached graphs and the torch-free loop) and --format gguf (one file)."""
-    from scratchformer.app.export import export_gguf, export_onnx_cached
-
-    if out.exists():  # --force: replaced only once the new export is complete
-        raise ConfigError(f"{out} exists; remove it first (--force does not replace a {args.format} export)")
-    ckpt = load_checkpoint(args.ckpt)
-    chat = ckpt.chat_template  # an instruction-tuned run's own, else its tokenizer's (a folder's)
-    if args.format == "onnx":
-        print(f"wrote {export_onnx_cached(ckpt.model, out, tokenizer=ckpt.tokenizer, chat_template=chat)}")
-        return 0
-    done = export_gguf(ckpt.model, out, tokenizer=ckpt.tokenizer, gguf_type=args.gguf_type, chat_template=chat)
-    print(f"wrote {done.path} ({done.summary})")
     return 0
 
 

@@ -14,7 +14,8 @@ from scratchformer.families import family
 from scratchformer.models import build_model
 from scratchformer.models.lens import residual_stream
 from scratchformer.models.params import count_parameters_formula
-from scratchformer.nn.config import PRESETS, ModelConfig
+from scratchformer.nn.config import ModelConfig
+from scratchformer.nn.model_presets import PRESETS
 from scratchformer.registry import TaskSpec
 from scratchformer.settings.presets import preset_names
 from scratchformer.settings.resolve import resolve

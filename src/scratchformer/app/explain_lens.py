@@ -13,7 +13,7 @@ from pathlib import Path
 
 from scratchformer.app.explore.lens_view import classes_lens, lens_lines
 from scratchformer.app.explore.model_view import DEFAULT_LIMITS, Limits, checkpoint_name, class_labels, explore
-from scratchformer.checkpoint import Checkpoint, load_checkpoint
+from scratchformer.checkpoints import Checkpoint, load_checkpoint
 from scratchformer.errors import ConfigError
 from scratchformer.families import family
 

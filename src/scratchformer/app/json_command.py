@@ -11,8 +11,8 @@ from typing import Any
 
 from scratchformer.errors import ConfigError, DataError
 from scratchformer.extras import require
-from scratchformer.inference import chat_prompt_ids, encode_checked, template_of
-from scratchformer.inference import require as require_output
+from scratchformer.tasks.inference import chat_prompt_ids, encode_checked, template_of
+from scratchformer.tasks.inference import require as require_output
 
 
 def generate_json_text(ckpt: Any, args: Any, sampling: dict[str, Any]) -> str:

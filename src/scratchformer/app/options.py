@@ -104,7 +104,7 @@ INFERENCE = [
             help="hf: the transformers class (default: GPT2LMHeadModel for a GPT, BertForSequenceClassification for "
                  "a classifier, BertModel for a task=mlm encoder)"),
         opt("--force", action="store_true", help="overwrite --out if it exists"),
-    ], _RUN + "cmd_export"),
+    ], "scratchformer.app.export.command:cmd_export"),
     Command("serve", "serve a language model behind OpenAI's API (/v1/chat/completions, /v1/completions), with a "
             "chat page", [
         _CKPT,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from scratchformer.app.report_benchmarks import shown_path
-from scratchformer.app.report_runs import again, reproduce_command, run_directory, started_from, steps
+from scratchformer.app.report_runs import again, run_directory, started_from, steps
 from scratchformer.atomic import atomic_write_text
 from scratchformer.benchmarks.results import RESULTS_FILE, read_results
 from scratchformer.data.files import sha256_of
@@ -24,7 +24,7 @@ from scratchformer.errors import DataError
 from scratchformer.registry import METRICS, TASKS, format_metric, lower_is_better
 from scratchformer.train.logger import read_metrics
 
-__all__ = ["cmd_report", "reproduce_command", "run_directory", "shown_path", "write_report"]
+__all__ = ["cmd_report", "write_report"]
 
 FIGURES = "report"  # the figures' folder, beside report.md
 
@@ -189,8 +189,8 @@ def _benchmarks(results: dict[str, Any], figures: Path) -> str:
 
 
 def _samples(run: Path, config: dict[str, Any]) -> list[str]:
-    from scratchformer.checkpoint import load_checkpoint
-    from scratchformer.inference import task_samples
+    from scratchformer.checkpoints import load_checkpoint
+    from scratchformer.tasks.inference import task_samples
 
     if not all(p.is_file() for p, _ in _files(config)):
         return ["(none: the run's data is not here; set SCRATCHFORMER_DATA to the data folder)"]

@@ -50,7 +50,7 @@ def _notes(r: dict[str, Any]) -> str:
 
 def _paths_shown(text: str) -> str:
     """``text`` with each absolute path in it (a file of the user's, as ``evaluate`` was given it) as the page names
-    paths (``report.shown_path``)."""
+    paths (``shown_path``)."""
     return re.sub(r"(?<![\w.])/[^\s()|,;]+", lambda m: shown_path(m.group(0)), text)
 
 

@@ -19,7 +19,7 @@ __all__ = ["again", "chain", "reproduce_command", "run_directory", "started_from
 
 def run_directory(path: str | Path) -> Path:
     """The run directory ``path`` names (or the run of a checkpoint inside it); anything else refused in one line."""
-    from scratchformer.checkpoint import find_checkpoint
+    from scratchformer.checkpoints import find_checkpoint
 
     path = Path(path)
     inside = find_checkpoint(path) == path  # a checkpoint (best/, last/): its run is the folder above
@@ -37,8 +37,7 @@ def run_directory(path: str | Path) -> Path:
 
 def steps_taken(run: Path, records: list[dict[str, Any]]) -> int:
     """The steps a run took: its last checkpoint's step (the last logged step where it has none)."""
-    from scratchformer.checkpoint import read_meta
-    from scratchformer.model_source import LAST
+    from scratchformer.checkpoints import LAST, read_meta
 
     if (run / LAST / "config.json").is_file():
         return int(read_meta(run / LAST).get("step", 0))

@@ -42,7 +42,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _report(result: Any, out: Path, quiet: bool) -> None:
-    from scratchformer.model_source import BEST, KEPT
+    from scratchformer.checkpoints import BEST, KEPT
 
     kept = _kept(out)  # the model the last lines measure (the evaluations during the run measured others)
     before = "validation before averaging (best/)" if (out / BEST).is_dir() else "validation before averaging"
@@ -62,8 +62,7 @@ def _report(result: Any, out: Path, quiet: bool) -> None:
 
 def _kept(out: Path) -> str:
     """The checkpoint a run's final lines measure, as a person reads it: ``best/ (step 400)``."""
-    from scratchformer.checkpoint import read_meta
-    from scratchformer.model_source import KEPT
+    from scratchformer.checkpoints import KEPT, read_meta
 
     name = next((n for n in KEPT if (out / n / "config.json").is_file()), None)
     if name is None:

@@ -24,7 +24,7 @@ from scratchformer.benchmarks.questions import (
     mmlu_questions,
 )
 from scratchformer.errors import ConfigError, did_you_mean
-from scratchformer.metrics import ANSWER_FILTERS
+from scratchformer.tasks.metrics import ANSWER_FILTERS
 
 __all__ = ["BENCHMARKS", "Benchmark", "Generation", "MultipleChoice", "benchmark_names", "find_benchmark"]
 

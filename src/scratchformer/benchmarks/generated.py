@@ -23,11 +23,11 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from scratchformer.benchmarks.gsm8k import GSM8K_STOP, MAX_NEW_TOKENS, Problem
-from scratchformer.checkpoint import Checkpoint
+from scratchformer.checkpoints import Checkpoint
 from scratchformer.data.templates import Template
 from scratchformer.generation.engine import Engine
 from scratchformer.generation.requests import Request, Stop
-from scratchformer.inference import chat_prompt, template_of
+from scratchformer.tasks.inference import chat_prompt, template_of
 from scratchformer.tokenizers import Tokenizer
 
 __all__ = ["answer_problems", "encode_prompt", "prompt_texts"]

@@ -19,8 +19,8 @@ at most), and the text is cut at the first stop sequence. Two filters take the a
     flexible-extract   the last number anywhere in the text
 
 ``exact_match`` compares the extracted answer with the reference's after removing commas, "$", everything up to
-"#### " and a final ".", ignoring case. (The filters and the comparison are ``metrics.py``'s: learning from rewards
-scores answers with them too.)
+"#### " and a final ".", ignoring case. (The filters and the comparison are in ``tasks.metrics``: learning from
+rewards scores answers with them too.)
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Any
 
 from scratchformer.benchmarks.metrics import summary
 from scratchformer.errors import DataError
-from scratchformer.metrics import ANSWER_FILTERS, extract_answer, same_answer
+from scratchformer.tasks.metrics import ANSWER_FILTERS, extract_answer, same_answer
 
 __all__ = ["GSM8K_STOP", "Problem", "gsm8k_problems", "score_answers"]
 

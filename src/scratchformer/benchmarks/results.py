@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from scratchformer.atomic import atomic_write_text
-from scratchformer.checkpoint import find_checkpoint
+from scratchformer.checkpoints import find_checkpoint
 from scratchformer.errors import DataError
 
 __all__ = ["RESULTS_FILE", "merge_results", "read_results", "results_path"]

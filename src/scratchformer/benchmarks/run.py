@@ -33,7 +33,7 @@ from scratchformer.benchmarks.loglikelihood import (
 from scratchformer.benchmarks.metrics import item_scores, pooled, summary
 from scratchformer.benchmarks.mmlu_subjects import GROUPS
 from scratchformer.benchmarks.questions import Question
-from scratchformer.checkpoint import Checkpoint, CheckpointError
+from scratchformer.checkpoints import Checkpoint, CheckpointError
 from scratchformer.data.benchmark_files import find_benchmark_file, read_jsonl
 from scratchformer.errors import ConfigError
 from scratchformer.families import family

@@ -35,7 +35,8 @@ from scratchformer.lazy import lazy_exports
 _EXPORTS = {  # name -> the module that defines it
     **dict.fromkeys(["DataError"], "scratchformer.errors"),
     **dict.fromkeys(["read_lines", "read_text"], "scratchformer.data.files"),
-    **dict.fromkeys(["ALPHABET", "SyntheticTask", "TASKS"], "scratchformer.data.synthetic"),
+    "ALPHABET": "scratchformer.registry.spec",
+    **dict.fromkeys(["SyntheticTask", "TASKS"], "scratchformer.data.synthetic"),
     **dict.fromkeys(["read_parallel"], "scratchformer.data.parallel"),
     **dict.fromkeys(["read_labelled"], "scratchformer.data.labelled"),
     **dict.fromkeys(["load_digits", "read_image", "read_image_folder"], "scratchformer.data.images"),

@@ -31,7 +31,7 @@ from scratchformer.errors import DataError
 from scratchformer.registry import TaskSpec
 from scratchformer.tokenizers import Tokenizer
 
-__all__ = ["READERS", "DataSettings", "load_data"]
+__all__ = ["READERS", "load_data"]
 
 # The reader of each form of data (``registry.DataForm.kind``).
 READERS: dict[str, Callable[[DataRequest], TaskData]] = {

@@ -34,7 +34,7 @@ from scratchformer.errors import DataError
 from scratchformer.registry import ALPHABET, synthetic_targets
 from scratchformer.tokenizers import Tokenizer
 
-__all__ = ["ALPHABET", "TASKS", "FreshRows", "SyntheticTask", "synthetic_data"]
+__all__ = ["TASKS", "FreshRows", "SyntheticTask", "synthetic_data"]
 
 TASKS = tuple(synthetic_targets())  # the built-in tasks, as the registry declares them
 

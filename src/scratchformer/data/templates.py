@@ -49,10 +49,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scratchformer.data.messages import ROLES
 from scratchformer.errors import ConfigError, DataError
 
-__all__ = ["ALPACA_JINJA", "ALPACA_PREAMBLE", "ROLES", "Template", "as_messages", "find_template", "folder_template",
+__all__ = ["ALPACA_JINJA", "ALPACA_PREAMBLE", "Template", "as_messages", "find_template", "folder_template",
            "prompt_ids", "special_texts", "text_ids"]
 
 ALPACA_PREAMBLE = ("Below is an instruction that describes a task. Write a response that appropriately completes "

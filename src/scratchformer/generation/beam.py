@@ -31,9 +31,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from scratchformer.generation.common import default_limits, eval_mode
+from scratchformer.generation.common import default_limits
 from scratchformer.generation.greedy import greedy_translate
-from scratchformer.models import Seq2SeqTransformer
+from scratchformer.models import Seq2SeqTransformer, eval_mode
 
 
 def gnmt_length_penalty(length: Tensor | float, alpha: float) -> Tensor | float:

@@ -7,9 +7,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from scratchformer.models import eval_mode
-
-__all__ = ["cut_at_eos", "default_limits", "eval_mode"]  # eval_mode: the models' own, where decoding finds it
+__all__ = ["cut_at_eos", "default_limits"]
 
 
 def default_limits(src_mask: Tensor, max_new_tokens: int | None, max_len: int) -> Tensor:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from scratchformer.generation.common import cut_at_eos, default_limits, eval_mode
-from scratchformer.models import Seq2SeqTransformer
+from scratchformer.generation.common import cut_at_eos, default_limits
+from scratchformer.models import Seq2SeqTransformer, eval_mode
 
 
 @torch.no_grad()

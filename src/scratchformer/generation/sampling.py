@@ -8,8 +8,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from scratchformer.generation.common import eval_mode
-from scratchformer.models import GPT
+from scratchformer.models import GPT, eval_mode
 
 
 def filter_logits(logits: Tensor, top_k: int | None, top_p: float | None) -> Tensor:

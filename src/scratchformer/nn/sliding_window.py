@@ -27,7 +27,7 @@ from scratchformer.nn.attention import MultiHeadAttention
 from scratchformer.nn.kv_cache import KVCache
 from scratchformer.nn.masks import sliding_window_mask
 
-__all__ = ["SlidingWindowAttention", "WindowKVCache", "sliding_window_mask"]
+__all__ = ["SlidingWindowAttention", "WindowKVCache"]
 
 
 class SlidingWindowAttention(MultiHeadAttention):

@@ -12,6 +12,8 @@ registry (``registry/``), which names the runner here that does the work (``buil
 - ``image``: labelled images, for a Vision Transformer (no tokenizer: the model reads pixels).
 - ``instruct``: instruction records, the loss on the answers alone; ``dpo``: preference records, a model that answers
   tuned by Direct Preference Optimization against its frozen start.
+- ``metrics``: the scores tasks report (BLEU, chrF, accuracy, macro-F1, perplexity, exact match, GSM8K's answer).
+- ``inference``: a trained checkpoint used for its task: generate, translate, classify, evaluate.
 
 A task is built from (settings, model, data): it receives its data ready from the data pipeline
 (``data.load_data``, ``make_task``); ``build_task`` does both steps for a caller that has settings and files.

@@ -47,11 +47,11 @@ def build_task(cfg: TrainConfig, model: ModelConfig, files: DataFiles | list[str
                template: dict[str, str] | None = None) -> Task:
     """The task for ``cfg.task`` on ``files`` (its data read by ``load_data``, then ``make_task``): for a caller with
     settings and files, a checkpoint's evaluation say. ``tokenizer``: a checkpoint's (else the one of the model a
-    fine-tuning run starts from, ``model_source``, or one trained on the data); ``labels``: a trained classifier's
+    fine-tuning run starts from, ``find_source``, or one trained on the data); ``labels``: a trained classifier's
     classes; ``template``: an instruction-tuned model's prompt template (else the base's, where it has one)."""
     base = None
     if cfg.init_from and (tokenizer is None or template is None):
-        from scratchformer.model_source import find_source
+        from scratchformer.checkpoints import find_source
 
         base = find_source(cfg.init_from, cfg.data_dir)
     if base is not None:

@@ -17,10 +17,10 @@ from torch import Tensor, nn
 from scratchformer.data.batching import pad_batch, sorted_batches
 from scratchformer.data.corpus.views import RowSet
 from scratchformer.data.task_data import TaskData
-from scratchformer.metrics import accuracy, macro_f1
 from scratchformer.nn.config import ModelConfig
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks.base import Batch, Task, clip, step_generator
+from scratchformer.tasks.metrics import accuracy, macro_f1
 from scratchformer.tokenizers import PAD_ID
 
 

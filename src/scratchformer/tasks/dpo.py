@@ -217,7 +217,7 @@ class DPOTask(AnsweringTask):
         """The greedy answers to the first ``n`` prompts against both answers of each record: ``closer_to_chosen``,
         the share nearer the chosen answer than the rejected one by chrF (sentence chrF, ties not counted), and
         each side's corpus chrF."""
-        from scratchformer.metrics import chrf, closer_by_chrf
+        from scratchformer.tasks.metrics import chrf, closer_by_chrf
 
         answers, rows = self.answers(model, split, range(n)), self.rows[split]
         chosen, rejected = rows.values("chosen.text", range(n)), rows.values("rejected.text", range(n))

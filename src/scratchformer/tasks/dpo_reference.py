@@ -58,7 +58,7 @@ def compute_table(model: nn.Module, pairs: Callable[[list[int]], dict[str, Tenso
     """``(N, 2)``: the log-probabilities ``logps`` gives of each of the N pairs, chosen then rejected (``pairs``:
     positions -> their batch; ``lengths``: each pair's longer row), the model in eval mode, in batches of about
     ``EVAL_TOKENS`` padded tokens."""
-    from scratchformer.generation.common import eval_mode
+    from scratchformer.models import eval_mode
 
     device = next(model.parameters()).device
     table = torch.zeros(len(lengths), 2)
@@ -105,7 +105,7 @@ def write_tables(out: Path, tables: dict[str, Tensor], digests: dict[str, str]) 
 def base_model(init_from: str | None, device: torch.device) -> nn.Module:
     """The model a DPO run started from (``init_from``: a run or a Hugging Face folder), loaded in float32: the
     reference when its log-probabilities were not kept (``scratchformer evaluate`` on the run's records)."""
-    from scratchformer.checkpoint import CheckpointError, load_checkpoint
+    from scratchformer.checkpoints import CheckpointError, load_checkpoint
 
     try:
         model = load_checkpoint(str(init_from), dtype=torch.float32).model

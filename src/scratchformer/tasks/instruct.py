@@ -31,10 +31,10 @@ from scratchformer.data.batching import pad_batch, sorted_batches
 from scratchformer.data.memory import MemoryRows
 from scratchformer.data.task_data import TaskData
 from scratchformer.data.templates import ALPACA_PREAMBLE
-from scratchformer.metrics import chrf, exact_match, perplexity
 from scratchformer.nn.config import ModelConfig
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks.base import Batch, Task, clip
+from scratchformer.tasks.metrics import chrf, exact_match, perplexity
 from scratchformer.tokenizers import Tokenizer
 
 __all__ = ["IGNORE", "AnsweringTask", "InstructTask", "greedy_answers", "response_targets"]
@@ -93,7 +93,7 @@ class AnsweringTask(Task):
 
     def report(self, model: nn.Module, split: str, **decoding: Any) -> dict[str, Any]:
         """What ``scratchformer evaluate`` says: the scores, and the greedy answers to every prompt scored."""
-        from scratchformer.generation.common import eval_mode
+        from scratchformer.models import eval_mode
 
         with eval_mode(model):
             return {"examples": len(self.rows[split]), **self.scores(model, split),

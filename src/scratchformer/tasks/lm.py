@@ -57,7 +57,7 @@ class LMTask(Task):
         for x, y in (self._sweep(split) if split == "test" else self._random_windows(split)):
             total += self.loss_sum(model, {"x": x.to(device), "y": y.to(device)}, 0.0).item()
             count += y.numel()
-        from scratchformer.metrics import perplexity
+        from scratchformer.tasks.metrics import perplexity
 
         loss = total / max(count, 1)
         out = {"loss": loss, "perplexity": perplexity(loss)}
@@ -65,7 +65,7 @@ class LMTask(Task):
 
     def report(self, model: nn.Module, split: str, **decoding: Any) -> dict[str, Any]:
         """A test text scored whole (every token once, in consecutive windows); else the random windows."""
-        from scratchformer.generation.common import eval_mode
+        from scratchformer.models import eval_mode
 
         with eval_mode(model):
             metrics = self.evaluate(model, split)

@@ -16,10 +16,10 @@ from torch import Tensor, nn
 from scratchformer.data.batching import pad_batch
 from scratchformer.data.corpus.views import RowSet
 from scratchformer.data.task_data import TaskData
-from scratchformer.metrics import perplexity
 from scratchformer.nn.config import ModelConfig
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks.base import Batch, Task, step_generator
+from scratchformer.tasks.metrics import perplexity
 from scratchformer.tokenizers import MASK_ID
 
 

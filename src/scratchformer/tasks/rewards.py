@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from scratchformer.errors import ConfigError, DataError
-from scratchformer.metrics import extract_answer, same_answer
+from scratchformer.tasks.metrics import extract_answer, same_answer
 
 __all__ = ["BUILT_IN", "Reward", "answer_reward", "format_reward", "rewards_of", "score"]
 

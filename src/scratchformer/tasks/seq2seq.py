@@ -19,10 +19,10 @@ from torch import Tensor, nn
 from scratchformer.data.batching import pad_batch, sorted_batches
 from scratchformer.data.task_data import TaskData
 from scratchformer.generation.batched import translate_ids
-from scratchformer.metrics import bleu, chrf, exact_match, perplexity
 from scratchformer.nn.config import ModelConfig
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tasks.base import Batch, Task, clip
+from scratchformer.tasks.metrics import bleu, chrf, exact_match, perplexity
 from scratchformer.tokenizers import BOS_ID, EOS_ID, PAD_ID
 
 Pairs = list[tuple[list[int], list[int]]]

@@ -23,7 +23,8 @@ _EXPORTS = {  # name -> the module that defines it
     **dict.fromkeys(["train", "trainer_for"], "scratchformer.train.start"),
     **dict.fromkeys(["Session", "open_run"], "scratchformer.train.session"),
     **dict.fromkeys(["Trainer"], "scratchformer.train.trainer"),
-    **dict.fromkeys(["TrainResult", "TrainingError"], "scratchformer.train.result"),
+    "TrainResult": "scratchformer.train.result",
+    "TrainingError": "scratchformer.errors",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = list(_EXPORTS)

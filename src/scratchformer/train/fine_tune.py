@@ -3,7 +3,7 @@ scratchformer run) or from a GPT run (it reads the last real token: ``models/gpt
 trained further from a Llama, Qwen3 or GPT-2 folder (or a GPT run), or an encoder-decoder trained further from a
 translation run. The registry says which task starts from which family (``TaskSpec.bases``).
 
-``init_from`` is worked out once, before the run reads any data (``starting_point``: ``model_source.find_source``,
+``init_from`` is worked out once, before the run reads any data (``starting_point``: ``checkpoints.find_source``,
 then what the task and the settings must agree with); every later step reads that value (``ModelSource``).
 
 The classifier takes the base's architecture and weights and a new head for the task's classes; ``dropout`` (and
@@ -21,9 +21,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from scratchformer.checkpoints import ModelSource, find_source
 from scratchformer.errors import ConfigError
 from scratchformer.families import family, parts
-from scratchformer.model_source import ModelSource, find_source
 from scratchformer.models import build_model, cut_positions
 from scratchformer.nn.config import ModelConfig
 from scratchformer.registry import check_base, spec

@@ -15,7 +15,7 @@ Each process takes an equal share of every batch, as under DDP, and the gradient
 a sharded run computes what one process computes (``tests/test_fsdp.py``). ``precision=bf16`` is FSDP2's own mixed
 precision: the gathered weights are cast to bfloat16 for the matmuls, gradients reduced in float32, the pieces (the
 master weights) and the optimizer state stay float32. Checkpoints are written by every process, its own shard
-(``sharded.py``), and read back on any number of processes; on one process the run continues whole.
+(``checkpoints/sharded.py``), and read back on any number of processes; on one process the run continues whole.
 
 What shard=fsdp refuses, in one line, and why: Muon (it orthogonalises whole matrices: gathering every matrix for
 the step would undo the sharding), fp16 (its gradient scaler would need to see every shard), ``ema_decay`` and

@@ -1,4 +1,4 @@
-"""A ``shard=fsdp`` run's checkpoints (``sharded.py``'s layout): every process writes its own shard of the weights and
+"""A ``shard=fsdp`` run's checkpoints (``checkpoints.sharded``): every process writes its own shard of the weights and
 of the optimizer's moments with ``torch.distributed.checkpoint``, into one temporary directory that rank 0, the run's
 one writer (it holds the lock), then completes and renames into place. A save killed at any point leaves the last
 good checkpoint as it was (``atomic.atomic_dir``); a failed write on any process ends every process with one line.
@@ -20,12 +20,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from scratchformer.adapters import own_state
 from scratchformer.atomic import atomic_dir, failed_write
-from scratchformer.checkpoint import CheckpointError, load_trainer_state
+from scratchformer.checkpoints import CheckpointError, load_trainer_state
+from scratchformer.checkpoints.adapters import own_state
+from scratchformer.checkpoints.sharded import SHARDS, ShardsError, failure, quiet_single_process, read_tensors
 from scratchformer.distributed import DistInfo, broadcast_object
 from scratchformer.errors import WriteError
-from scratchformer.sharded import SHARDS, ShardsError, failure, quiet_single_process, read_tensors
 
 __all__ = ["load_sharded_weights", "restore_sharded", "save_sharded"]
 
@@ -55,7 +55,7 @@ def _write_shards(where: Path, tree: dict[str, Any], info: DistInfo) -> None:
 def save_sharded(directory: Path, model: nn.Module, optimizer: torch.optim.Optimizer, trainer_state: dict[str, Any],
                  write_rest: Callable[[Path, dict[str, Any]], None], info: DistInfo) -> None:
     """Every process: save checkpoint ``directory`` (module docstring). ``write_rest(tmp, state)``: rank 0 writes the
-    files beside the weights (``checkpoint.write_beside_weights``) with the trainer's ``state``."""
+    files beside the weights (``checkpoints.write_beside_weights``) with the trainer's ``state``."""
     weights, optim = _states(model, optimizer)
     tree = {"model": weights, "optimizer": {"state": optim["state"]}}
     what = f"the checkpoint {directory.name}/"

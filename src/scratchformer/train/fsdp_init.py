@@ -29,8 +29,8 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from scratchformer.checkpoints import ModelSource
 from scratchformer.families import family, parts
-from scratchformer.model_source import ModelSource
 from scratchformer.models import build_model, cut_positions
 from scratchformer.nn.config import ModelConfig
 from scratchformer.settings.resolve import Resolved
@@ -92,7 +92,7 @@ def base_tensors(base: ModelSource) -> Iterator[Tensors | None]:
 
 
 def _stored_shapes(base: ModelSource) -> dict[str, tuple[int, ...]]:
-    from scratchformer.sharded import index
+    from scratchformer.checkpoints.sharded import index
 
     found = index(base.path).state_dict_metadata
     return {k.removeprefix("model."): tuple(v.size) for k, v in found.items() if k.startswith("model.")}
@@ -100,7 +100,7 @@ def _stored_shapes(base: ModelSource) -> dict[str, tuple[int, ...]]:
 
 def _shard_reader(ckpt: Path, name: str, shape: tuple[int, ...]) -> Callable[[], Tensor]:
     def read() -> Tensor:
-        from scratchformer.sharded import read_tensors
+        from scratchformer.checkpoints.sharded import read_tensors
 
         tensor = torch.empty(shape)
         read_tensors(ckpt, {"model": {name: tensor}})

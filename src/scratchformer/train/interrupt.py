@@ -9,9 +9,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from scratchformer.errors import Interrupted
-
-__all__ = ["Interrupted", "stop_on_signals"]
+__all__ = ["stop_on_signals"]
 
 
 @contextlib.contextmanager

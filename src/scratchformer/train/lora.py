@@ -1,6 +1,6 @@
 """LoRA on a fine-tuning run (``lora_rank > 0``): the ``init_from`` model frozen, adapters added to the projections
 ``lora_targets`` names (``nn/lora.py``), a classifier's head left to train, and the base named and fingerprinted
-on the model, so that its checkpoints hold the adapters alone (``adapters.py``).
+on the model, so that its checkpoints hold the adapters alone (``checkpoints/adapters.py``).
 
 The optimizer then holds only the adapters (and the head): ``optim.param_groups`` takes what trains.
 """
@@ -11,10 +11,10 @@ from collections.abc import Callable
 
 from torch import nn
 
-from scratchformer.adapters import BaseRecord, LoRARecord, fingerprint, header_digest
+from scratchformer.checkpoints import ModelSource
+from scratchformer.checkpoints.adapters import BaseRecord, LoRARecord, fingerprint, header_digest
 from scratchformer.errors import ConfigError
 from scratchformer.families import family, parts
-from scratchformer.model_source import ModelSource
 from scratchformer.nn.lora import add_lora, lora_targets
 from scratchformer.settings.config import TrainConfig
 

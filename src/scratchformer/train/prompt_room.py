@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from scratchformer.checkpoints import ModelSource
 from scratchformer.data.templates import Template, find_template, special_texts
 from scratchformer.errors import ConfigError
-from scratchformer.model_source import ModelSource
 from scratchformer.settings.resolve import Resolved
 
 __all__ = ["ROOM", "prompt_ready", "run_template"]

@@ -7,11 +7,10 @@ from pathlib import Path
 
 from torch import nn
 
-from scratchformer.errors import TrainingError
 from scratchformer.nn.config import ModelConfig
 from scratchformer.tasks import Task
 
-__all__ = ["TrainResult", "TrainingError"]
+__all__ = ["TrainResult"]
 
 
 @dataclass

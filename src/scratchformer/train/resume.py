@@ -17,11 +17,18 @@ from typing import Any
 import torch
 from torch import nn
 
-from scratchformer.adapters import LoRARecord, check_base
-from scratchformer.checkpoint import CheckpointError, checkpoint_tokenizer, load_trainer_state, load_weights, read_meta
+from scratchformer.checkpoints import (
+    BEST,
+    LAST,
+    CheckpointError,
+    checkpoint_tokenizer,
+    load_trainer_state,
+    load_weights,
+    read_meta,
+)
+from scratchformer.checkpoints.adapters import LoRARecord, check_base
+from scratchformer.checkpoints.sharded import is_sharded, problem
 from scratchformer.errors import RunDirError
-from scratchformer.model_source import BEST, LAST
-from scratchformer.sharded import is_sharded, problem
 from scratchformer.train.lock import LOCK
 
 
@@ -72,7 +79,7 @@ def _check(ckpt: Path) -> None:
     from safetensors.torch import load_file
 
     read_meta(ckpt)
-    if is_sharded(ckpt):  # a shard=fsdp run's: every shard its index names, whole (sharded.py)
+    if is_sharded(ckpt):  # a shard=fsdp run's: every shard its index names, whole (checkpoints/sharded.py)
         wrong = problem(ckpt)
         if wrong:
             raise CheckpointError(wrong)

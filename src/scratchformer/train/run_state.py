@@ -2,7 +2,7 @@
 early stopping, schedule, time spent, the loss scale, the weight average) saved with ``last/`` and ``best/``, and read
 back by ``--resume``.
 
-A run's checkpoints are whole (``checkpoint.save_checkpoint``: rank 0 writes ``model.safetensors``) or, for a
+A run's checkpoints are whole (``checkpoints.save_checkpoint``: rank 0 writes ``model.safetensors``) or, for a
 ``shard=fsdp`` run, sharded (``fsdp_checkpoint.save_sharded``: every process writes its shard of the weights and of the
 optimizer's moments) on however many processes it runs.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scratchformer.checkpoint import save_checkpoint, write_beside_weights
+from scratchformer.checkpoints import save_checkpoint, write_beside_weights
 
 __all__ = ["load_run_state", "save_run"]
 

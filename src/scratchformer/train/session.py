@@ -10,9 +10,9 @@ from types import TracebackType
 
 import torch
 
+from scratchformer.checkpoints import ModelSource
 from scratchformer.distributed import DistInfo, cleanup, init_distributed
 from scratchformer.errors import ConfigError
-from scratchformer.model_source import ModelSource
 from scratchformer.settings.config import TrainConfig
 from scratchformer.tokenizers import Tokenizer
 from scratchformer.train.device import pick_device
@@ -48,7 +48,7 @@ class Session:
     def template(self) -> dict[str, str] | None:
         """The resumed checkpoint's prompt template (an instruction-tuned run's), else the one the run it starts from
         was tuned with (``base_template``), else None."""
-        from scratchformer.checkpoint import read_meta
+        from scratchformer.checkpoints import read_meta
 
         return read_meta(self.checkpoint).get("template") if self.checkpoint is not None else self.base_template
 
@@ -95,7 +95,7 @@ def open_run(out: Path, cfg: TrainConfig, *, resume: bool = False, quiet: bool =
 def _tokenizer(ckpt: Path | None, base: ModelSource | None) -> Tokenizer | None:
     """A resumed checkpoint's tokenizer, or the one of the model a run is fine-tuned from (``init_from``); None: the
     data pipeline trains one."""
-    from scratchformer.model_source import find_source
+    from scratchformer.checkpoints import find_source
 
     if ckpt is not None:
         return find_source(ckpt).tokenizer()

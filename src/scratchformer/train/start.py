@@ -29,7 +29,7 @@ from scratchformer.train.session import Session, open_run
 from scratchformer.train.trainable import apply_trainable
 from scratchformer.train.trainer import Trainer
 
-__all__ = ["Session", "open_run", "train", "trainer_for"]
+__all__ = ["train", "trainer_for"]
 
 
 def train(run: Resolved, out_dir: str | Path, *, resume: bool = False, echo: Callable[[str], None] | None = None,

@@ -70,7 +70,7 @@ def as_float(value: torch.Tensor) -> float:
 
 def evaluate(task: Task, model: nn.Module, split: str) -> dict[str, float]:
     """The task's metrics on ``split``, the model in eval mode meanwhile."""
-    from scratchformer.generation.common import eval_mode
+    from scratchformer.models import eval_mode
 
     with eval_mode(model):
         return task.evaluate(model, split)

@@ -35,9 +35,9 @@ import torch.distributed as dist
 from torch import nn
 
 from scratchformer.atomic import atomic_write_text
-from scratchformer.checkpoint import read_meta
+from scratchformer.checkpoints import AVERAGED, BEST, LAST, read_meta
 from scratchformer.distributed import broadcast_object, reduce_flags
-from scratchformer.model_source import AVERAGED, BEST, LAST
+from scratchformer.errors import Interrupted, TrainingError
 from scratchformer.registry import format_metric
 from scratchformer.settings.resolve import Resolved
 from scratchformer.tasks.base import Task, split_rows
@@ -45,11 +45,11 @@ from scratchformer.train.averaging import CheckpointHistory, WeightAverage
 from scratchformer.train.budget import TimeBudget, estimate_steps
 from scratchformer.train.device import training_module
 from scratchformer.train.fsdp import gathered
-from scratchformer.train.interrupt import Interrupted, stop_on_signals
+from scratchformer.train.interrupt import stop_on_signals
 from scratchformer.train.logger import MetricsLogger, prune
 from scratchformer.train.optim import Schedule, make_optimizer, set_lr
 from scratchformer.train.precision import MixedPrecision
-from scratchformer.train.result import TrainingError, TrainResult
+from scratchformer.train.result import TrainResult
 from scratchformer.train.resume import load_kept, restore_weights
 from scratchformer.train.run_info import run_json, summary
 from scratchformer.train.run_state import load_run_state, save_run

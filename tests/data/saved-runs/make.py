@@ -27,8 +27,8 @@ import torch
 from safetensors.torch import save_file
 
 from scratchformer import load_model
-from scratchformer.adapters import fingerprint
 from scratchformer.app.cli import main
+from scratchformer.checkpoints.adapters import fingerprint
 from scratchformer.data.named import cache_dir
 
 HERE = Path(__file__).resolve().parent

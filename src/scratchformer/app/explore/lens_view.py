@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from scratchformer.checkpoint import Checkpoint
+from scratchformer.checkpoints import Checkpoint
 from scratchformer.families import family
 from scratchformer.models.lens import class_lens, logit_lens
 from scratchformer.nn.config import POOLING_WORDS, ModelConfig

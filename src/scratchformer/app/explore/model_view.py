@@ -1,7 +1,7 @@
 """What the attention explorer shows, as plain data: one input through a checkpoint's model -> a dict
 ready for ``json.dumps``. The web server (``server.py``) only moves these dicts; tests call them directly.
 
-    view = explore(ckpt, "abcdefg")                      # ckpt = train.checkpoint.load_checkpoint(DIR)
+    view = explore(ckpt, "abcdefg")                      # ckpt = checkpoints.load_checkpoint(DIR)
     view["attention"][0]["weights"][layer][head][q][k]   # the weight query q gives key k (§3.2.1)
 
 The attention weights are the reference path's softmax(QK^T / sqrt(d_k)), recorded by
@@ -9,7 +9,7 @@ The attention weights are the reference path's softmax(QK^T / sqrt(d_k)), record
 ``DECIMALS`` places. By the family's output (the family registry), besides the maps:
 
 - next-token (a GPT): the next token's ``top_k`` most likely candidates and a sampled continuation (``generate``);
-- translation (an encoder-decoder): the output of beam search (``inference.translate_ids``), whose tokens are the
+- translation (an encoder-decoder): the output of beam search (``generation.translate_ids``), whose tokens are the
   decoder's queries; a ``target`` given instead is teacher-forced;
 - classes (an encoder classifier, a GPT classifier): every class's probability (none for a masked-token pretrained
   encoder, whose head is untrained).
@@ -33,13 +33,13 @@ import numpy as np
 import torch
 
 from scratchformer.app.explore.lens_view import classes_lens, token_lens
-from scratchformer.checkpoint import Checkpoint, load_checkpoint
+from scratchformer.checkpoints import Checkpoint, load_checkpoint
 from scratchformer.errors import ConfigError
 from scratchformer.families import Family, family
-from scratchformer.generation import generate
-from scratchformer.inference import encode_checked, translate_ids
+from scratchformer.generation import generate, translate_ids
 from scratchformer.nn.recording import ATTENTION_KINDS, attention_maps
 from scratchformer.registry import output_name, pretrains
+from scratchformer.tasks.inference import encode_checked
 from scratchformer.tokenizers import BOS_ID
 
 # Defaults for the caps on one request. Tokens: also never more than the model's max_len. The maps grow

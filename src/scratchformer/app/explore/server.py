@@ -40,7 +40,7 @@ from scratchformer.app.explore.model_view import (
     parse_request,
 )
 from scratchformer.app.explore.standalone import standalone_page
-from scratchformer.checkpoint import Checkpoint
+from scratchformer.checkpoints import Checkpoint
 from scratchformer.errors import ConfigError, DataError
 
 # URL path -> (file in this package's static/ folder, content type). The whole of what is served from disk.

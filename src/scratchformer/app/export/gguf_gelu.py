@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import torch
 
-from scratchformer.app.export.formats import ExportError
+from scratchformer.interop.traced import ExportError
 from scratchformer.models import GPT
 from scratchformer.nn.feedforward import FeedForward
 

@@ -1,106 +1,56 @@
-"""``scratchformer export --format hf``: a checkpoint as a ``transformers`` model directory that gives the same outputs.
-
-    scratchformer export --format hf --ckpt RUN --out DIR
-    AutoModelForCausalLM.from_pretrained(DIR)                 # a GPT
-    AutoModelForSequenceClassification.from_pretrained(DIR)   # a classifier with pooling="pooler"
-    AutoModel.from_pretrained(DIR)                            # an encoder alone (--hf-class BertModel)
-    AutoTokenizer.from_pretrained(DIR)
-
-What maps to what is ``interop.hf_models`` (the weights) and ``interop.hf_tokenizers`` (the tokenizer); this module
-writes the directory, with a model card, and checks it. Every export is checked before it is published: the
-directory is loaded back with ``from_pretrained`` and its logits compared with the checkpoint's on random inputs,
-padded ones included (within 1e-5 of the largest logit's size), and the tokenizer's ids with scratchformer's on
-sample texts. It is written beside ``DIR`` and renamed into place (nothing half-written is ever left), and an
-existing ``DIR`` is replaced only with ``force=True`` (``--force``). Where the two still differ in use: GPT-2 has
-no positions past ``max_len``, so transformers' ``generate`` stops there while scratchformer's slides a window;
-called directly on a left-padded batch, GPT-2 needs ``position_ids`` counted over real tokens (its ``generate``
-passes them); an input longer than ``max_len`` is cut by scratchformer at ``max_len`` ids, by transformers'
-``truncation=True`` with a pretrained tokenizer's final ``[SEP]`` kept. A GPT's model card says the first two."""
+"""``scratchformer export --format hf``: a checkpoint (or run directory, or Hugging Face folder) as a ``transformers``
+model directory. This gathers what the writer (``interop/hf_export.py``) is given: the model, its config, its
+tokenizer and chat template, and its model card's rows: the run's name, where it came from (steps, task, data) and
+its metrics (the run's ``metrics.jsonl``: for each split, the record at the exported step where there is one, else
+the latest)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-from torch import Tensor, nn
+from scratchformer.checkpoints import load_checkpoint, read_meta, resolve, run_of
+from scratchformer.interop.hf_export import CardRows, HFExport, write_hf
 
-from scratchformer.atomic import publish_dir, staging_dir
-from scratchformer.checkpoint import load_checkpoint, read_meta, resolve
-from scratchformer.families import family
-from scratchformer.interop.hf_models import (
-    BERT_CLASSIFIER,
-    BERT_ENCODER,
-    GPT2_LM,
-    GPT_CLASSES,
-    HF_CLASSES,
-    HFExportError,
-    check_exportable,
-    to_hugging_face,
-    transformers_module,
-)
-from scratchformer.interop.hf_tokenizers import check_tokenizer, generation_ids, hf_tokenizer_files
-from scratchformer.model_source import run_of
-from scratchformer.nn.config import ModelConfig
-from scratchformer.tokenizers import SPECIAL_TOKENS
-
-__all__ = ["HF_CLASSES", "HFExport", "HFExportError", "compare_logits", "export_hf"]
-
-# Logits may differ by float32 rounding only: this fraction of the largest logit's magnitude (at least 1).
-TOLERANCE = 1e-5
+__all__ = ["card_rows", "export_hf"]
 
 
-@dataclass
-class HFExport:
-    path: Path
-    hf_class: str
-    max_abs_diff: float  # the largest |logit difference| found by the check at export
-    logit_scale: float  # the largest |logit| in that check, for scale
+def export_hf(ckpt: str | os.PathLike, out: str | os.PathLike, *, hf_class: str | None = None,
+              force: bool = False) -> HFExport:
+    """Export the checkpoint (or run directory, or Hugging Face folder) ``ckpt`` to the directory ``out``
+    (``interop.hf_export.write_hf``). ``hf_class``: one of ``HF_CLASSES`` (default: by family)."""
+    loaded = load_checkpoint(ckpt)
+    loaded.check_tokenizer("export --format hf")  # the export carries the tokenizer: refused before any work
+    ckpt_dir = resolve(ckpt)
+    meta = {"model": loaded.model_config.to_dict(), **loaded.extra} if "folder" in loaded.extra else None
+    return write_hf(loaded.model, loaded.model_config, loaded.tokenizer, out, card_rows(ckpt_dir, meta or
+                                                                                       read_meta(ckpt_dir)),
+                    hf_class=hf_class, task=loaded.task, labels=loaded.extra.get("labels"),
+                    chat_template=loaded.chat_template, force=force)  # a tuned run's template, else its tokenizer's
 
 
-def _check_inputs(cfg: ModelConfig, seed: int = 0) -> tuple[Tensor, Tensor]:
-    """Random ids ``(3, T)`` and a real-token mask: row 0 full, rows 1 and 2 padded (left for a GPT, the
-    way prompts are batched; right for an encoder), row 2 down to one token."""
-    gen, T = torch.Generator().manual_seed(seed), min(cfg.max_len, 24)
-    ids = torch.randint(len(SPECIAL_TOKENS), max(cfg.vocab_size, len(SPECIAL_TOKENS) + 1), (3, T), generator=gen)
-    ids = ids.clamp(max=cfg.vocab_size - 1)
-    lengths, positions = torch.tensor([T, max(1, T // 2), 1]), torch.arange(T)[None, :]
-    mask = positions >= T - lengths[:, None] if family(cfg.arch).decoder_only else positions < lengths[:, None]
-    return ids.masked_fill(~mask, cfg.pad_id), mask
+def card_rows(ckpt_dir: Path, meta: dict[str, Any]) -> CardRows:
+    """The model card's rows for the checkpoint ``ckpt_dir`` whose ``config.json`` is ``meta`` (a folder's: its
+    model config and ``hf_architecture``)."""
+    model_cfg, train_cfg, step = meta["model"], meta.get("train", {}), int(meta.get("step", 0))
+    run = _run_dir(ckpt_dir)
+    if "folder" in meta:
+        origin = (f"from the Hugging Face folder `{ckpt_dir.name}` (a `{meta['hf_architecture']}`), read into "
+                  "scratchformer's blocks and written back.")
+    else:
+        data = meta.get("data") or (json.loads((run / "config.json").read_text()).get("data") if run and
+                                    (run / "config.json").is_file() else None)
+        from scratchformer.data.roles import DataFiles
 
-
-def compare_logits(model: nn.Module, hf_model: Any, hf_class: str, ids: Tensor, mask: Tensor) -> tuple[float, float]:
-    """``(max |difference|, max |logit|)`` between ``model`` and ``hf_model`` on ``ids (B, T)`` with the
-    real-token ``mask (B, T)``, over the outputs that mean something: every real position's logits for
-    a GPT (positions counted from the first real token, as ``generate`` does), the class logits of a
-    classifier, the real positions' hidden states (and the pooler's output, if the model has one) of an
-    encoder."""
-    model.eval()
-    hf_mask = mask.long()
-    with torch.no_grad():
-        if hf_class in GPT_CLASSES:
-            position_ids = (hf_mask.cumsum(-1) - 1).clamp(min=0)
-            ours = model(ids, mask)[mask]
-            theirs = hf_model(input_ids=ids, attention_mask=hf_mask, position_ids=position_ids).logits[mask]
-        elif hf_class == BERT_CLASSIFIER:
-            ours, theirs = model(ids, mask), hf_model(input_ids=ids, attention_mask=hf_mask).logits
-        else:
-            out = hf_model(input_ids=ids, attention_mask=hf_mask)
-            hidden = model.encode(ids, mask)
-            ours, theirs = hidden[mask], out.last_hidden_state[mask]
-            if model.pooler is not None:
-                ours = torch.cat([ours, model.pool(hidden, mask)])
-                theirs = torch.cat([theirs, out.pooler_output])
-    ours, theirs = ours.float(), theirs.float()
-    return (ours - theirs).abs().max().item(), ours.abs().max().item()
-
-
-# ====================================================================================== model card
+        files = DataFiles.from_dict(data)
+        names = [f"{Path(p).name} ({role})" for role, paths in (("train", files.train), ("val", files.val),
+                                                                ("test", files.test)) for p in paths]
+        source = train_cfg.get("dataset") or ", ".join(names) or "not recorded"
+        origin = (f"from a checkpoint trained for {step} steps (task `{train_cfg.get('task', '?')}`, data: "
+                  f"{source}).")
+    return CardRows(run_of(ckpt_dir.resolve()).name, origin, _metrics_table(run, step), model_cfg, train_cfg)
 
 
 def _run_dir(ckpt_dir: Path) -> Path | None:
@@ -132,144 +82,3 @@ def _metrics_table(run: Path | None, step: int) -> list[str]:
     return ["| split | step | metrics |", "|---|---|---|", *rows, "",
             f"From the run's `metrics.jsonl`: for each split, the record at the exported checkpoint's step ({step}) "
             "where there is one, else the latest."]
-
-
-def _settings_table(settings: dict[str, Any]) -> list[str]:
-    return ["| setting | value |", "|---|---|",
-            *(f"| `{k}` | `{json.dumps(v, ensure_ascii=False)}` |" for k, v in settings.items())]
-
-
-_USAGE = {
-    GPT2_LM: ("text-generation", "AutoModelForCausalLM",
-              'ids = tokenizer("Once upon a time", return_tensors="pt")\n'
-              "out = model.generate(**ids, max_new_tokens=40, do_sample=True, top_k=50)\n"
-              "print(tokenizer.decode(out[0], skip_special_tokens=True))"),
-    BERT_CLASSIFIER: ("text-classification", "AutoModelForSequenceClassification",
-                      'batch = tokenizer(["a gripping, funny film", "dull"], padding=True, return_tensors="pt")\n'
-                      "probs = model(**batch).logits.softmax(-1)\n"
-                      "print([model.config.id2label[int(i)] for i in probs.argmax(-1)])"),
-    BERT_ENCODER: ("feature-extraction", "AutoModel",
-                   'batch = tokenizer(["a sentence", "another one"], padding=True, return_tensors="pt")\n'
-                   "hidden = model(**batch).last_hidden_state  # (B, T, C)"),
-}
-
-
-def model_card(ckpt_dir: Path, meta: dict[str, Any], hf_class: str, result: HFExport, exact_notes: list[str]) -> str:
-    """The ``README.md`` of an export: what it is, how to load it, the check it passed, settings and metrics."""
-    pipeline, auto, snippet = _USAGE[GPT2_LM if hf_class in GPT_CLASSES else hf_class]
-    model_cfg, train_cfg, step = meta["model"], meta.get("train", {}), int(meta.get("step", 0))
-    run = _run_dir(ckpt_dir)
-    data = meta.get("data") or (json.loads((run / "config.json").read_text()).get("data") if run and
-                                (run / "config.json").is_file() else None)
-    from scratchformer.data.roles import DataFiles
-
-    files = DataFiles.from_dict(data)
-    names = [f"{Path(p).name} ({role})" for role, paths in (("train", files.train), ("val", files.val),
-                                                            ("test", files.test)) for p in paths]
-    source = train_cfg.get("dataset") or ", ".join(names) or "not recorded"
-    lines = [
-        "---", "library_name: transformers", f"pipeline_tag: {pipeline}", "tags:", "- scratchformer", "---", "",
-        f"# {run_of(ckpt_dir.resolve()).name}", "",
-        f"A `{hf_class}` exported by scratchformer from the Hugging Face folder `{ckpt_dir.name}` (a "
-        f"`{meta['hf_architecture']}`), read into scratchformer's blocks and written back." if "folder" in meta
-        else f"A `{hf_class}` exported by scratchformer from a checkpoint trained for {step} steps "
-        f"(task `{train_cfg.get('task', '?')}`, data: {source}).", "",
-        "## Use", "", "```python", f"from transformers import AutoTokenizer, {auto}", "",
-        'tokenizer = AutoTokenizer.from_pretrained("PATH/TO/THIS/FOLDER")',
-        f'model = {auto}.from_pretrained("PATH/TO/THIS/FOLDER")', snippet, "```", "",
-    ]
-    if hf_class == GPT2_LM:
-        lines += [f"GPT-2 has positions for {model_cfg['max_len']} tokens only: keep the prompt and the new tokens "
-                  "within that (scratchformer's own `generate` slides a window past it). Batches of prompts are "
-                  "padded on the left; called directly on a padded batch, the model needs "
-                  "`position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)`, as `generate` passes, so that "
-                  "positions count real tokens (scratchformer computes them that way).", ""]
-    if hf_class == BERT_ENCODER and model_cfg.get("pooling") != "pooler":
-        lines += [f"The encoder alone: scratchformer's `{model_cfg.get('pooling')}` pooling and classification "
-                  "head are not part of `BertModel`; its `pooler_output` is zeros (the pooler's weights are zero). "
-                  "Use `last_hidden_state`.", ""]
-    lines += ["## Checked at export", "",
-              f"Loaded back with `from_pretrained`, this model's outputs differ from scratchformer's by at most "
-              f"{result.max_abs_diff:.2e} (largest output magnitude {result.logit_scale:.3g}) on random inputs with "
-              "padding; the tokenizer gives scratchformer's ids on sample texts.", ""]
-    if exact_notes:
-        lines += ["Settings held exactly by the target although it is built differently:", "",
-                  *(f"- {n}" for n in exact_notes), ""]
-    lines += ["## Metrics", "", *_metrics_table(run, step), "",
-              "## Model settings (scratchformer `ModelConfig`)", "", *_settings_table(model_cfg), "",
-              "## Training settings (scratchformer `TrainConfig`)", "", *_settings_table(train_cfg), ""]
-    return "\n".join(lines)
-
-
-def _exact_notes(cfg: ModelConfig, hf_class: str) -> list[str]:
-    notes = []
-    table = "`wpe`" if hf_class == GPT2_LM else "`position_embeddings`"
-    if cfg.positional == "sinusoidal":
-        notes.append(f"`positional=sinusoidal`: the paper's sinusoid table is stored in {table} (trainable here).")
-    if cfg.positional == "none":
-        notes.append(f"`positional=none`: {table} is zeros (trainable here).")
-    if not cfg.bias:
-        notes.append("`bias=false`: every bias is zero (trainable here).")
-    if cfg.scale_embeddings:
-        notes.append("`scale_embeddings=true`: the token table is stored multiplied by sqrt(d_model).")
-    return notes
-
-
-# ====================================================================================== export
-
-
-def export_hf(ckpt: str | os.PathLike, out: str | os.PathLike, *, hf_class: str | None = None,
-              force: bool = False) -> HFExport:
-    """Export the checkpoint (or run directory) ``ckpt`` to the directory ``out``: weights and
-    ``config.json``, the tokenizer files and a model card ``README.md``; checked, then published
-    atomically (see the module docstring). ``hf_class``: one of ``HF_CLASSES`` (default: by family)."""
-    out = Path(out)
-    if out.exists() and not force:
-        raise HFExportError(f"{out} exists; choose another --out or add --force")
-    loaded = load_checkpoint(ckpt)
-    loaded.check_tokenizer("export --format hf")  # the export carries the tokenizer: refused before any work
-    model = loaded.model
-    hf_class = check_exportable(model, hf_class, loaded.task)
-    transformers = transformers_module()
-    ckpt_dir = resolve(ckpt)
-    labels = loaded.extra.get("labels")
-    chat = loaded.chat_template  # an instruction-tuned run's own, else its tokenizer's (a folder's)
-
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with staging_dir(out) as tmp, _quiet(transformers):
-        ids = generation_ids(loaded.tokenizer) if hf_class in GPT_CLASSES else None  # bos, every eos, a pad
-        to_hugging_face(model, hf_class, labels=labels, special_ids=ids).save_pretrained(str(tmp))
-        for name, text in hf_tokenizer_files(loaded.tokenizer, loaded.model_config, chat).items():
-            (tmp / name).write_text(text, encoding="utf-8")
-
-        reloaded = getattr(transformers, hf_class).from_pretrained(str(tmp)).eval()
-        ids, mask = _check_inputs(loaded.model_config)
-        diff, scale = compare_logits(model, reloaded, hf_class, ids, mask)
-        if not diff <= TOLERANCE * max(1.0, scale):  # also catches NaN
-            raise HFExportError(f"the exported {hf_class} differs from the checkpoint by {diff:.2e} (largest output "
-                                f"{scale:.3g}); nothing was written")
-        check_tokenizer(loaded.tokenizer, tmp, chat)
-        result = HFExport(out, hf_class, diff, scale)
-        meta = {"model": loaded.model_config.to_dict(), **loaded.extra} if "folder" in loaded.extra else None
-        card = model_card(ckpt_dir, meta or read_meta(ckpt_dir), hf_class, result, _exact_notes(loaded.model_config,
-                                                                                                hf_class))
-        (tmp / "README.md").write_text(card, encoding="utf-8")
-        if out.exists() and not force:  # it appeared while we were exporting
-            raise HFExportError(f"{out} exists; choose another --out or add --force")
-        publish_dir(tmp, out)
-    return result
-
-
-@contextlib.contextmanager
-def _quiet(transformers: Any) -> Iterator[None]:
-    """No progress bars or info lines from transformers while it writes and reads the export."""
-    logging = transformers.utils.logging
-    bars, level = logging.is_progress_bar_enabled(), logging.get_verbosity()
-    logging.disable_progress_bar()
-    logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        logging.set_verbosity(level)
-        if bars:
-            logging.enable_progress_bar()

@@ -14,7 +14,8 @@ its call.
 from scratchformer.lazy import lazy_exports
 
 _EXPORTS = {  # name -> the module that defines it
-    **dict.fromkeys(["ATTENTION_KINDS", "MAX_FIGURE_INCHES", "plot_attention", "plot_checkpoint_attention"],
+    "ATTENTION_KINDS": "scratchformer.nn.recording",
+    **dict.fromkeys(["MAX_FIGURE_INCHES", "plot_attention", "plot_checkpoint_attention"],
                     "scratchformer.app.plots.attention"),
     **dict.fromkeys(["attention_rollout", "class_token_attention", "plot_checkpoint_image_attention",
                      "plot_image_attention", "vit_attention"], "scratchformer.app.plots.image_attention"),

@@ -14,19 +14,23 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from scratchformer.app.plots.common import DPI, Figure, save
-from scratchformer.checkpoint import Checkpoint
+from scratchformer.app.plots.common import new_figure, save
+from scratchformer.checkpoints import Checkpoint
 from scratchformer.families import family
-from scratchformer.inference import encode_checked, translate_texts
-from scratchformer.nn.recording import ATTENTION_KINDS, attention_maps
+from scratchformer.nn.recording import attention_maps
+from scratchformer.tasks.inference import encode_checked, translate_texts
 from scratchformer.tokenizers import BOS_ID, WORD_START
 
-__all__ = ["ATTENTION_KINDS", "MAX_FIGURE_INCHES", "attention_maps", "plot_attention", "plot_checkpoint_attention"]
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["MAX_FIGURE_INCHES", "plot_attention", "plot_checkpoint_attention"]
 
 # Beyond these, a grid of heatmaps is too small to read: show evenly spaced layers and the first heads.
 MAX_LAYERS = 6
@@ -202,7 +206,7 @@ def _draw(panels: list[list[np.ndarray]], grid: _Grid, layer_numbers: list[int],
     grid_w, grid_h = grid.size
     title_w = max(len(line) for line in title.split("\n")) * 12 * 0.58 / 72 + 0.3  # inches, at 12 points
     fig_w, fig_h = max(left + grid_w + right, title_w), bottom + grid_h + top_margin
-    fig = Figure(figsize=(fig_w, fig_h), dpi=DPI)
+    fig = new_figure(figsize=(fig_w, fig_h))
     fig.subplots_adjust(left=left / fig_w, right=(left + grid_w) / fig_w, bottom=bottom / fig_h,
                         top=(bottom + grid_h) / fig_h, wspace=grid.gap / grid.panel_w, hspace=grid.gap / grid.panel_h)
     axes = fig.subplots(n_rows, n_cols, squeeze=False, sharex=True, sharey=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from scratchformer.extras import require
 
@@ -13,11 +14,21 @@ from matplotlib import rc_context  # noqa: E402 - after the check that it is ins
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-__all__ = ["DPI", "FORMATS", "Figure", "MaxNLocator", "save"]
+__all__ = ["DPI", "FORMATS", "integer_ticks", "new_figure", "save"]
 
 DPI = 130
 # File name ending -> (matplotlib's format, metadata). No date or version inside: the same figure, the same file.
 FORMATS = {".png": ("png", {"Software": None}), ".svg": ("svg", {"Date": None, "Creator": None})}
+
+
+def new_figure(**layout: Any) -> Figure:
+    """A figure at the pictures' resolution (``DPI``), drawn without ``pyplot`` (``figsize=``, ``layout=``)."""
+    return Figure(dpi=DPI, **layout)
+
+
+def integer_ticks() -> MaxNLocator:
+    """Ticks at whole numbers only (steps)."""
+    return MaxNLocator(integer=True)
 
 
 def save(fig: Figure, path: str | os.PathLike) -> Path:

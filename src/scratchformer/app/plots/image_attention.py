@@ -23,8 +23,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from scratchformer.app.plots.common import DPI, Figure, save
-from scratchformer.checkpoint import Checkpoint
+from scratchformer.app.plots.common import new_figure, save
+from scratchformer.checkpoints import Checkpoint
 from scratchformer.data.images import as_input, read_image
 from scratchformer.models import ViT
 from scratchformer.nn.recording import attention_maps
@@ -97,7 +97,7 @@ def plot_image_attention(model: ViT, pixels: Tensor, path: str | os.PathLike, *,
         if cfg.n_layers > MAX_LAYERS else list(range(cfg.n_layers))
     heads = list(range(min(cfg.n_heads, MAX_HEADS)))
     n_rows, n_cols = 1 + len(layers), 1 + len(heads)
-    fig = Figure(figsize=(n_cols * PANEL_INCHES, n_rows * PANEL_INCHES + 0.7), dpi=DPI, layout="constrained")
+    fig = new_figure(figsize=(n_cols * PANEL_INCHES, n_rows * PANEL_INCHES + 0.7), layout="constrained")
     axes = fig.subplots(n_rows, n_cols, squeeze=False)
     rollout = attention_rollout(full)[0]  # (1 + N,)
     _panel(axes[0][0], shown, None, "the image")

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from scratchformer.app.plots.common import DPI, Figure, MaxNLocator, save
+from scratchformer.app.plots.common import integer_ticks, new_figure, save
 
 __all__ = ["plot_benchmarks", "plot_training"]
 
@@ -24,7 +24,7 @@ def plot_training(records: list[dict[str, Any]], path: str | os.PathLike, title:
                   loss_unit: str = "nats per token") -> Path:
     """Loss (train; validation as points; test as a star; ``loss_unit``: what it is an average over, the task's),
     learning rate and tokens per second against the step."""
-    fig = Figure(figsize=(8.5, 7.6), dpi=DPI, layout="constrained")
+    fig = new_figure(figsize=(8.5, 7.6), layout="constrained")
     loss, lr, speed = fig.subplots(3, 1, sharex=True, height_ratios=[2.2, 1, 1])
     steps, values = _points(records, "train", "loss")
     loss.plot(steps, values, lw=1.2, alpha=0.6, color="C0", label="train loss (logged steps)")
@@ -48,14 +48,14 @@ def plot_training(records: list[dict[str, Any]], path: str | os.PathLike, title:
     speed.set_ylim(bottom=0)
     speed.grid(alpha=0.3)
     speed.set_xlabel("optimizer step")
-    speed.xaxis.set_major_locator(MaxNLocator(integer=True))
+    speed.xaxis.set_major_locator(integer_ticks())
     return save(fig, path)
 
 
 def plot_benchmarks(rows: list[tuple[str, float, float | None, float | None]], path: str | os.PathLike,
                     title: str) -> Path:
     """One bar per benchmark score (``(label, score %, standard error %, chance %)``), chance as a tick over it."""
-    fig = Figure(figsize=(8.5, 0.9 + 0.42 * len(rows)), dpi=DPI, layout="constrained")
+    fig = new_figure(figsize=(8.5, 0.9 + 0.42 * len(rows)), layout="constrained")
     ax = fig.subplots()
     y = list(range(len(rows)))[::-1]
     scores = [r[1] for r in rows]

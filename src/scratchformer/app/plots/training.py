@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from scratchformer.app.plots.common import DPI, Figure, MaxNLocator, save
+from scratchformer.app.plots.common import integer_ticks, new_figure, save
 from scratchformer.nn.embedding import sinusoidal_table
 from scratchformer.registry import METRICS
 from scratchformer.settings.config import TrainConfig
@@ -35,7 +35,7 @@ def plot_positional_encoding(max_len: int, d_model: int, path: str | os.PathLike
     if bad:
         raise ValueError(f"dimension {bad[0]} is out of range for d_model={d_model}")
 
-    fig = Figure(figsize=(12.5, 4.8), dpi=DPI, layout="constrained")
+    fig = new_figure(figsize=(12.5, 4.8), layout="constrained")
     left, right = fig.subplots(1, 2, width_ratios=[1.15, 1])
     image = left.imshow(table, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto", interpolation="nearest")
     left.set_xlabel("dimension i (even: sin, odd: cos)")
@@ -73,7 +73,7 @@ def plot_lr_schedule(schedule: Schedule | TrainConfig, path: str | os.PathLike) 
     steps = np.arange(n) if n <= 20_000 else np.unique(np.linspace(0, n - 1, 20_000).round().astype(int))
     lrs = np.array([schedule(int(s)) for s in steps])
 
-    fig = Figure(figsize=(8, 4.2), dpi=DPI, layout="constrained")
+    fig = new_figure(figsize=(8, 4.2), layout="constrained")
     ax = fig.subplots()
     ax.plot(steps + 1, lrs, lw=1.8, color="C0")  # schedule(step) is the rate of the (step + 1)-th update
     warmup = schedule.warmup
@@ -121,7 +121,7 @@ def plot_curves(run_dir: str | os.PathLike, path: str | os.PathLike, metrics: It
     logged = {key[1] for key in series}
     scores = [m for m, kind in METRICS.items() if kind.quality and m not in metrics and m in logged]
 
-    fig = Figure(figsize=(8.5, 7.0 if scores else 4.4), dpi=DPI, layout="constrained")
+    fig = new_figure(figsize=(8.5, 7.0 if scores else 4.4), layout="constrained")
     axes = fig.subplots(2 if scores else 1, 1, squeeze=False, sharex=True)[:, 0]
     styles = {"train": dict(lw=1.4, alpha=0.85), "val": dict(lw=1.8, marker="o", ms=4),
               "val_averaged": dict(ls="none", marker="D", ms=7), "test": dict(ls="none", marker="*", ms=12)}
@@ -160,5 +160,5 @@ def plot_curves(run_dir: str | os.PathLike, path: str | os.PathLike, metrics: It
         score_ax.legend(frameon=False, fontsize=9, loc="lower right")
         score_ax.grid(alpha=0.3)
     axes[-1].set_xlabel("optimizer step")
-    axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes[-1].xaxis.set_major_locator(integer_ticks())
     return save(fig, path)

@@ -27,7 +27,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from scratchformer.app.serve.api import ApiError
+from scratchformer.app.serve.api_errors import ApiError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 READ_TIMEOUT = 30  # seconds: a request's head, and then its body, must arrive within it, or the connection is closed

@@ -8,10 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scratchformer.checkpoint import Checkpoint, CheckpointError, load_checkpoint
+from scratchformer.checkpoints import Checkpoint, CheckpointError, load_checkpoint, run_of
 from scratchformer.data.templates import Template, prompt_ids
-from scratchformer.inference import chat_prompt_ids, encode_checked, generates_text, template_of
-from scratchformer.model_source import run_of
+from scratchformer.tasks.inference import chat_prompt_ids, encode_checked, generates_text, template_of
 
 
 @dataclass

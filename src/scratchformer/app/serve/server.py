@@ -37,7 +37,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from scratchformer.app.serve.api import ApiError, Ask, answer, chunk, parse_chat, parse_completion, usage_chunk
+from scratchformer.app.serve.api import Ask, answer, chunk, parse_chat, parse_completion, usage_chunk
+from scratchformer.app.serve.api_errors import ApiError
 from scratchformer.app.serve.guard import READ_TIMEOUT, ClientGone, Guard, error_response, read_json
 from scratchformer.app.serve.model import ServedModel
 from scratchformer.app.serve.structured import logprobs_of, tool_calls

@@ -20,10 +20,8 @@ llama.cpp runs a fixed set of architectures; a GPT maps onto one of three when e
 Anything else (post-LN, ReLU, sinusoidal positions, the paper's sqrt(C) embedding scale, linear attention, ...)
 is refused in one line naming the settings, as are encoder-decoders and classifiers.
 
-GELU: llama.cpp's gpt2 computes GELU's tanh approximation. ``activation=gelu`` (the exact erf, the default of
-this project's GPTs) is exported only if that approximation decodes the same greedy tokens: the model is run
-with both on four seeded prompts and, for a model with a chat template, an instruction asked in it
-(``gguf_gelu.py``), and a model whose tokens differ is refused, saying so.
+GELU: llama.cpp's gpt2 computes GELU's tanh approximation, and ``activation=gelu`` (the exact erf) is written as it:
+the export command first checks that both decode the same greedy tokens (``app/export/gguf_gelu.py``).
 
 Types (``gguf_type``): ``f32``; ``f16``; ``q8_0`` (8-bit, blocks of 32 values with one scale). The 2-D weight
 matrices take the type; norms and biases stay float32; a matrix whose rows are not a multiple of 32 long stays
@@ -33,21 +31,21 @@ float16 in a ``q8_0`` file (Q8_0 blocks are 32 wide), as llama.cpp's own convert
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from scratchformer.app.export import gguf_gemma
-from scratchformer.app.export.formats import ExportError, _atomic_dir, _destination
-from scratchformer.app.export.gguf_gelu import gelu_check, instruction_ids
-from scratchformer.app.export.gguf_gemma import NOT_GEMMA, add_gemma_keys, gemma_problems, gemma_tensors
-from scratchformer.app.export.gguf_moe import add_expert_keys, expert_tensors, moe_problems
-from scratchformer.app.export.gguf_vocab import GGUFVocab, gguf_vocab, pre_tokenizer
 from scratchformer.extras import require
+from scratchformer.interop import gguf_gemma
+from scratchformer.interop.gguf_gemma import NOT_GEMMA, add_gemma_keys, gemma_problems, gemma_tensors
+from scratchformer.interop.gguf_moe import add_expert_keys, expert_tensors, moe_problems
+from scratchformer.interop.gguf_vocab import GGUFVocab, gguf_vocab, pre_tokenizer
 from scratchformer.interop.hf_folder import LLAMA_SETTINGS
 from scratchformer.interop.hf_gemma import GEMMA_SETTINGS, is_gemma
+from scratchformer.interop.traced import ExportError, _atomic_dir, _destination
 from scratchformer.models import GPT
 
 GGUF_TYPES = ("f32", "f16", "q8_0")
@@ -256,25 +254,30 @@ def _add_tensor(writer, name: str, data: np.ndarray, gguf_type: str) -> str:
     return "f16"
 
 
-def export_gguf(model: torch.nn.Module, path: str | os.PathLike, *, tokenizer: object | None,
-                gguf_type: str = "f32", chat_template: str | None = None) -> GGUFExport:
-    """Write ``model`` (a GPT) and ``tokenizer`` to the GGUF file ``path`` (atomically); see the module docstring.
-    ``chat_template``: the Jinja chat template to carry (default: the tokenizer's own, a pretrained model's)."""
-    if gguf_type not in GGUF_TYPES:
-        raise ExportError(f"gguf_type={gguf_type!r} is not one of {', '.join(GGUF_TYPES)}")
+def check_gguf(model: torch.nn.Module, tokenizer: object | None) -> CppArch:
+    """The llama.cpp architecture of ``model``, once its tokenizer is known to map too and the ``gguf`` package is
+    there; else one line (``ExportError``, ``MissingExtra``), before any work."""
     target = gguf_arch(model)
     if tokenizer is None:
         raise ExportError("a GGUF file carries the model's tokenizer, and none was given (tokenizer=None): pass the "
                           "checkpoint's (load_checkpoint(path).tokenizer)")
-    gguf_vocab(tokenizer)  # refuse an unmappable tokenizer before any work
+    gguf_vocab(tokenizer)
     require("gguf", "gguf")
+    return target
+
+
+def export_gguf(model: torch.nn.Module, path: str | os.PathLike, *, tokenizer: object | None,
+                gguf_type: str = "f32", chat_template: str | None = None, notes: Sequence[str] = ()) -> GGUFExport:
+    """Write ``model`` (a GPT) and ``tokenizer`` to the GGUF file ``path`` (atomically); see the module docstring.
+    ``chat_template``: the chat template to carry (default: the tokenizer's); ``notes``: what the caller checked."""
+    if gguf_type not in GGUF_TYPES:
+        raise ExportError(f"gguf_type={gguf_type!r} is not one of {', '.join(GGUF_TYPES)}")
+    target = check_gguf(model, tokenizer)
     import gguf
 
     path = _destination(path)
-    notes = [target.name, gguf_type]
+    notes = [target.name, gguf_type, *notes]
     template = chat_template or getattr(tokenizer, "chat_template", None)
-    if model.config.activation == "gelu":
-        notes.append(gelu_check(model, [instruction_ids(template, tokenizer)] if template else []))
     tensors = (_gpt2_tensors(model) if target.layernorm else gemma_tensors(model) if target.gemma
                else _llama_tensors(model, target.rotate_pairs))
     file_type = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,

@@ -11,7 +11,7 @@ its ``config.json`` says on what (``LoRARecord``, the value the model carries as
                       "sha256": "9a3f...",                            # of its weight files, in full
                       "headers": "c41e..."}}                          # of their names, sizes, times and headers
 
-Loading one (``model_source.ModelSource.load``) finds the base at that path and checks it is the one the adapters
+Loading one (``source.ModelSource.load``) finds the base at that path and checks it is the one the adapters
 were trained on (``check_base``): cheaply first, by the digest of its files' names, sizes, modification times and
 safetensors headers (a few kilobytes read, whatever the size of the base: an 8B base is not hashed for every
 ``generate``), and in full (sha256 of every byte) only when that differs (the base was copied, touched or
@@ -32,8 +32,8 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from scratchformer.checkpoints.sharded import SHARDS
 from scratchformer.errors import ConfigError
-from scratchformer.sharded import SHARDS
 
 __all__ = ["BaseRecord", "LoRARecord", "check_base", "fill_from_base", "fingerprint", "header_digest", "lora_record",
            "own_state"]

@@ -25,13 +25,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from scratchformer.adapters import LoRARecord, check_base, fill_from_base, own_state
+from scratchformer.checkpoints.adapters import LoRARecord, check_base, fill_from_base, own_state
+from scratchformer.checkpoints.sharded import ShardsError, is_sharded, read_tensors
 from scratchformer.errors import ConfigError
 from scratchformer.families import FAMILIES, family
 from scratchformer.models import build_model
 from scratchformer.nn.config import ModelConfig
 from scratchformer.nn.lora import add_lora, merge_lora
-from scratchformer.sharded import ShardsError, is_sharded, read_tensors
 
 __all__ = ["AVERAGED", "BEST", "CheckpointError", "KEPT", "LAST", "ModelSource", "find_checkpoint", "find_source",
            "load_weights", "read_meta", "resolve", "run_of"]
@@ -127,7 +127,7 @@ class ModelSource:
 
     @property
     def lora(self) -> LoRARecord | None:
-        """A LoRA run's record of its adapters and base (``adapters.py``), else None."""
+        """A LoRA run's record of its adapters and base (``checkpoints/adapters.py``), else None."""
         return LoRARecord.from_dict(self.meta["lora"]) if self.kind == "run" and "lora" in self.meta else None
 
     def load(self, dtype: torch.dtype | None = None, *, classes: tuple[int, str] | None = None) -> nn.Module:

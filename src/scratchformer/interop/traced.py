@@ -47,8 +47,13 @@ from torch import Tensor, nn
 
 from scratchformer.atomic import staging_dir
 from scratchformer.extras import require
-from scratchformer.generation.common import eval_mode  # no dropout in an exported graph
-from scratchformer.models import GPT, EncoderClassifier, GPTClassifier, Seq2SeqTransformer
+from scratchformer.models import (
+    GPT,
+    EncoderClassifier,
+    GPTClassifier,
+    Seq2SeqTransformer,
+    eval_mode,  # no dropout in an exported graph
+)
 
 # Models above this size keep their weights in a side file ``NAME.data``: protobuf caps a file at 2 GiB.
 _EXTERNAL_DATA_BYTES = 1536 * 2**20

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from scratchformer.app.export.formats import ExportError
+from scratchformer.interop.traced import ExportError
 from scratchformer.tokenizers import Tokenizer
 
 NORMAL, CONTROL = 1, 3  # llama.cpp's token types

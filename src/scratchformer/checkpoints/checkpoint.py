@@ -16,7 +16,7 @@ the previous checkpoint intact.
 
 Training and inference both use this module; it knows models and tokenizers, and keeps the training
 settings as the plain dictionary they were saved as (``settings.config.TrainConfig.from_dict`` types them). What a
-path holds (a run, a checkpoint, a Hugging Face folder) is worked out by ``model_source.find_source``.
+path holds (a run, a checkpoint, a Hugging Face folder) is worked out by ``source.find_source``.
 """
 
 from __future__ import annotations
@@ -29,23 +29,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from scratchformer.adapters import lora_record, own_state
 from scratchformer.atomic import atomic_dir
+from scratchformer.checkpoints.adapters import lora_record, own_state
+from scratchformer.checkpoints.source import CheckpointError, find_source
 from scratchformer.families import family
-from scratchformer.model_source import (  # re-exported: where a checkpoint is and what it holds
-    CheckpointError,
-    ModelSource,
-    find_checkpoint,
-    find_source,
-    load_weights,
-    read_meta,
-    resolve,
-)
 from scratchformer.nn.config import ModelConfig
 from scratchformer.tokenizers import Tokenizer
 
-__all__ = ["Checkpoint", "CheckpointError", "ModelSource", "checkpoint_tokenizer", "find_checkpoint", "find_source",
-           "load_checkpoint", "load_model", "load_trainer_state", "load_weights", "read_meta", "resolve",
+__all__ = ["Checkpoint", "checkpoint_tokenizer", "load_checkpoint", "load_model", "load_trainer_state",
            "save_checkpoint", "write_beside_weights"]
 
 

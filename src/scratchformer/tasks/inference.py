@@ -1,7 +1,7 @@
 """Using trained checkpoints: generate, translate, classify (texts or images) and evaluate. The CLI is a thin layer
 over these; benchmarks and notebooks import them.
 
-Every function takes a loaded ``Checkpoint`` (``checkpoint.load_checkpoint``), so the tokenizer and configuration
+Every function takes a loaded ``Checkpoint`` (``checkpoints.load_checkpoint``), so the tokenizer and configuration
 are always the ones the model was trained with. Evaluation rebuilds the checkpoint's task on its own data (or on
 given files) through the data pipeline and asks the task for its report.
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from tqdm.auto import tqdm
 
-from scratchformer.checkpoint import Checkpoint, CheckpointError
+from scratchformer.checkpoints import Checkpoint, CheckpointError
 from scratchformer.data.templates import Template, as_messages, folder_template, prompt_ids, special_texts
 from scratchformer.errors import DataError, listed
 from scratchformer.families import FAMILIES, Family, family
@@ -296,5 +296,5 @@ def evaluate_ensemble(ckpts: list[tuple[str, Checkpoint]], *, split: str = "test
 
 
 __all__ = ["answer_instruction", "chat_prompt_ids", "classify_images", "classify_texts", "evaluate_checkpoint",
-           "evaluate_ensemble", "generate_text", "generates_text", "read_inputs", "template_of", "translate_ids",
+           "evaluate_ensemble", "generate_text", "generates_text", "read_inputs", "template_of",
            "translate_texts"]

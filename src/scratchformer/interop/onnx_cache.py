@@ -37,11 +37,14 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from scratchformer.app.export.formats import ExportError, _atomic_dir, _quiet
 from scratchformer.atomic import publish_dir
 from scratchformer.extras import require
-from scratchformer.generation.common import eval_mode
-from scratchformer.models import GPT, Seq2SeqTransformer
+from scratchformer.interop.traced import ExportError, _atomic_dir, _quiet
+from scratchformer.models import (
+    GPT,
+    Seq2SeqTransformer,
+    eval_mode,  # no dropout in an exported graph
+)
 from scratchformer.nn.kv_cache import DecoderCache, KVCache
 from scratchformer.nn.masks import padding_mask
 from scratchformer.tokenizers import Tokenizer
