@@ -402,6 +402,46 @@ def test_the_address_is_said_to_be_this_computer_s_only_on_loopback_and_a_bad_on
         bind("256.0.0.1", 80)
 
 
+def test_every_connection_sends_its_writes_at_once_nagle_off():
+    """TCP_NODELAY on each connection the server accepts: asyncio sets it only on a socket made with its protocol
+    named, which ``bind``'s is not, and with Nagle's algorithm on, a kept connection's next answer (its head and body
+    two writes) waited for the client's delayed acknowledgement: 40 ms more for every request after the first."""
+    import asyncio
+    import socket
+
+    uvicorn = pytest.importorskip("uvicorn", reason="the server needs the serve extra")
+    from scratchformer.app.serve.run import bind, timed_protocol
+
+    async def app(scope, receive, send):  # never called: no request is sent
+        raise AssertionError(scope)
+
+    seen: list[int] = []
+
+    class Seen(timed_protocol(30)):
+        def connection_made(self, transport, *args):
+            super().connection_made(transport, *args)
+            seen.append(transport.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+    async def connect_once():
+        config = uvicorn.Config(app, lifespan="off", log_level="error")
+        config.load()
+        state = uvicorn.server.ServerState()
+        sock = bind("127.0.0.1", 0)
+        server = await asyncio.get_running_loop().create_server(
+            lambda: Seen(config=config, server_state=state, app_state={}), sock=sock)
+        _, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+        for _ in range(200):
+            if seen:
+                break
+            await asyncio.sleep(0.01)
+        writer.close()
+        server.close()
+        await server.wait_closed()
+
+    asyncio.run(connect_once())
+    assert len(seen) == 1 and seen[0] != 0
+
+
 def test_a_token_past_the_tokenizer_s_vocabulary_has_no_text(served):
     """A model's table is often padded past its tokenizer (Qwen3's 151,936 rows for 151,669 tokens): a random or
     unlucky model may pick such a row, which the server writes as nothing instead of failing the request."""

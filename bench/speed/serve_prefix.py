@@ -9,7 +9,8 @@ instruction-tuned GPT's, whose window is 256), answered greedily in 32 tokens; t
 answer, and a short message). Two servers of the same folder take turns round by
 round: ``scratchformer serve`` as it starts (kept rows for prefix reuse) and with ``--prefix-cache 0`` (none). The time
 to the first token is that of the second turn asked for one token (not streamed: a random model's first token may
-have no text to stream), from sending the request to reading the whole answer. Each
+have no text to stream), from sending the request to reading the whole answer, measured twice: with a new connection
+for each request, and with one connection kept open between requests, as the ``openai`` client keeps its own. Each
 round's opening is a different part of the text. Reported: the median time to the second turn's first token with
 and without, their ratio, the prompt tokens the server says it reused (``usage.prompt_tokens_details.cached_tokens``)
 and whether the two servers' second answers are the same text (they must be: the reused keys are the same numbers).
@@ -34,20 +35,23 @@ from serve_load import Server, make_folder  # noqa: E402  (the load benchmark's 
 
 FIRST = {"gpt2-small": 400, "instruct": 150}
 ANSWER_TOKENS = 32
+CONNECTIONS = ("new", "kept")  # a connection for each request, or one kept open (as the openai client keeps one)
 TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
             "{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
 
 
-def chat(server: Server, messages: list[dict], max_tokens: int) -> dict:
-    """One chat completion (not streamed): its text, its seconds, the prompt tokens reused."""
+def chat(server: Server, messages: list[dict], max_tokens: int, kept: http.client.HTTPConnection | None) -> dict:
+    """One chat completion (not streamed): its text, its seconds, the prompt tokens reused. ``kept``: a connection
+    kept open between requests (as the ``openai`` client keeps its connections); None: a new one for this request."""
     body = json.dumps({"model": server.model, "messages": messages, "max_tokens": max_tokens, "temperature": 0})
     start = time.perf_counter()
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=600)
+    conn = kept or http.client.HTTPConnection("127.0.0.1", server.port, timeout=600)
     conn.request("POST", "/v1/chat/completions", body=body, headers={"Content-Type": "application/json"})
     response = conn.getresponse()
     data = response.read()
     seconds = time.perf_counter() - start
-    conn.close()
+    if kept is None:
+        conn.close()
     if response.status != 200:
         raise SystemExit(f"HTTP {response.status}: {data[:300]!r}")
     answer = json.loads(data)
@@ -57,14 +61,14 @@ def chat(server: Server, messages: list[dict], max_tokens: int) -> dict:
             "prompt_tokens": usage["prompt_tokens"]}
 
 
-def conversation(server: Server, opening: str) -> dict:
+def conversation(server: Server, opening: str, kept: http.client.HTTPConnection | None) -> dict:
     """The first turn answered, then the second turn asked for its first token (timed: the request's whole time,
     the time to its first token), then for 8 tokens (their text compared between the servers)."""
     turn = [{"role": "user", "content": opening}]
-    answer = chat(server, turn, ANSWER_TOKENS)["text"]
+    answer = chat(server, turn, ANSWER_TOKENS, kept)["text"]
     second = [*turn, {"role": "assistant", "content": answer}, {"role": "user", "content": "And what came next?"}]
-    first = chat(server, second, 1)
-    return {**first, "ttft": first["seconds"], "text": chat(server, second, 8)["text"]}
+    first = chat(server, second, 1, kept)
+    return {**first, "ttft": first["seconds"], "text": chat(server, second, 8, kept)["text"]}
 
 
 def engine_alone(folder: Path, opening: str) -> tuple[float, float, int]:
@@ -94,6 +98,39 @@ def engine_alone(folder: Path, opening: str) -> tuple[float, float, int]:
     return times[0], times[1], reused
 
 
+def rounds(folder: Path, openings: list[str], threads: int) -> dict[tuple[str, str], list[dict]]:
+    """Each opening's conversation with both servers, taking turns, on a new connection and on a kept one by turns
+    (the last opening is the warm-up's): ``(connection, way) -> conversations``."""
+    servers = {"with": Server("scratchformer", folder, threads),
+               "without": Server("scratchformer", folder, threads, ("--prefix-cache", "0"))}
+    kept = {way: http.client.HTTPConnection("127.0.0.1", server.port, timeout=600) for way, server in servers.items()}
+    seen: dict[tuple[str, str], list[dict]] = {}
+    try:
+        for server in servers.values():
+            conversation(server, openings[-1], None)
+        for i, opening in enumerate(openings[:-1]):  # each conversation its own opening: nothing kept from another
+            connection = CONNECTIONS[i % len(CONNECTIONS)]
+            for way, server in servers.items():
+                conn = kept[way] if connection == "kept" else None
+                seen.setdefault((connection, way), []).append(conversation(server, opening, conn))
+    finally:
+        for conn in kept.values():
+            conn.close()
+        for server in servers.values():
+            server.stop()
+    return seen
+
+
+def row(name: str, connection: str, on: list[dict], off: list[dict]) -> str:
+    """The table's row of one model and one kind of connection."""
+    assert all(s["cached"] == 0 for s in off)
+    with_s, without_s = (statistics.median(s["ttft"] for s in runs) for runs in (on, off))
+    same = all(a["text"] == b["text"] for a, b in zip(on, off))
+    prompt, reused = (statistics.median(s[key] for s in on) for key in ("prompt_tokens", "cached"))
+    return (f"| {name} | {connection} | {FIRST[name]} | {prompt:.0f} | {reused:.0f} | {1e3 * with_s:.1f} | "
+            f"{1e3 * without_s:.1f} | {without_s / with_s:.1f}x | {'yes' if same else 'NO'} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default="gpt2-small,instruct")
@@ -107,9 +144,9 @@ def main() -> None:
     text = "\n".join(load_tinyshakespeare())
     print(f"a chat's second turn, time to its first token: prefix reuse on (as serve starts) against --prefix-cache 0;"
           f" scratchformer serve, {args.threads} thread(s), median of {args.rounds} rounds")
-    print("| model | first turn (tokens) | second turn's prompt (tokens) | reused (tokens) | with reuse (s) | "
-          "without (s) | sooner by | same answers |")
-    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    print("| model | connection | first turn (tokens) | second turn's prompt (tokens) | reused (tokens) | "
+          "with reuse (ms) | without (ms) | sooner by | same answers |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---|")
     engines = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):
@@ -117,29 +154,12 @@ def main() -> None:
             (folder / "chat_template.jinja").write_text(TEMPLATE, encoding="utf-8")
             tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
             openings = []
-            for r in range(args.rounds + 1):  # one more: the warm-up's
+            for r in range(args.rounds * len(CONNECTIONS) + 1):  # one more: the warm-up's
                 enc = tok.encode(text[r * 20_000:r * 20_000 + 8_000])
                 openings.append(text[r * 20_000:r * 20_000 + enc.offsets[FIRST[name] - 8][1]])  # the template's tokens
-            servers = {"with": Server("scratchformer", folder, args.threads),
-                       "without": Server("scratchformer", folder, args.threads, ("--prefix-cache", "0"))}
-            try:
-                for server in servers.values():
-                    conversation(server, openings[-1])  # warm-up
-                seen: dict[str, list[dict]] = {"with": [], "without": []}
-                for r in range(args.rounds):
-                    for way, server in servers.items():  # taking turns
-                        seen[way].append(conversation(server, openings[r]))
-            finally:
-                for server in servers.values():
-                    server.stop()
-            on = statistics.median(s["ttft"] for s in seen["with"])
-            off = statistics.median(s["ttft"] for s in seen["without"])
-            same = all(a["text"] == b["text"] for a, b in zip(seen["with"], seen["without"]))
-            reused = statistics.median(s["cached"] for s in seen["with"])
-            prompt = statistics.median(s["prompt_tokens"] for s in seen["with"])
-            assert all(s["cached"] == 0 for s in seen["without"])
-            print(f"| {name} | {FIRST[name]} | {prompt:.0f} | {reused:.0f} | {on:.3f} | {off:.3f} | {off / on:.1f}x | "
-                  f"{'yes' if same else 'NO'} |")
+            seen = rounds(folder, openings, args.threads)
+            for connection in CONNECTIONS:
+                print(row(name, connection, seen[(connection, "with")], seen[(connection, "without")]))
             alone = engine_alone(folder, openings[0])
             engines.append(f"{name}: the engine alone, in one process: {1e3 * alone[0]:.2f} ms without kept rows, "
                            f"{1e3 * alone[1]:.2f} ms with ({alone[2]} tokens reused): {alone[0] / alone[1]:.1f}x")

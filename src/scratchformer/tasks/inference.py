@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from scratchformer.checkpoints import Checkpoint, CheckpointError
 from scratchformer.data.templates import Template, as_messages, folder_template, prompt_ids, special_texts
-from scratchformer.errors import DataError, listed
+from scratchformer.errors import DataError
 from scratchformer.families import FAMILIES, Family, family
 from scratchformer.generation import generate, translate_ids
 from scratchformer.generation.common import cut_at_eos
@@ -29,7 +29,6 @@ from scratchformer.tasks.classify import CLASSIFY_TOKENS, class_probabilities
 from scratchformer.tokenizers import Tokenizer
 
 if TYPE_CHECKING:
-    from scratchformer.data.templates import Template
     from scratchformer.generation.requests import Choice
 
 
@@ -71,8 +70,8 @@ def encode_all(tokenizer: Tokenizer, texts: list[str], **kw: Any) -> list[list[i
     pretrained tokenizers, which encode a batch in parallel there)."""
     rows = tokenizer.encode_batch(texts, **kw)
     for text, ids in zip(texts, rows):
-        if tokenizer.unk_id in ids and (unknown := tokenizer.cannot_encode(text)):
-            raise DataError(f"the model's vocabulary has no {listed(unknown)} (in {text[:40]!r})")
+        if tokenizer.unk_id in ids:
+            tokenizer.check_known(text)
     return rows
 
 
@@ -154,7 +153,7 @@ def chat_prompt_ids(ckpt: Checkpoint, messages: list[dict[str, str]], template: 
     character the model's vocabulary lacks is refused in one line (``DataError``)."""
     tok = ckpt.tokenizer
     # the user's words must be known; the template's were read in training as they encode
-    encode_checked(tok, "".join(m["content"] for m in messages))
+    tok.check_known("".join(m["content"] for m in messages))
     return prompt_ids(tok, _template_or_refuse(ckpt, template), messages, record)
 
 

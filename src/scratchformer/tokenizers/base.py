@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from scratchformer.atomic import atomic_write_text
+from scratchformer.errors import DataError, listed
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>"]
@@ -129,6 +130,12 @@ class Tokenizer(ABC):
         """The characters of ``text`` this tokenizer has no token for (they would read as ``<unk>``), in order of first
         appearance: none for a byte-level or pretrained tokenizer, which writes every string."""
         return []
+
+    def check_known(self, text: str) -> None:
+        """Refuse (``DataError``, one line) a text with characters this tokenizer has no token for, without encoding
+        it (a byte-level or pretrained tokenizer writes every text: nothing to look up)."""
+        if unknown := self.cannot_encode(text):
+            raise DataError(f"the model's vocabulary has no {listed(unknown)} (in {text[:40]!r})")
 
     def token_bytes(self) -> list[bytes | None]:
         """Each id's text as UTF-8 bytes, in id order (what a grammar's mask is computed over,

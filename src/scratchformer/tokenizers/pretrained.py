@@ -3,6 +3,7 @@ its special tokens, every end-of-generation id, its chat template (``interop/fol
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Sequence
@@ -144,7 +145,7 @@ class PretrainedTokenizer(Tokenizer):
         """The template's pieces split at their special tokens' texts, each a token; the text between two of them
         (the template's and the messages' together, as ``encode`` reads it) encoded with no special token read in it;
         then what ``encode`` adds around (``added_around``)."""
-        marker = re.compile("(" + "|".join(re.escape(s) for s in sorted(self.specials, key=len, reverse=True)) + ")")
+        marker = self._marker
         ids: list[int] = []
         texts: list[str] = []  # since the last special token
 
@@ -167,6 +168,11 @@ class PretrainedTokenizer(Tokenizer):
         flush()
         before, after = self.added_around()
         return before + ids + after
+
+    @functools.cached_property
+    def _marker(self) -> re.Pattern[str]:
+        """A pattern that splits a text at its special tokens' texts (longest first), made once."""
+        return re.compile("(" + "|".join(re.escape(s) for s in sorted(self.specials, key=len, reverse=True)) + ")")
 
     @property
     def _plain(self) -> HFTokenizer:

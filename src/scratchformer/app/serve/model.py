@@ -42,7 +42,7 @@ class ServedModel:
         if not tools:
             return chat_prompt_ids(self.ckpt, messages, self.template)
         assert self.template is not None
-        encode_checked(self.ckpt.tokenizer, "".join(m["content"] for m in messages))
+        self.ckpt.tokenizer.check_known("".join(m["content"] for m in messages))
         return prompt_ids(self.ckpt.tokenizer, self.template, messages, tools=tools)
 
     def vocabulary(self) -> Any:
