@@ -167,7 +167,8 @@ def load(server: Server, prompts: list[str], clients: int) -> dict:
         for future in [pool.submit(client) for _ in range(clients)]:
             future.result()
     wall = time.perf_counter() - start
-    ttfts = sorted(r["ttft"] for r in results)
+    # an answer with no text (a random model may write only tokens that decode to nothing) has no first token's time
+    ttfts = sorted(r["ttft"] for r in results if r["ttft"] == r["ttft"]) or [float("nan")]
     return {"tokens": sum(r["tokens"] for r in results), "seconds": wall,
             "tokens_per_s": sum(r["tokens"] for r in results) / wall, "ttft_median": statistics.median(ttfts),
             "ttft_max": ttfts[-1], "texts": [r["text"] for r in results]}
