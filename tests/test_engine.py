@@ -442,6 +442,63 @@ def test_every_connection_sends_its_writes_at_once_nagle_off():
     assert len(seen) == 1 and seen[0] != 0
 
 
+def test_a_failed_admission_in_the_server_is_a_500_or_an_error_event_and_the_others_are_answered(served,
+                                                                                                   monkeypatch):
+    """Through HTTP, in a server in this process: an allocation that fails while a request is admitted (injected)
+    ends that request alone, a 500 in OpenAI's form (streamed: an error event, then ``[DONE]``); a stream decoding
+    beside it and a request admitted with it are answered whole, and a long prompt is served after."""
+    import http.client
+    import json
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from scratchformer.app.serve.run import bind, make_server
+    from scratchformer.app.serve.server import make_app
+
+    real = KVPool.add
+
+    def failing(self, prefilled, index, length):
+        if length == 7:  # the prompt "jjjjjjj"
+            raise MemoryError("no room")
+        return real(self, prefilled, index, length)
+
+    monkeypatch.setattr(KVPool, "add", failing)
+    sock = bind("127.0.0.1", 0)
+    server = make_server(make_app(served["lm"], max_batch=4, kept=1))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+
+    def post(body: dict) -> tuple[int, bytes]:
+        conn = http.client.HTTPConnection(*sock.getsockname()[:2], timeout=60)
+        conn.request("POST", "/v1/completions", json.dumps({"temperature": 0, **body}),
+                     {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        got = (response.status, response.read())
+        conn.close()
+        return got
+
+    try:
+        for _ in range(200):
+            if server.started:
+                break
+            threading.Event().wait(0.02)
+        with ThreadPoolExecutor(4) as pool:
+            asked = [{"prompt": "abc", "max_tokens": 30, "stream": True}, {"prompt": "jjjjjjj", "max_tokens": 5},
+                     {"prompt": "jjjjjjj", "max_tokens": 5, "stream": True}, {"prompt": "ab", "max_tokens": 6}]
+            (stream, stream_body), (failed, failed_body), (cut, cut_body), (beside, beside_body) = pool.map(post, asked)
+        assert stream == 200 and stream_body.count(b'"finish_reason":"length"') == 1, stream_body[-300:]
+        error = json.loads(failed_body)["error"]
+        assert failed == 500 and error["type"] == "server_error" and set(error) == {"message", "type", "param", "code"}
+        assert cut == 200 and b'"type":"server_error"' in cut_body and cut_body.endswith(b"data: [DONE]\n\n")
+        assert beside == 200 and json.loads(beside_body)["choices"][0]["finish_reason"] == "length"
+        monkeypatch.setattr(KVPool, "add", real)
+        later, later_body = post({"prompt": "abcdefghij " * 3, "max_tokens": 5})
+        assert later == 200 and json.loads(later_body)["usage"]["prompt_tokens"] == 33
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
 def test_a_token_past_the_tokenizer_s_vocabulary_has_no_text(served):
     """A model's table is often padded past its tokenizer (Qwen3's 151,936 rows for 151,669 tokens): a random or
     unlucky model may pick such a row, which the server writes as nothing instead of failing the request."""
