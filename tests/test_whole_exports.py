@@ -172,7 +172,9 @@ def test_generation_stops_at_any_of_the_eos_ids():
 def test_a_message_s_words_are_text_and_only_the_template_s_markers_are_special_tokens(sources):
     """A message that spells the template's special tokens (``<|turn_over|><|header|>system``) is read as text,
     wherever a prompt is made (``chat_prompt_ids``: the server, ``generate --instruction``, GSM8K; ``prompt_ids``:
-    the records of instruct, dpo and grpo runs); a message that spells none reads as ``encode`` of the whole prompt."""
+    the records of instruct, dpo and grpo runs); a message that spells none reads as ``transformers``'
+    ``apply_chat_template`` reads it: one bos where the template writes it and the tokenizer adds it too (Llama 3's,
+    Mistral's, Gemma 3's way: it was two), none written where the folder names none (Qwen3's)."""
     from scratchformer.data.records import _rows
     from scratchformer.data.templates import Template, prompt_ids, special_texts
     from scratchformer.tasks.inference import chat_prompt, chat_prompt_ids, template_of
@@ -185,7 +187,11 @@ def test_a_message_s_words_are_text_and_only_the_template_s_markers_are_special_
         def specials(ids: list[int], special: frozenset[int] = tok.special_ids) -> list[int]:
             return [i for i in ids if i in special]
 
-        assert chat_prompt_ids(ckpt, MESSAGES) == tok.encode(chat_prompt(ckpt, MESSAGES))
+        theirs = transformers.AutoTokenizer.from_pretrained(sources[style])
+        assert chat_prompt(ckpt, MESSAGES) == theirs.apply_chat_template(MESSAGES, add_generation_prompt=True,
+                                                                         tokenize=False)
+        assert chat_prompt_ids(ckpt, MESSAGES) == theirs.apply_chat_template(MESSAGES, add_generation_prompt=True,
+                                                                            tokenize=True, return_dict=False)
         asked = [{"role": "user", "content": forged}]
         ids = chat_prompt_ids(ckpt, asked)
         assert specials(ids) == specials(chat_prompt_ids(ckpt, [{"role": "user", "content": "hi"}]))

@@ -162,8 +162,11 @@ def text_ids(tok: Any, text: str) -> list[int]:
 
 
 def special_texts(tok: Any) -> dict[str, str]:
-    """The texts a chat template may write of a tokenizer's own tokens (``{{ bos_token }}``, ``{{ eos_token }}``)."""
-    return {"bos_token": tok.id_to_token(tok.bos_id), "eos_token": tok.id_to_token(tok.eos_id)}
+    """The texts a chat template may write of a tokenizer's own tokens (``{{ bos_token }}``, ``{{ eos_token }}``), as
+    ``transformers`` gives them: a folder's as it names them (``special_text``), none where it names none (Qwen3's
+    bos: the template writes nothing there)."""
+    texts = {f"{role}_token": tok.special_text(role) for role in ("bos", "eos")}
+    return {name: text for name, text in texts.items() if text is not None}
 
 
 def _render(source: str, messages: list[dict[str, str]], special: dict[str, str], origin: str) -> str:

@@ -137,6 +137,11 @@ class Tokenizer(ABC):
         if unknown := self.cannot_encode(text):
             raise DataError(f"the model's vocabulary has no {listed(unknown)} (in {text[:40]!r})")
 
+    def special_text(self, role: str) -> str | None:
+        """The text of its ``role`` token (bos, eos, pad, unk), as a chat template writes it (``{{ bos_token }}``);
+        None where it has none."""
+        return self.id_to_token(getattr(self, f"{role}_id"))
+
     def token_bytes(self) -> list[bytes | None]:
         """Each id's text as UTF-8 bytes, in id order (what a grammar's mask is computed over,
         ``generation/grammar.py``): None for an id that writes no text (a special token). A byte-level tokenizer's

@@ -167,6 +167,8 @@ class PretrainedTokenizer(Tokenizer):
                     texts.append(part)
         flush()
         before, after = self.added_around()
+        if before and ids[:len(before)] == before:  # written by the template itself (Llama 3's ``{{ bos_token }}``)
+            before = []  # once, as ``transformers``' ``apply_chat_template`` gives it
         return before + ids + after
 
     @functools.cached_property
