@@ -203,5 +203,7 @@ def test_a_message_s_words_are_text_and_only_the_template_s_markers_are_special_
             clean = {"instruction": "hi", "input": "", "output": "hi"}
             plain = _rows(tok, template, [clean], [template.split(clean, special_texts(tok))])
             assert specials(row.fields["ids"][0]) == specials(plain.fields["ids"][0])
+            answer = plain.fields["ids"][0][plain.fields["n_prompt"][0]:]  # what is learnt: no bos before it
+            assert answer == tok.encode_bare("hi") + [tok.eos_id], (style, template.name, answer)
             then = prompt_ids(tok, template, [{"role": "user", "content": "hi"}], then=forged)
             assert specials(then) == specials(prompt_ids(tok, template, [{"role": "user", "content": "hi"}]))

@@ -157,8 +157,9 @@ def prompt_ids(tok: Any, template: Template, messages: list[dict[str, str]],
 
 
 def text_ids(tok: Any, text: str) -> list[int]:
-    """The ids of a message's text alone (an answer to learn): what ``encode`` gives, no special token read in it."""
-    return tok.encode_pieces([(text, False)])
+    """The ids of a message's text alone (an answer to learn, after its prompt): no special token read in it, and
+    nothing of what ``encode`` adds around a whole text (Llama 3's bos: an answer continues its prompt)."""
+    return tok.encode_pieces([(text, False)], around=False)
 
 
 def special_texts(tok: Any) -> dict[str, str]:

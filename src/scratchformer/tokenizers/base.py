@@ -172,11 +172,12 @@ class Tokenizer(ABC):
         five characters); a pretrained tokenizer's own (``<|im_start|>``)."""
         return ()
 
-    def encode_pieces(self, pieces: Sequence[tuple[str, bool]]) -> list[int]:
+    def encode_pieces(self, pieces: Sequence[tuple[str, bool]], around: bool = True) -> list[int]:
         """Token ids of a text in pieces, each ``(text, own)``: ``own`` where a template wrote it (its special tokens'
         texts are special tokens), not where a message did (its words are text, whatever they spell: a user cannot
-        forge a template's markers). ``encode`` of the whole text where no message holds a ``parsed_specials`` text.
-        Here, where no text is read as a special token: ``encode`` of the whole."""
+        forge a template's markers). ``encode`` of the whole text where no message holds a ``parsed_specials`` text;
+        without ``around``, less what ``encode`` adds around a whole text (Llama 3's bos). Here, where no text is read
+        as a special token and ``encode`` adds nothing: ``encode`` of the whole."""
         return self.encode("".join(text for text, _ in pieces))
 
     def state(self) -> dict[str, Any]:

@@ -141,10 +141,10 @@ class PretrainedTokenizer(Tokenizer):
     def parsed_specials(self) -> tuple[str, ...]:
         return tuple(self.specials)
 
-    def encode_pieces(self, pieces: Sequence[tuple[str, bool]]) -> list[int]:
+    def encode_pieces(self, pieces: Sequence[tuple[str, bool]], around: bool = True) -> list[int]:
         """The template's pieces split at their special tokens' texts, each a token; the text between two of them
         (the template's and the messages' together, as ``encode`` reads it) encoded with no special token read in it;
-        then what ``encode`` adds around (``added_around``)."""
+        then, with ``around``, what ``encode`` adds around (``added_around``)."""
         marker = self._marker
         ids: list[int] = []
         texts: list[str] = []  # since the last special token
@@ -166,7 +166,7 @@ class PretrainedTokenizer(Tokenizer):
                 else:
                     texts.append(part)
         flush()
-        before, after = self.added_around()
+        before, after = self.added_around() if around else ([], [])
         if before and ids[:len(before)] == before:  # written by the template itself (Llama 3's ``{{ bos_token }}``)
             before = []  # once, as ``transformers``' ``apply_chat_template`` gives it
         return before + ids + after
