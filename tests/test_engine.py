@@ -442,6 +442,58 @@ def test_every_connection_sends_its_writes_at_once_nagle_off():
     assert len(seen) == 1 and seen[0] != 0
 
 
+def test_past_its_connections_the_server_answers_a_503_in_openai_s_form():
+    """More connections open than the limit: a request is a 503 in OpenAI's form (``overloaded``) and its connection
+    is closed (uvicorn's own limit answered in plain text); once the others close, requests are answered again."""
+    import http.client
+    import json
+    import threading
+    import time
+
+    uvicorn = pytest.importorskip("uvicorn", reason="the server needs the serve extra")
+    from scratchformer.app.serve.run import bind, timed_protocol
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": b'{"ok": true}'})
+
+    server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="error", http=timed_protocol(30, most=2)))
+    sock = bind("127.0.0.1", 0)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    address = sock.getsockname()[:2]
+
+    def get(conn: http.client.HTTPConnection) -> tuple[int, str | None, bytes]:
+        conn.request("GET", "/")
+        response = conn.getresponse()
+        return response.status, response.getheader("connection"), response.read()
+
+    try:
+        for _ in range(250):
+            if server.started:
+                break
+            time.sleep(0.02)
+        kept = [http.client.HTTPConnection(*address, timeout=10) for _ in range(3)]
+        assert get(kept[0])[0] == get(kept[1])[0] == 200  # two connections open, kept
+        status, connection, body = get(kept[2])
+        error = json.loads(body)["error"]
+        assert status == 503 and connection == "close" and error["code"] == "overloaded", (status, body)
+        assert error["type"] == "server_error" and "more than 2 connections" in error["message"]
+        for conn in kept:
+            conn.close()
+        for _ in range(100):  # the server sees the two close
+            fresh = http.client.HTTPConnection(*address, timeout=10)
+            status = get(fresh)[0]
+            fresh.close()
+            if status == 200:
+                break
+            time.sleep(0.05)
+        assert status == 200
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
 def test_a_failed_admission_in_the_server_is_a_500_or_an_error_event_and_the_others_are_answered(served,
                                                                                                    monkeypatch):
     """Through HTTP, in a server in this process: an allocation that fails while a request is admitted (injected)

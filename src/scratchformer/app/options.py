@@ -147,8 +147,8 @@ INFERENCE = [
                     "stream_options.include_obfuscation; penalties, logprobs, tools, response_format, modalities, "
                     "audio and web search only at values that change nothing. Limits: a POST must be "
                     "'Content-Type: application/json'; a request from another site's page (its Origin) is refused; "
-                    "--max-body bytes; --read-timeout; at most 320 connections at once (more get a 503), an idle one "
-                    "closed after 5 s; at most 256 requests waiting.",
+                    "--max-body bytes; --read-timeout; at most 320 connections at once (more get a 503 in OpenAI's "
+                    "form), an idle one closed after 5 s; at most 256 requests waiting.",
         epilog="example: scratchformer serve --ckpt runs/assistant, then any OpenAI client with "
                "base_url=http://127.0.0.1:8000/v1 (and any api_key unless --api-key is set)"),
 ]

@@ -5,7 +5,7 @@ then end themselves (a stream with an error event, a waiting request with a 503)
 Limits on connections: a request's head must arrive within ``--read-timeout`` seconds (30) of the connection's
 opening (or of its last answer) and its body within as many again, or the connection is closed (uvicorn itself waits
 for ever); an idle connection is closed after ``KEEP_ALIVE`` seconds; at most ``MAX_CONNECTIONS`` connections at once
-(more are answered 503)."""
+(a request on one more is a 503 in OpenAI's form, its connection closed)."""
 
 from __future__ import annotations
 
@@ -70,14 +70,20 @@ def cache_plan(model, max_batch: int, context: int | None, kept: int | None) -> 
     return context, kept, (per * context + ring) * rows
 
 
-def timed_protocol(timeout: float) -> type:
+def timed_protocol(timeout: float, most: int = MAX_CONNECTIONS) -> type:
     """uvicorn's HTTP protocol, which also closes a connection whose request head has not arrived whole within
     ``timeout`` seconds of the connection's opening or its last answer (ten half-sent heads would otherwise hold ten
-    connections for ever); once a head is whole, the body's time is the app's (``guard.read_json``)."""
+    connections for ever); once a head is whole, the body's time is the app's (``guard.read_json``). A request that
+    comes while more than ``most`` connections are open is a 503 in OpenAI's form, its connection closed (uvicorn's
+    own limit answers in plain text)."""
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
     class Timed(AutoHTTPProtocol):  # type: ignore[misc,valid-type]
         head_timer: asyncio.TimerHandle | None = None
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.app = within(self.app, self.server_state, most)
 
         def connection_made(self, transport: Any, *args: Any) -> None:
             sock = transport.get_extra_info("socket")
@@ -112,6 +118,24 @@ def timed_protocol(timeout: float) -> type:
     return Timed
 
 
+def within(app: Any, state: Any, most: int) -> Any:
+    """``app``, answering instead a 503 in OpenAI's form (``overloaded``, the connection closed) while more than
+    ``most`` connections, or requests, are open in uvicorn's ``state``."""
+
+    async def limited(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and max(len(state.connections), len(state.tasks)) > most:
+            from scratchformer.app.serve.api_errors import ApiError
+            from scratchformer.app.serve.guard import error_response
+
+            refusal = ApiError(503, f"the server is busy: more than {most} connections are open; try again shortly",
+                               kind="server_error", code="overloaded")
+            await error_response(refusal, {"connection": "close"})(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    return limited
+
+
 def make_server(app: Any, verbose: bool = False, read_timeout: float = 30, grace: float = GRACE_SECONDS) -> Any:
     """A uvicorn server for ``app`` with the limits above, which at SIGTERM lets the answers in progress run for
     ``grace`` seconds and then ends them itself (``app.stop_answers``): uvicorn would cancel their tasks before the
@@ -129,7 +153,7 @@ def make_server(app: Any, verbose: bool = False, read_timeout: float = 30, grace
 
     return Server(uvicorn.Config(app, log_level="info" if verbose else "warning", access_log=verbose, lifespan="on",
                                  timeout_graceful_shutdown=math.ceil(grace) + 3, http=timed_protocol(read_timeout),
-                                 limit_concurrency=MAX_CONNECTIONS, timeout_keep_alive=KEEP_ALIVE))
+                                 timeout_keep_alive=KEEP_ALIVE))
 
 
 def serve(ckpt: str | Path, host: str = "127.0.0.1", port: int = 8000, *, api_key: str | None = None,
