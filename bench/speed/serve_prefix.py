@@ -11,12 +11,12 @@ round: ``scratchformer serve`` as it starts (kept rows for prefix reuse) and wit
 to the first token is that of the second turn asked for one token (not streamed: a random model's first token may
 have no text to stream), from sending the request to reading the whole answer, measured twice: with a new connection
 for each request, and with one connection kept open between requests, as the ``openai`` client keeps its own. Each
-round's opening is a different part of the text. Reported: the median time to the second turn's first token with
+conversation's opening is a different part of the text. Reported: the median time to the second turn's first token with
 and without, their ratio, the prompt tokens the server says it reused (``usage.prompt_tokens_details.cached_tokens``)
 and whether the two servers' second answers are the same text (they must be: the reused keys are the same numbers).
 The folders are ``serve_load.py``'s (random weights, GPT-2's layout) with a chat template; one PyTorch thread. Then
-the engine alone, in this process: the second turn's prompt read for one token with and without kept rows (median of
-11), what the server adds to it being each request's fixed costs.
+the engine alone, in this process: the second turn's prompt read for one token with and without a kept row (the first
+turn's, read again before each run; median of 11), what the server adds to it being each request's fixed costs.
 """
 
 from __future__ import annotations
